@@ -1,0 +1,42 @@
+"""`python -m engine COMMAND`: the reference engine's command line.
+
+Each command lives in its own module with a `main(argv) -> int`; modules are imported
+only when their command runs, so the pure-Python commands never pay for torch.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "vectors": ("engine.vectors", "write the block manager's conformance vectors"),
+    "capacity": ("engine.capacity", "paged vs reserved KV capacity and prefix-sharing memory"),
+    "generate": ("engine.cli_generate", "generate text with the embedded tiny model"),
+    "bench": ("engine.bench", "decode throughput and block-manager benchmarks"),
+    "gate0": ("engine.gate0", "Gate 0: paged KV must match the contiguous reference"),
+}
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: python -m engine COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {summary}" for name, (_, summary) in COMMANDS.items()]
+    lines += ["", "Run `python -m engine COMMAND --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"engine: unknown command {name!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

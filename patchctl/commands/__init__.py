@@ -1,0 +1,1 @@
+"""One module per command: the domain function behind each CLI command."""

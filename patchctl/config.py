@@ -1,0 +1,364 @@
+"""matrix.yaml, schema v1: the single source of truth, validated on load.
+
+    version: 1
+    upstreams:
+      NAME:
+        url: https://... | file:///... | /local/path | pypi-sdist:PACKAGE?versions=A,B&subdir=DIR
+        branch: master
+        pin: <40-hex commit id>
+        tracks: OTHER            # optional: this pin must always equal OTHER's
+        auto_bump: false         # optional: listed for nightly auto-bumping
+        pin_files:               # optional: other places that mirror the pin
+          - {path: Makefile, pattern: 'LLAMA_VERSION\\?=(?P<pin>[0-9a-f]{40})'}
+    series:
+      NAME:
+        upstream: NAME
+        dir: patches/NAME
+        exclude: ['*.md', 'docs/**']   # source-only policy (this is the default)
+        allow_crlf: false
+        allow_binary: false
+        build: [{name, runner: local|docker, command, image, timeout, env}]
+        gates: [{name, command, timeout, baseline}]
+
+The CI build rows (`include:`, `includeDarwin:`, `index:`, `canary:`, `backends:`) are
+validated by `patchctl.matrix`. Every error names the file, the key path and the line.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from . import yamlloc
+from .errors import ConfigError, UsageError
+from .git import is_full_sha
+from .yamlloc import KeyPath, LocatedDocument
+
+SCHEMA_VERSION = 1
+DEFAULT_CONFIG_NAME = "matrix.yaml"
+DEFAULT_EXCLUDE = ("*.md", "docs/**")
+UPSTREAM_URL_ENV = "PATCHCTL_UPSTREAM_URL"
+RUNNERS = ("local", "docker")
+
+# Sections that belong to the CI build matrix; `patchctl.matrix` validates them.
+MATRIX_SECTIONS = ("include", "includeDarwin", "index", "canary", "backends")
+TOP_LEVEL_KEYS = ("version", "upstreams", "series", *MATRIX_SECTIONS)
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class PinFile:
+    path: str
+    pattern: re.Pattern[str]
+
+
+@dataclass(frozen=True)
+class Upstream:
+    name: str
+    url: str
+    branch: str
+    pin: str
+    tracks: str | None = None
+    auto_bump: bool = False
+    pin_files: tuple[PinFile, ...] = ()
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    name: str
+    command: str
+    runner: str = "local"
+    image: str | None = None
+    timeout: int = 3600
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Gate:
+    name: str
+    command: str
+    timeout: int = 1800
+    baseline: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    upstream: str
+    dir: Path
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    allow_crlf: bool = False
+    allow_binary: bool = False
+    build: tuple[BuildStep, ...] = ()
+    gates: tuple[Gate, ...] = ()
+
+
+@dataclass
+class Config:
+    path: Path
+    doc: LocatedDocument
+    upstreams: dict[str, Upstream] = field(default_factory=dict)
+    series: dict[str, Series] = field(default_factory=dict)
+
+    @property
+    def root(self) -> Path:
+        """The directory matrix.yaml lives in; relative paths in it resolve from here."""
+        return self.path.parent
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        return self.doc.data
+
+    def error(self, keypath: KeyPath, message: str) -> ConfigError:
+        return self.doc.error(keypath, message)
+
+    def get_series(self, name: str) -> Series:
+        if name not in self.series:
+            known = ", ".join(sorted(self.series)) or "none"
+            raise UsageError(f"unknown series {name!r} (matrix.yaml defines: {known})")
+        return self.series[name]
+
+    def get_upstream(self, name: str) -> Upstream:
+        if name not in self.upstreams:
+            known = ", ".join(sorted(self.upstreams)) or "none"
+            raise UsageError(f"unknown upstream {name!r} (matrix.yaml defines: {known})")
+        return self.upstreams[name]
+
+    def select_series(self, names: tuple[str, ...] | list[str]) -> list[Series]:
+        """The named series, or every series when NAMES is empty."""
+        return [self.get_series(n) for n in names] if names else list(self.series.values())
+
+    def series_on(self, upstream: str) -> list[Series]:
+        return [s for s in self.series.values() if s.upstream == upstream]
+
+    def trackers_of(self, upstream: str) -> list[Upstream]:
+        return [u for u in self.upstreams.values() if u.tracks == upstream]
+
+    def with_url_overrides(self, overrides: dict[str, str]) -> "Config":
+        for name in overrides:
+            if name not in self.upstreams:
+                known = ", ".join(sorted(self.upstreams)) or "none"
+                raise UsageError(f"--upstream-url names unknown upstream {name!r} (known: {known})")
+        self.upstreams = {
+            name: replace(up, url=overrides.get(name, up.url)) for name, up in self.upstreams.items()
+        }
+        return self
+
+
+# Sections other modules validate on load (the build matrix). Each gets the Config and
+# raises ConfigError through config.error(...).
+SECTION_VALIDATORS: list[Callable[[Config], None]] = []
+
+
+def find_config(directory: Path | None = None, config_file: Path | None = None) -> Path:
+    """Resolve `-C DIR` / `--config FILE` like git does: FILE wins, else DIR/matrix.yaml."""
+    if config_file is not None:
+        path = Path(config_file)
+        if directory is not None and not path.is_absolute():
+            path = Path(directory) / path
+    else:
+        path = Path(directory or ".") / DEFAULT_CONFIG_NAME
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file (use -C DIR or --config FILE)")
+    return path.resolve()
+
+
+def load(path: Path) -> Config:
+    doc = yamlloc.load(path)
+    config = Config(path=Path(path).resolve(), doc=doc)
+    _validate(config)
+    for validator in SECTION_VALIDATORS:
+        validator(config)
+    return config
+
+
+def parse_url_overrides(pairs: tuple[str, ...] | list[str], env: dict[str, str] | None = None) -> dict[str, str]:
+    """`NAME=URL` pairs from the flag, after those in $PATCHCTL_UPSTREAM_URL (space or comma separated)."""
+    env = os.environ if env is None else env
+    items = re.split(r"[\s,]+", env.get(UPSTREAM_URL_ENV, "").strip())
+    result: dict[str, str] = {}
+    for item in [i for i in items if i] + list(pairs):
+        name, sep, url = item.partition("=")
+        if not sep or not name or not url:
+            raise UsageError(f"bad upstream URL override {item!r}: expected NAME=URL")
+        result[name] = url
+    return result
+
+
+# ---------------------------------------------------------------- validation
+
+
+class _Reader:
+    """Typed access to one mapping, raising located errors."""
+
+    def __init__(self, config: Config, keypath: KeyPath, allowed: tuple[str, ...]):
+        self.config = config
+        self.keypath = keypath
+        value = _lookup(config.raw, keypath)
+        if not isinstance(value, dict):
+            raise config.error(keypath, f"must be a mapping, got {_kind(value)}")
+        self.data = value
+        for key in value:
+            if key not in allowed:
+                raise config.error(keypath + (key,), f"unknown key (allowed: {', '.join(allowed)})")
+
+    def str(self, key: str, default: str | None = None, *, required: bool = True) -> str | None:
+        if key not in self.data:
+            if required and default is None:
+                raise self.config.error(self.keypath, f"missing required key {key!r}")
+            return default
+        value = self.data[key]
+        if not isinstance(value, str) or not value.strip():
+            raise self.config.error(self.keypath + (key,), f"must be a non-empty string, got {_kind(value)}")
+        return value
+
+    def bool(self, key: str, default: bool) -> bool:
+        value = self.data.get(key, default)
+        if not isinstance(value, bool):
+            raise self.config.error(self.keypath + (key,), f"must be true or false, got {_kind(value)}")
+        return value
+
+    def int(self, key: str, default: int) -> int:
+        value = self.data.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise self.config.error(self.keypath + (key,), f"must be a positive integer, got {value!r}")
+        return value
+
+    def list(self, key: str) -> list[Any]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list):
+            raise self.config.error(self.keypath + (key,), f"must be a list, got {_kind(value)}")
+        return value
+
+
+def _validate(config: Config) -> None:
+    data = config.raw
+    if not isinstance(data, dict):
+        raise config.error((), f"top level must be a mapping, got {_kind(data)}")
+    for key in data:
+        if key not in TOP_LEVEL_KEYS:
+            raise config.error((key,), f"unknown top-level key (allowed: {', '.join(TOP_LEVEL_KEYS)})")
+    version = data.get("version")
+    if version != SCHEMA_VERSION:
+        raise config.error(("version",), f"schema version must be {SCHEMA_VERSION}, got {version!r}")
+    for section in ("upstreams", "series"):
+        if not isinstance(data.get(section, {}), dict):
+            raise config.error((section,), f"must be a mapping, got {_kind(data.get(section))}")
+    for name in data.get("upstreams", {}):
+        config.upstreams[name] = _upstream(config, name)
+    for name, upstream in config.upstreams.items():
+        if upstream.tracks is not None and upstream.tracks not in config.upstreams:
+            raise config.error(("upstreams", name, "tracks"), f"tracks unknown upstream {upstream.tracks!r}")
+        if upstream.tracks == name:
+            raise config.error(("upstreams", name, "tracks"), "an upstream cannot track itself")
+    for name in data.get("series", {}):
+        config.series[name] = _series(config, name)
+
+
+def _check_name(config: Config, keypath: KeyPath, name: Any) -> None:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise config.error(keypath, f"invalid name {name!r}: use letters, digits, '.', '_' and '-'")
+
+
+def _upstream(config: Config, name: str) -> Upstream:
+    keypath: KeyPath = ("upstreams", name)
+    _check_name(config, keypath, name)
+    r = _Reader(config, keypath, ("url", "branch", "pin", "tracks", "auto_bump", "pin_files"))
+    pin = r.str("pin")
+    if not is_full_sha(pin):
+        raise config.error(keypath + ("pin",), f"pin must be a full 40-hex lowercase commit id, got {pin!r}")
+    pin_files = []
+    for i, entry in enumerate(r.list("pin_files")):
+        pr = _Reader(config, keypath + ("pin_files", i), ("path", "pattern"))
+        path, pattern_text = pr.str("path"), pr.str("pattern")
+        _check_relative(config, keypath + ("pin_files", i, "path"), path)
+        try:
+            pattern = re.compile(pattern_text, re.MULTILINE)
+        except re.error as exc:
+            raise config.error(keypath + ("pin_files", i, "pattern"), f"invalid regex: {exc}") from None
+        if "pin" not in pattern.groupindex:
+            raise config.error(keypath + ("pin_files", i, "pattern"), "pattern needs a named group (?P<pin>...)")
+        pin_files.append(PinFile(path, pattern))
+    return Upstream(
+        name=name,
+        url=r.str("url"),
+        branch=r.str("branch", "master"),
+        pin=pin,
+        tracks=r.str("tracks", required=False),
+        auto_bump=r.bool("auto_bump", False),
+        pin_files=tuple(pin_files),
+    )
+
+
+def _series(config: Config, name: str) -> Series:
+    keypath: KeyPath = ("series", name)
+    _check_name(config, keypath, name)
+    r = _Reader(config, keypath, ("upstream", "dir", "exclude", "allow_crlf", "allow_binary", "build", "gates"))
+    upstream = r.str("upstream")
+    if upstream not in config.upstreams:
+        raise config.error(keypath + ("upstream",), f"unknown upstream {upstream!r}")
+    directory = r.str("dir", f"patches/{name}")
+    _check_relative(config, keypath + ("dir",), directory)
+    exclude = r.list("exclude") if "exclude" in r.data else list(DEFAULT_EXCLUDE)
+    for i, pattern in enumerate(exclude):
+        if not isinstance(pattern, str) or not pattern:
+            raise config.error(keypath + ("exclude", i), "exclude entries must be non-empty glob strings")
+    build = []
+    for i, _ in enumerate(r.list("build")):
+        br = _Reader(config, keypath + ("build", i), ("name", "command", "runner", "image", "timeout", "env"))
+        runner = br.str("runner", "local")
+        if runner not in RUNNERS:
+            raise config.error(keypath + ("build", i, "runner"), f"unknown runner {runner!r} (choose: {', '.join(RUNNERS)})")
+        image = br.str("image", required=False)
+        if runner == "docker" and image is None:
+            raise config.error(keypath + ("build", i), "a docker build step needs an 'image'")
+        env = br.data.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, (str, int)) for k, v in env.items()):
+            raise config.error(keypath + ("build", i, "env"), "env must map names to strings")
+        build.append(
+            BuildStep(
+                name=br.str("name"),
+                command=br.str("command"),
+                runner=runner,
+                image=image,
+                timeout=br.int("timeout", 3600),
+                env=tuple(sorted((k, str(v)) for k, v in env.items())),
+            )
+        )
+    gates = []
+    for i, _ in enumerate(r.list("gates")):
+        gr = _Reader(config, keypath + ("gates", i), ("name", "command", "timeout", "baseline"))
+        baseline = gr.data.get("baseline")
+        if baseline is not None and not isinstance(baseline, dict):
+            raise config.error(keypath + ("gates", i, "baseline"), "baseline must be a mapping")
+        gates.append(Gate(name=gr.str("name"), command=gr.str("command"), timeout=gr.int("timeout", 1800), baseline=baseline))
+    return Series(
+        name=name,
+        upstream=upstream,
+        dir=(config.root / directory).resolve(),
+        exclude=tuple(exclude),
+        allow_crlf=r.bool("allow_crlf", False),
+        allow_binary=r.bool("allow_binary", False),
+        build=tuple(build),
+        gates=tuple(gates),
+    )
+
+
+def _check_relative(config: Config, keypath: KeyPath, path: str) -> None:
+    parts = Path(path).parts
+    if Path(path).is_absolute() or ".." in parts:
+        raise config.error(keypath, f"path must be relative to the config's directory, without '..': {path!r}")
+
+
+def _lookup(data: Any, keypath: KeyPath) -> Any:
+    for part in keypath:
+        data = data[part]
+    return data
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
+        type(value), "nothing" if value is None else type(value).__name__
+    )

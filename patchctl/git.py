@@ -1,0 +1,122 @@
+"""Run git isolated from the machine it runs on.
+
+Every git call goes through `run`. The user's global and system config never apply (a
+user's `diff.algorithm`, `core.autocrlf` or `apply.whitespace` would change what patchctl
+writes and accepts), the identity and dates are fixed, and git never discovers a parent
+repository above the directory it is pointed at: `git apply` inside a parent repository
+otherwise resolves paths against that parent and silently skips the patch.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import GitError
+
+IDENTITY_NAME = "patchctl"
+IDENTITY_EMAIL = "patchctl@localhost"
+# A fixed timestamp keeps commits that patchctl makes itself reproducible.
+FIXED_DATE = "1700000000 +0000"
+ZERO_OID = "0" * 40
+
+# Transport settings the user may legitimately need (proxies, ssh keys); everything else
+# GIT_* is dropped so that a stray GIT_DIR or GIT_WORK_TREE cannot redirect patchctl.
+_KEPT_GIT_VARS = {"GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "GIT_SSL_CAINFO", "GIT_SSL_NO_VERIFY", "GIT_PROXY_COMMAND"}
+
+
+def isolated_env(cwd: Path | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _KEPT_GIT_VARS}
+    env.update(
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_AUTHOR_NAME=IDENTITY_NAME,
+        GIT_AUTHOR_EMAIL=IDENTITY_EMAIL,
+        GIT_COMMITTER_NAME=IDENTITY_NAME,
+        GIT_COMMITTER_EMAIL=IDENTITY_EMAIL,
+        GIT_TERMINAL_PROMPT="0",
+        LC_ALL="C",
+        LANG="C",
+    )
+    if cwd is not None:
+        env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
+    if extra:
+        env.update(extra)
+    return env
+
+
+@dataclass(frozen=True)
+class GitResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def run(
+    args: list[str],
+    cwd: Path | str,
+    *,
+    check: bool = True,
+    input: str | bytes | None = None,
+    env: dict[str, str] | None = None,
+    binary: bool = False,
+) -> GitResult:
+    """Run `git ARGS` in CWD; raise GitError with git's first error line when CHECK and it fails."""
+    cwd = Path(cwd)
+    cmd = ["git", "-c", "core.autocrlf=false", "-c", "core.safecrlf=false", "-c", "advice.detachedHead=false", *args]
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=cwd,
+            input=input if binary or input is None or isinstance(input, bytes) else input.encode(),
+            capture_output=True,
+            env=isolated_env(cwd, env),
+        )
+    except FileNotFoundError as exc:
+        raise GitError("git is not installed or not on PATH") from exc
+    stdout = proc.stdout if binary else proc.stdout.decode("utf-8", errors="surrogateescape")
+    stderr = proc.stderr.decode("utf-8", errors="replace")
+    result = GitResult(proc.returncode, stdout, stderr)  # type: ignore[arg-type]
+    if check and not result.ok:
+        raise GitError(f"git {args[0]} failed in {cwd}: {first_line(stderr) or f'exit {proc.returncode}'}")
+    return result
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def rev_parse(repo: Path, rev: str) -> str:
+    """Resolve REV to a full commit id, or raise GitError naming it."""
+    result = run(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], repo, check=False)
+    if not result.ok:
+        raise GitError(f"unknown revision {rev!r} in {repo}")
+    return result.stdout.strip()
+
+
+def is_full_sha(text: str) -> bool:
+    return len(text) == 40 and all(c in "0123456789abcdef" for c in text)
+
+
+def init_repo(path: Path, *, bare: bool = False) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    run(["init", "-q", *(["--bare"] if bare else []), "-b", "main", "."], path)
+
+
+def commit_all(repo: Path, message: str, *, date: str = FIXED_DATE) -> str:
+    """Stage everything in REPO's work tree and commit it with a fixed identity and DATE."""
+    run(["add", "-A"], repo)
+    run(
+        ["commit", "-q", "--allow-empty", "--no-verify", "-m", message],
+        repo,
+        env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
+    )
+    return rev_parse(repo, "HEAD")

@@ -1,0 +1,39 @@
+"""Where patchctl keeps its cache, and atomic file writes."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import platformdirs
+
+CACHE_ENV = "PATCHCTL_CACHE"
+
+
+def cache_dir() -> Path:
+    """$PATCHCTL_CACHE, else the user cache directory (~/.cache/patchctl on Linux)."""
+    path = Path(os.environ.get(CACHE_ENV) or platformdirs.user_cache_dir("patchctl"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write DATA to PATH so that readers see the old content or the new, never a mix."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))

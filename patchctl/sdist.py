@@ -1,0 +1,224 @@
+"""Turn llama-cpp-python sdists from PyPI into a local upstream git repository.
+
+These machines reach PyPI but not GitHub, and every `llama-cpp-python` sdist vendors a
+full llama.cpp tree under `vendor/llama.cpp`. An upstream URL of the form
+
+    pypi-sdist:llama-cpp-python?versions=0.3.30,0.3.33&subdir=vendor/llama.cpp
+
+names such a repository: one commit per version, in the order given, on branch `main`,
+each version also tagged `v<version>`. Commits use a fixed identity and fixed dates and
+the trees take their modes from the archive, so the commit ids are the same on every
+machine: a pin in matrix.yaml can name them.
+"""
+from __future__ import annotations
+
+import hashlib
+import html.parser
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from . import git
+from .errors import EnvironmentFailure, UsageError
+from .paths import atomic_write_bytes, cache_dir
+
+SCHEME = "pypi-sdist:"
+DEFAULT_INDEX = "https://pypi.org/simple/"
+# Day-spaced fixed dates: reproducible, and ordered like the versions they stand for.
+BASE_EPOCH = 1700000000
+
+
+@dataclass(frozen=True)
+class SdistSpec:
+    package: str
+    versions: tuple[str, ...]
+    subdir: str
+
+    @property
+    def url(self) -> str:
+        query = urllib.parse.urlencode({"versions": ",".join(self.versions), "subdir": self.subdir}, safe=",/")
+        return f"{SCHEME}{self.package}?{query}"
+
+
+def is_sdist_url(url: str) -> bool:
+    return url.startswith(SCHEME)
+
+
+def parse_url(url: str) -> SdistSpec:
+    if not is_sdist_url(url):
+        raise UsageError(f"not a {SCHEME} URL: {url!r}")
+    package, _, query = url[len(SCHEME):].partition("?")
+    params = urllib.parse.parse_qs(query)
+    versions = tuple(v for v in ",".join(params.get("versions", [])).split(",") if v)
+    subdir = params.get("subdir", ["vendor/llama.cpp"])[0].strip("/")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", package or ""):
+        raise UsageError(f"bad package name in {url!r}")
+    if not versions:
+        raise UsageError(f"{url!r} lists no versions (add ?versions=A,B)")
+    for version in versions:
+        if not re.fullmatch(r"[0-9A-Za-z.+!-]+", version):
+            raise UsageError(f"bad version {version!r} in {url!r}")
+    if ".." in Path(subdir).parts or subdir.startswith("/"):
+        raise UsageError(f"bad subdir {subdir!r} in {url!r}")
+    return SdistSpec(package, versions, subdir)
+
+
+def materialize(url: str) -> Path:
+    """The local git repository for URL, built once from cached sdists."""
+    spec = parse_url(url)
+    digest = hashlib.sha256(spec.url.encode()).hexdigest()[:12]
+    repo = cache_dir() / "sdist-repos" / f"{spec.package}-{digest}"
+    repo.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(repo) + ".lock"):
+        if (repo / "HEAD").exists():
+            return repo
+        staging = Path(tempfile.mkdtemp(prefix=f".{repo.name}.", dir=repo.parent))
+        try:
+            _build_repo(spec, staging)
+            os.replace(staging, repo)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return repo
+
+
+def _build_repo(spec: SdistSpec, target: Path) -> None:
+    work = target / "work"
+    git.init_repo(work)
+    for index, version in enumerate(spec.versions):
+        archive = fetch_sdist(spec.package, version)
+        for entry in work.iterdir():
+            if entry.name != ".git":
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        _extract_subdir(archive, spec.subdir, work)
+        git.run(["add", "-A", "-f", "."], work)
+        date = f"{BASE_EPOCH + index * 86400} +0000"
+        git.run(
+            ["commit", "-q", "--allow-empty", "--no-verify", "-m", f"{spec.package} {version}: {spec.subdir}"],
+            work,
+            env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
+        )
+        git.run(["tag", f"v{version}"], work)
+    # Keep only the bare repository: the work tree was a means to build commits.
+    bare = target / "bare"
+    git.run(["clone", "-q", "--bare", str(work), str(bare)], target)
+    git.run(["remote", "remove", "origin"], bare)
+    shutil.rmtree(work)
+    for entry in bare.iterdir():
+        os.replace(entry, target / entry.name)
+    bare.rmdir()
+
+
+def _extract_subdir(archive: Path, subdir: str, dest: Path) -> None:
+    """Extract ARCHIVE's `<top>/<subdir>/` into DEST, refusing anything that escapes it."""
+    with tarfile.open(archive, "r:gz") as tar:
+        members = tar.getmembers()
+        if not members:
+            raise EnvironmentFailure(f"{archive}: empty archive")
+        top = members[0].name.split("/")[0]
+        prefix = f"{top}/{subdir}/"
+        chosen = []
+        for member in members:
+            if not member.name.startswith(prefix):
+                continue
+            relative = member.name[len(prefix):]
+            # The sdist carries the submodule's `.git` link; git metadata is never upstream content.
+            if not relative or member.isdir() or ".git" in relative.split("/"):
+                continue
+            if not (member.isfile() or member.issym()):
+                continue
+            member = member.replace(name=relative, deep=False)
+            chosen.append(member)
+        if not chosen:
+            raise EnvironmentFailure(f"{archive}: has no {subdir}/ directory")
+        try:
+            tar.extractall(dest, members=chosen, filter="data")
+        except tarfile.FilterError as exc:
+            raise EnvironmentFailure(f"{archive}: unsafe member refused: {exc}") from None
+    # Modes come from the archive only through the executable bit, as git records them.
+    for member in chosen:
+        if member.isfile():
+            path = dest / member.name
+            path.chmod(0o755 if member.mode & 0o111 else 0o644)
+
+
+def sdist_filename(package: str, version: str) -> str:
+    return f"{re.sub(r'[-_.]+', '_', package).lower()}-{version}.tar.gz"
+
+
+def fetch_sdist(package: str, version: str) -> Path:
+    """The sdist of PACKAGE==VERSION from the cache, else from the package index (sha256-checked)."""
+    directory = cache_dir() / "sdists"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / sdist_filename(package, version)
+    with FileLock(str(path) + ".lock"):
+        if path.exists():
+            return path
+        try:
+            url, sha256 = _find_in_simple_index(package, version)
+            data = _download(url)
+            if hashlib.sha256(data).hexdigest() != sha256:
+                raise EnvironmentFailure(f"{url}: sha256 mismatch, refusing the download")
+            atomic_write_bytes(path, data)
+        except (OSError, urllib.error.URLError, EnvironmentFailure) as first:
+            # Indexes that do not serve the simple API (or proxies in front of it) still work through pip.
+            _pip_download(package, version, directory, first)
+        if not path.exists():
+            raise EnvironmentFailure(f"could not obtain {path.name} from the package index")
+    return path
+
+
+class _LinkParser(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.links += [v for k, v in attrs if k == "href" and v]
+
+
+def _index_url() -> str:
+    return os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX
+
+
+def _find_in_simple_index(package: str, version: str) -> tuple[str, str]:
+    base = _index_url().rstrip("/") + "/"
+    page_url = urllib.parse.urljoin(base, re.sub(r"[-_.]+", "-", package).lower() + "/")
+    parser = _LinkParser()
+    parser.feed(_download(page_url).decode("utf-8", errors="replace"))
+    wanted = sdist_filename(package, version)
+    for link in parser.links:
+        url, _, fragment = urllib.parse.urljoin(page_url, link).partition("#")
+        if urllib.parse.unquote(url.rsplit("/", 1)[-1]).lower() == wanted.lower() and fragment.startswith("sha256="):
+            return url, fragment[len("sha256="):]
+    raise EnvironmentFailure(f"{wanted} not found on {page_url}")
+
+
+def _download(url: str) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response:
+            return response.read()
+    except urllib.error.URLError as exc:
+        raise EnvironmentFailure(f"download failed: {url}: {getattr(exc, 'reason', exc)}") from None
+
+
+def _pip_download(package: str, version: str, directory: Path, cause: Exception) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
+         f"{package}=={version}", "-d", str(directory)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0 and not (directory / sdist_filename(package, version)).exists():
+        raise EnvironmentFailure(f"cannot fetch {package}=={version}: {cause}; pip: {git.first_line(proc.stderr)}")

@@ -1,0 +1,150 @@
+"""The cache of upstream repositories.
+
+One bare mirror per upstream URL under the cache directory, fetched incrementally and
+guarded by a file lock so that two runs cannot corrupt it. Mirrors are full clones, never
+shallow: `git apply -3` needs the preimage blobs named by a patch's index lines to build
+its fake ancestor. Checkouts are git worktrees of a mirror, or clean exports of a rev.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import re
+import shutil
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from filelock import FileLock, Timeout
+
+from . import git, sdist
+from .errors import EnvironmentFailure, GitError
+from .paths import cache_dir
+
+LOCK_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Mirror:
+    url: str
+    path: Path
+
+    @property
+    def lock(self) -> FileLock:
+        return FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S)
+
+
+class Store:
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root) if root else cache_dir()
+        (self.root / "mirrors").mkdir(parents=True, exist_ok=True)
+
+    def mirror(self, url: str, base: Path | None = None) -> Mirror:
+        """The mirror for URL, created (and fetched) on first use. Relative paths resolve from BASE."""
+        source = self.resolve_source(url, base)
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", source.rstrip("/").rsplit("/", 1)[-1])[:40] or "repo"
+        digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+        mirror = Mirror(source, self.root / "mirrors" / f"{slug}-{digest}.git")
+        if not (mirror.path / "HEAD").exists():
+            with self._locked(mirror):
+                if not (mirror.path / "HEAD").exists():
+                    self._create(mirror)
+        return mirror
+
+    @staticmethod
+    def resolve_source(url: str, base: Path | None = None) -> str:
+        """What git should fetch from: URLs as given, local paths made absolute, sdists built."""
+        if sdist.is_sdist_url(url):
+            return str(sdist.materialize(url))
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url) or re.match(r"^[\w.-]+@[\w.-]+:", url):
+            return url
+        path = Path(url).expanduser()
+        if not path.is_absolute():
+            path = (base or Path.cwd()) / path
+        if not path.exists():
+            raise EnvironmentFailure(f"upstream path does not exist: {path}")
+        return str(path.resolve())
+
+    def fetch(self, mirror: Mirror) -> None:
+        with self._locked(mirror):
+            self._fetch_unlocked(mirror)
+
+    def resolve(self, mirror: Mirror, rev: str, *, fetch_if_missing: bool = True) -> str:
+        """REV as a full commit id. A full id already in the cache needs no network; names
+        (branches, tags) can move upstream, so they are fetched first."""
+        if git.is_full_sha(rev) or not fetch_if_missing:
+            found = self._rev_parse(mirror, rev)
+            if found or not fetch_if_missing:
+                if not found:
+                    raise GitError(f"revision {rev!r} not found in upstream {mirror.url}")
+                return found
+        self.fetch(mirror)
+        found = self._rev_parse(mirror, rev)
+        if not found:
+            raise GitError(f"revision {rev!r} not found in upstream {mirror.url}")
+        return found
+
+    @staticmethod
+    def _rev_parse(mirror: Mirror, rev: str) -> str | None:
+        found = git.run(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], mirror.path, check=False)
+        return found.stdout.strip() if found.ok else None
+
+    def branch_tip(self, mirror: Mirror, branch: str) -> str:
+        """The newest commit of BRANCH upstream (fetches first)."""
+        self.fetch(mirror)
+        return self.resolve(mirror, f"refs/heads/{branch}", fetch_if_missing=False)
+
+    def add_worktree(self, mirror: Mirror, rev: str, dest: Path) -> Path:
+        """A detached git worktree of the mirror at REV, at DEST (which must not exist)."""
+        dest = Path(dest)
+        with self._locked(mirror):
+            git.run(["worktree", "prune"], mirror.path)
+            git.run(["worktree", "add", "-q", "--detach", str(dest), rev], mirror.path)
+        return dest
+
+    def remove_worktree(self, mirror: Mirror, dest: Path) -> None:
+        with self._locked(mirror):
+            git.run(["worktree", "remove", "--force", str(dest)], mirror.path, check=False)
+            shutil.rmtree(dest, ignore_errors=True)
+            git.run(["worktree", "prune"], mirror.path, check=False)
+
+    def export(self, mirror: Mirror, rev: str, dest: Path) -> Path:
+        """A clean export of REV's tracked files into DEST (no .git)."""
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = git.run(["archive", "--format=tar", rev], mirror.path, binary=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(dest, filter="tar")
+        return dest
+
+    def _create(self, mirror: Mirror) -> None:
+        tmp = mirror.path.with_name(mirror.path.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        git.init_repo(tmp, bare=True)
+        git.run(["remote", "add", "--mirror=fetch", "origin", mirror.url], tmp)
+        # Worktrees of a mirror must not see the user's hooks or gc the objects 3-way needs.
+        git.run(["config", "gc.auto", "0"], tmp)
+        try:
+            self._fetch_unlocked(Mirror(mirror.url, tmp))
+        except GitError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        os.replace(tmp, mirror.path)
+
+    @staticmethod
+    def _fetch_unlocked(mirror: Mirror) -> None:
+        result = git.run(["fetch", "--quiet", "--prune", "--tags", "origin"], mirror.path, check=False)
+        if not result.ok:
+            raise GitError(f"cannot fetch {mirror.url}: {git.first_line(result.stderr)}")
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _locked(mirror: Mirror) -> Iterator[None]:
+        try:
+            with mirror.lock:
+                yield
+        except Timeout:
+            raise EnvironmentFailure(f"the cache is locked by another patchctl run: {mirror.lock.lock_file}") from None

@@ -1,0 +1,92 @@
+"""YAML loading that remembers where every value came from.
+
+Validation errors must name the file, the key path and the line, so the loader keeps a
+map from key path (a tuple of keys and list indices) to the 1-based line of that value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+
+KeyPath = tuple[Any, ...]
+
+
+def format_keypath(keypath: KeyPath) -> str:
+    out = ""
+    for part in keypath:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<root>"
+
+
+@dataclass
+class LocatedDocument:
+    """A parsed YAML document plus the line of every value in it."""
+
+    path: Path
+    data: Any
+    lines: dict[KeyPath, int] = field(default_factory=dict)
+
+    def line_of(self, keypath: KeyPath) -> int:
+        """The line of KEYPATH, or of its nearest ancestor that exists."""
+        keypath = tuple(keypath)
+        while keypath and keypath not in self.lines:
+            keypath = keypath[:-1]
+        return self.lines.get(keypath, 1)
+
+    def error(self, keypath: KeyPath, message: str) -> ConfigError:
+        return ConfigError(f"{self.path}:{self.line_of(keypath)}: {format_keypath(keypath)}: {message}")
+
+
+def parse(text: str, path: Path) -> LocatedDocument:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}:{line}: invalid YAML: {problem}") from None
+    doc = LocatedDocument(path, None)
+    if root is None:
+        doc.data = {}
+        return doc
+    constructor = yaml.SafeLoader("")
+    doc.data = _build(root, (), doc, constructor)
+    return doc
+
+
+def load(path: Path) -> LocatedDocument:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse(text, Path(path))
+
+
+def _build(node: yaml.Node, keypath: KeyPath, doc: LocatedDocument, constructor: yaml.SafeLoader) -> Any:
+    doc.lines[keypath] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise doc.error(keypath, "YAML merge keys (<<) are not supported")
+            key = constructor.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, bool)) or key is None:
+                raise ConfigError(f"{doc.path}:{key_node.start_mark.line + 1}: {format_keypath(keypath)}: keys must be scalars")
+            if key in result:
+                raise ConfigError(
+                    f"{doc.path}:{key_node.start_mark.line + 1}: {format_keypath(keypath + (key,))}: duplicate key"
+                )
+            result[key] = _build(value_node, keypath + (key,), doc, constructor)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(item, keypath + (i,), doc, constructor) for i, item in enumerate(node.value)]
+    return constructor.construct_object(node, deep=True)
