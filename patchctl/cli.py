@@ -114,3 +114,113 @@ def main(argv: list[str] | None = None) -> int:
 
 # Commands are defined below, one section per command; each calls a module in
 # patchctl/commands/ (the domain function) and prints its result.
+
+
+# ---------------------------------------------------------------- apply
+
+
+@cli.command("apply")
+@click.argument("series", nargs=-1)
+@click.option("--rev", help="Upstream revision to apply to (default: the pin in matrix.yaml).")
+@click.option("--into", type=click.Path(file_okay=False, path_type=Path), help="Target tree (default: .patchctl/trees/SERIES).")
+@click.option("--force", is_flag=True, help="Replace a target that has local changes or was not made by patchctl.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_app
+def apply_cmd(app: AppContext, series: tuple[str, ...], rev: str | None, into: Path | None, force: bool, as_json: bool) -> None:
+    """Check out the upstream at its pin and apply SERIES (default: all) strictly.
+
+    \b
+    Every patch applies with no fuzz (line offsets are allowed and reported) or the target
+    tree is left exactly as it was. A failure names the patch, the file and the hunk, and
+    its cause: file missing, context drift, already applied, malformed, unsafe path.
+    Re-running on a tree that is already patched is a no-op. The tree is a git worktree
+    with one commit per patch on top of the upstream rev: edit, commit, then `export`.
+
+    \b
+    Examples:
+      patchctl apply                                  # every series, at its pin
+      patchctl apply llama.cpp --rev v0.3.33 --into /tmp/llama
+      patchctl apply --json > apply.json
+    """
+    from .commands import apply as apply_mod
+
+    try:
+        results = apply_mod.apply(app.config, app.store, series, rev=rev, into=into, force=force)
+    except apply_mod.ApplyFailed as failed:
+        if as_json:
+            emit_json({"ok": False, "results": [failed.result.to_json()]})
+        raise
+    if as_json:
+        emit_json({"ok": True, "results": [r.to_json() for r in results]})
+        return
+    for result in results:
+        where = _display_path(result.tree, app.workdir)
+        if result.state == "unchanged":
+            click.echo(f"{', '.join(result.series)}: already applied at {result.rev[:12]} in {where} (nothing to do)")
+            continue
+        click.echo(f"{', '.join(result.series)}: applied {len(result.outcomes)} patch(es) to {result.rev[:12]} in {where}")
+        for outcome in result.outcomes:
+            click.echo(f"  {outcome.describe()}")
+
+
+def _display_path(path: Path, base: Path) -> str:
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+# ---------------------------------------------------------------- export
+
+
+@cli.command("export")
+@click.argument("series")
+@click.option("--from", "from_dir", type=click.Path(file_okay=False, path_type=Path), help="Work tree whose commits on top of the pin become the series (default: .patchctl/trees/SERIES).")
+@click.option("--base", help="Commit the series starts from (default: the upstream's pin).")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 listing the patches that are out of date.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_app
+def export_cmd(app: AppContext, series: str, from_dir: Path | None, base: str | None, check: bool, as_json: bool) -> None:
+    """Regenerate SERIES from the commits on top of the pin in a work tree.
+
+    \b
+    One NNNN-slug.patch per commit, byte-for-byte deterministic whatever your git config
+    says (zero commit id, no version signature, full index lines, myers, no renames).
+    Existing patches keep their names and are only rewritten when their hunks changed;
+    patches of commits that are gone are deleted; hunks on excluded paths are dropped and
+    reported. Before writing, the new series must reproduce the work tree exactly.
+
+    \b
+    Examples:
+      patchctl apply llama.cpp                    # tree in .patchctl/trees/llama.cpp
+      (cd .patchctl/trees/llama.cpp && git commit -am "Fix slot finder")
+      patchctl export llama.cpp
+      patchctl export llama.cpp --check           # in CI: exit 1 when patches/ is stale
+    """
+    from .commands import export as export_mod
+
+    config = app.config
+    source = from_dir if from_dir is not None else export_mod.default_from(config, config.get_series(series))
+    try:
+        result = export_mod.export(config, series, source, base=base, check=check)
+    except export_mod.ExportOutOfDate as stale:
+        if as_json:
+            emit_json(stale.result.to_json())
+        raise
+    if as_json:
+        emit_json(result.to_json())
+        return
+    for dropped in result.dropped_hunks:
+        click.echo(f"dropped hunks on excluded path {dropped.path} (commit {dropped.commit_subject!r})")
+    for subject in result.dropped_commits:
+        click.echo(f"dropped commit {subject!r}: it only touches excluded paths")
+    if check:
+        click.echo(f"{series}: up to date ({len(result.unchanged)} patches)")
+        return
+    for name in result.written:
+        click.echo(f"wrote   {name}")
+    for old, new in result.renamed:
+        click.echo(f"renamed {old} -> {new}")
+    for name in result.deleted:
+        click.echo(f"deleted {name}")
+    click.echo(f"{series}: {len(result.written)} written, {len(result.renamed)} renamed, {len(result.deleted)} deleted, {len(result.unchanged)} unchanged; verified against {result.base[:12]}")

@@ -111,6 +111,10 @@ class Store:
             shutil.rmtree(dest, ignore_errors=True)
             git.run(["worktree", "prune"], mirror.path, check=False)
 
+    def move_worktree(self, mirror: Mirror, src: Path, dest: Path) -> None:
+        with self._locked(mirror):
+            git.run(["worktree", "move", str(src), str(dest)], mirror.path)
+
     def export(self, mirror: Mirror, rev: str, dest: Path) -> Path:
         """A clean export of REV's tracked files into DEST (no .git)."""
         dest = Path(dest)

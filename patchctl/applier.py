@@ -1,0 +1,368 @@
+"""Applying patches: strictly (no fuzz, offsets allowed and reported) or with a 3-way merge,
+one patch at a time, classifying every failure.
+
+Two ways to apply, one set of rules:
+
+* `IndexBuilder` applies patches to a private index of a repository (`git apply --cached`)
+  and turns each into a commit, without touching any work tree. That is how `apply`,
+  `lint` and `export` validate and build a series: nothing is written to a tree until the
+  whole series has applied, so a failure leaves every tree exactly as it was.
+* `apply_in_worktree` applies to a checked-out tree with `--index` (optionally `-3`),
+  leaving conflict markers where a 3-way merge fails; pin-sync uses it for a tree a human
+  may then fix by hand.
+
+Paths are checked before anything runs: a patch that names an absolute path, a `..`
+component, `.git`, a path through a symlink, or that creates a symlink pointing out of the
+tree is refused up front.
+"""
+from __future__ import annotations
+
+import posixpath
+import re
+import tempfile
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path, PurePosixPath
+
+from . import git
+from .patchset import MalformedPatch, PatchFile
+
+_OFFSET_RE = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\.", re.MULTILINE)
+_CHECKING_RE = re.compile(r"^Checking patch (.+?)\.\.\.$", re.MULTILINE)
+_FAILED_AT_RE = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
+_MISSING_RE = re.compile(r"^error: (.+?): (?:No such file or directory|does not exist in index)$", re.MULTILINE)
+_EXISTS_RE = re.compile(r"^error: (.+?): already exists in (?:working directory|index)$", re.MULTILINE)
+_CONFLICT_RE = re.compile(r"^U (.+)$", re.MULTILINE)
+_MALFORMED_MARKERS = ("corrupt patch", "patch fragment without header", "No valid patches in input", "unrecognized input", "malformed patch", "patch with only garbage")
+
+# Pinned so that a repository's own config cannot change what a patch means.
+APPLY_CONFIG = ["-c", "apply.whitespace=nowarn", "-c", "core.whitespace=", "-c", "core.filemode=true"]
+
+
+class Status(str, Enum):
+    APPLIED = "applied"
+    OFFSET = "applied-with-offset"
+    MERGED = "merged-3way"
+    ALREADY_APPLIED = "already-applied"
+    FILE_MISSING = "file-missing"
+    CONTEXT_DRIFT = "context-drift"
+    MALFORMED = "malformed"
+    CONFLICT = "conflict"
+    UNSAFE_PATH = "unsafe-path"
+
+    @property
+    def ok(self) -> bool:
+        return self in (Status.APPLIED, Status.OFFSET, Status.MERGED)
+
+
+@dataclass(frozen=True)
+class HunkOffset:
+    file: str
+    hunk: int
+    offset: int
+
+
+@dataclass
+class PatchOutcome:
+    patch: str
+    status: Status
+    file: str | None = None
+    hunk: int | None = None
+    hunk_header: str | None = None
+    patch_line: int | None = None  # line of the failing hunk (or file header) in the patch file
+    detail: str = ""
+    offsets: list[HunkOffset] = field(default_factory=list)
+    conflict_files: list[str] = field(default_factory=list)
+    commit: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status.ok
+
+    def describe(self) -> str:
+        """One line a user can act on."""
+        where = ""
+        if self.file:
+            where = f" in {self.file}"
+            if self.hunk:
+                where += f" hunk #{self.hunk}"
+                if self.hunk_header:
+                    where += f" ({self.hunk_header})"
+        text = {
+            Status.APPLIED: "applied cleanly",
+            Status.OFFSET: "applied with offsets: " + ", ".join(f"{o.file} hunk #{o.hunk} {o.offset:+d}" for o in self.offsets),
+            Status.MERGED: "applied with a 3-way merge",
+            Status.ALREADY_APPLIED: "already applied: its reverse applies cleanly",
+            Status.FILE_MISSING: f"file missing{where}",
+            Status.CONTEXT_DRIFT: f"context drift{where}: the hunk's context is not in the tree",
+            Status.MALFORMED: "malformed patch",
+            Status.CONFLICT: "3-way merge conflict in " + ", ".join(self.conflict_files or [self.file or "?"]),
+            Status.UNSAFE_PATH: "refused: writes outside the tree",
+        }[self.status]
+        if self.detail and self.status in (Status.MALFORMED, Status.UNSAFE_PATH):
+            text += f": {self.detail}"
+        return f"{self.patch}: {text}"
+
+    def to_json(self) -> dict:
+        data = {
+            "patch": self.patch,
+            "status": self.status.value,
+            "file": self.file,
+            "hunk": self.hunk,
+            "hunk_header": self.hunk_header,
+            "patch_line": self.patch_line,
+            "detail": self.detail,
+            "offsets": [o.__dict__ for o in self.offsets],
+            "conflict_files": self.conflict_files,
+            "message": self.describe(),
+        }
+        if self.commit:
+            data["commit"] = self.commit
+        return data
+
+
+# ---------------------------------------------------------------- path safety
+
+
+def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
+    """Why PATCH could write outside TREE, or None when every path it names is safe."""
+    for path in patch.touched_paths():
+        parts = PurePosixPath(path).parts
+        if path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path):
+            return f"absolute path {path!r}"
+        if ".." in parts or "\\" in path:
+            return f"path escapes the tree: {path!r}"
+        if ".git" in parts:
+            return f"path inside .git: {path!r}"
+        if tree is not None:
+            current = Path(tree)
+            for part in parts[:-1]:
+                current = current / part
+                if current.is_symlink():
+                    return f"path goes through a symlink ({current.relative_to(tree).as_posix()!r}): {path!r}"
+    try:
+        files = patch.files
+    except MalformedPatch:
+        return None
+    for diff in files:
+        if _creates_symlink_to_outside(patch.text, diff):
+            return f"creates a symlink pointing outside the tree: {diff.path!r}"
+    return None
+
+
+def _creates_symlink_to_outside(text: str, diff) -> bool:
+    block = _file_block(text, diff.path)
+    if not re.search(r"^(?:new file mode|new mode) 120000$", block, re.MULTILINE):
+        return False
+    targets = [line[1:] for h in diff.hunks for line in h.body if line.startswith("+")]
+    for target in targets:
+        if target.startswith("/"):
+            return True
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(diff.path), target))
+        if resolved == ".." or resolved.startswith("../"):
+            return True
+    return False
+
+
+def _file_block(text: str, path: str) -> str:
+    blocks = re.split(r"^(?=diff --git )", text, flags=re.MULTILINE)
+    return next((b for b in blocks if b.startswith("diff --git ") and f"b/{path}" in b.splitlines()[0]), "")
+
+
+# ---------------------------------------------------------------- classification
+
+
+def _offsets(output: str) -> list[HunkOffset]:
+    """Offsets reported by `git apply -v`, attributed to the file being checked."""
+    offsets = []
+    current = None
+    for line in output.splitlines():
+        if m := _CHECKING_RE.match(line):
+            current = m.group(1)
+        elif (m := _OFFSET_RE.match(line)) and current:
+            offsets.append(HunkOffset(current, int(m.group(1)), int(m.group(3))))
+    return offsets
+
+
+def _classify_failure(patch: PatchFile, stderr: str, reverse_applies: bool) -> PatchOutcome:
+    if any(marker in stderr for marker in _MALFORMED_MARKERS):
+        line = None
+        if m := re.search(r"at line (\d+)", stderr):
+            line = int(m.group(1))
+        return PatchOutcome(patch.name, Status.MALFORMED, patch_line=line, detail=git.first_line(stderr).removeprefix("error: "))
+    if m := re.search(r"affected file '(.+)' is beyond a symbolic link", stderr):
+        return PatchOutcome(patch.name, Status.UNSAFE_PATH, file=m.group(1), detail=f"path goes through a symlink: {m.group(1)!r}")
+    if reverse_applies:
+        return PatchOutcome(patch.name, Status.ALREADY_APPLIED)
+    if m := _MISSING_RE.search(stderr):
+        return PatchOutcome(patch.name, Status.FILE_MISSING, file=m.group(1), patch_line=_file_line(patch, m.group(1)))
+    if m := _FAILED_AT_RE.search(stderr):
+        path, start = m.group(1), int(m.group(2))
+        outcome = PatchOutcome(patch.name, Status.CONTEXT_DRIFT, file=path, patch_line=_file_line(patch, path))
+        for diff in _safe_files(patch):
+            if diff.path == path or diff.source_path == path:
+                hunk = next((h for h in diff.hunks if h.source_start == start), None)
+                if hunk is not None:
+                    outcome.hunk, outcome.hunk_header, outcome.patch_line = hunk.index, hunk.header, hunk.line
+        return outcome
+    if m := _EXISTS_RE.search(stderr):
+        return PatchOutcome(patch.name, Status.CONTEXT_DRIFT, file=m.group(1), detail="the patch creates a file that already exists")
+    return PatchOutcome(patch.name, Status.CONTEXT_DRIFT, detail=git.first_line(stderr).removeprefix("error: "))
+
+
+def _safe_files(patch: PatchFile):
+    try:
+        return patch.files
+    except MalformedPatch:
+        return ()
+
+
+def _file_line(patch: PatchFile, path: str) -> int | None:
+    return next((d.line for d in _safe_files(patch) if path in (d.path, d.source_path)), None)
+
+
+def _malformed_before_git(patch: PatchFile) -> PatchOutcome | None:
+    try:
+        patch.files
+    except MalformedPatch as exc:
+        return PatchOutcome(patch.name, Status.MALFORMED, patch_line=exc.line, detail=git.first_line(str(exc)))
+    return None
+
+
+# ---------------------------------------------------------------- index-only application
+
+
+class IndexBuilder:
+    """Apply patches to a private index of REPO starting at BASE, committing each one.
+
+    Works on bare repositories (the cache's mirrors) and leaves every work tree alone.
+    Commits are deterministic: fixed dates, the patch's author when it names one.
+    """
+
+    def __init__(self, repo: Path, base: str):
+        self.repo = Path(repo)
+        self.head = base
+        self._dir = tempfile.TemporaryDirectory(prefix="patchctl-index-")
+        self.env = {"GIT_INDEX_FILE": str(Path(self._dir.name) / "index")}
+        git.run(["read-tree", base], self.repo, env=self.env)
+
+    def close(self) -> None:
+        self._dir.cleanup()
+
+    def __enter__(self) -> "IndexBuilder":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def apply(self, patch: PatchFile, *, commit: bool = True) -> PatchOutcome:
+        if (reason := unsafe_path_reason(None, patch)) is not None:
+            return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
+        if (bad := _malformed_before_git(patch)) is not None:
+            return bad
+        result = self._git_apply(patch, [])
+        if not result.ok:
+            reverse = self._git_apply(patch, ["--check", "-R"]).ok
+            return _classify_failure(patch, result.stderr, reverse)
+        offsets = _offsets(result.stdout + result.stderr)
+        outcome = PatchOutcome(patch.name, Status.OFFSET if offsets else Status.APPLIED, offsets=offsets)
+        if commit:
+            outcome.commit = self.commit(patch)
+        return outcome
+
+    def commit(self, patch: PatchFile) -> str:
+        tree = git.run(["write-tree"], self.repo, env=self.env).stdout.strip()
+        self.head = commit_tree(self.repo, tree, self.head, patch)
+        return self.head
+
+    def tree(self) -> str:
+        return git.run(["write-tree"], self.repo, env=self.env).stdout.strip()
+
+    def _git_apply(self, patch: PatchFile, extra: list[str]) -> git.GitResult:
+        return git.run([*APPLY_CONFIG, "apply", "-v", "--cached", *extra, "-"], self.repo, check=False, input=patch.data, env=self.env)
+
+
+def commit_message(patch: PatchFile) -> str:
+    message = patch.message
+    subject = message.subject or patch.slug or patch.name
+    return subject + ("\n\n" + message.description if message.description else "") + "\n"
+
+
+def commit_tree(repo: Path, tree: str, parent: str, patch: PatchFile) -> str:
+    env = {"GIT_AUTHOR_DATE": git.FIXED_DATE, "GIT_COMMITTER_DATE": git.FIXED_DATE}
+    if m := re.match(r"^(?P<name>.*?)\s*<(?P<email>[^>]*)>$", patch.message.author):
+        env.update(GIT_AUTHOR_NAME=m["name"] or git.IDENTITY_NAME, GIT_AUTHOR_EMAIL=m["email"])
+    return git.run(["commit-tree", tree, "-p", parent, "-F", "-"], repo, input=commit_message(patch), env=env).stdout.strip()
+
+
+def apply_series_to_index(repo: Path, base: str, patches: list[PatchFile], *, commit: bool = True) -> tuple[list[PatchOutcome], str]:
+    """Apply PATCHES in order on BASE inside REPO's object store; stop at the first failure.
+    Returns the outcomes so far and the last commit (BASE when none was made)."""
+    outcomes: list[PatchOutcome] = []
+    with IndexBuilder(repo, base) as builder:
+        for patch in patches:
+            outcome = builder.apply(patch, commit=commit)
+            outcomes.append(outcome)
+            if not outcome.ok:
+                break
+        return outcomes, builder.head
+
+
+# ---------------------------------------------------------------- work-tree application
+
+
+def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, commit: bool = True) -> PatchOutcome:
+    """Apply PATCH to the checked-out TREE with `--index`; with THREE_WAY a strict failure is
+    retried as a 3-way merge, which may leave conflict markers (status CONFLICT)."""
+    tree = Path(tree)
+    if (reason := unsafe_path_reason(tree, patch)) is not None:
+        return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
+    if (bad := _malformed_before_git(patch)) is not None:
+        return bad
+    strict = git.run([*APPLY_CONFIG, "apply", "-v", "--index", "-"], tree, check=False, input=patch.data)
+    if strict.ok:
+        offsets = _offsets(strict.stdout + strict.stderr)
+        outcome = PatchOutcome(patch.name, Status.OFFSET if offsets else Status.APPLIED, offsets=offsets)
+    else:
+        reverse = git.run([*APPLY_CONFIG, "apply", "--check", "-R", "--index", "-"], tree, check=False, input=patch.data).ok
+        outcome = _classify_failure(patch, strict.stderr, reverse)
+        if not three_way or outcome.status in (Status.MALFORMED, Status.UNSAFE_PATH, Status.ALREADY_APPLIED):
+            return outcome
+        merged = git.run([*APPLY_CONFIG, "apply", "-3", "-v", "--index", "-"], tree, check=False, input=patch.data)
+        conflicts = sorted(set(_CONFLICT_RE.findall(merged.stdout + merged.stderr)))
+        if conflicts:
+            outcome.status, outcome.conflict_files = Status.CONFLICT, conflicts
+            return outcome
+        if not merged.ok:
+            outcome.detail = git.first_line(merged.stderr).removeprefix("error: ")
+            return outcome  # 3-way could not even start (missing file, no ancestor): keep the strict cause
+        outcome = PatchOutcome(patch.name, Status.MERGED)
+    if commit:
+        outcome.commit = commit_worktree(tree, patch)
+    return outcome
+
+
+def commit_worktree(tree: Path, patch: PatchFile) -> str:
+    tree_id = git.run(["write-tree"], tree).stdout.strip()
+    head = git.rev_parse(tree, "HEAD")
+    new = commit_tree(tree, tree_id, head, patch)
+    git.run(["update-ref", "-m", f"patchctl: {patch.name}", "HEAD", new, head], tree)
+    return new
+
+
+def is_clean(tree: Path) -> bool:
+    """No staged or unstaged change to a tracked file (untracked files are allowed)."""
+    return git.run(["status", "--porcelain", "--untracked-files=no"], tree).stdout.strip() == ""
+
+
+def write_tree_listing(repo: Path, rev: str) -> dict[str, tuple[str, str]]:
+    """path -> (mode, blob id) of every file in REV's tree."""
+    out = git.run(["ls-tree", "-r", "-z", "--full-tree", rev], repo).stdout
+    listing = {}
+    for entry in out.split("\0"):
+        if entry:
+            meta, _, path = entry.partition("\t")
+            mode, _, sha = meta.split(" ")
+            listing[path] = (mode, sha)
+    return listing
+
