@@ -224,3 +224,51 @@ def export_cmd(app: AppContext, series: str, from_dir: Path | None, base: str | 
     for name in result.deleted:
         click.echo(f"deleted {name}")
     click.echo(f"{series}: {len(result.written)} written, {len(result.renamed)} renamed, {len(result.deleted)} deleted, {len(result.unchanged)} unchanged; verified against {result.base[:12]}")
+
+
+# ---------------------------------------------------------------- lint
+
+
+def print_findings(findings: list, as_json: bool) -> None:
+    """Findings as text (and GitHub annotations under Actions) or JSON; exit 1 when any."""
+    from .errors import CheckFailed
+    from .findings import under_github_actions
+
+    if as_json:
+        emit_json({"ok": not findings, "findings": [f.to_json() for f in findings]})
+    else:
+        for finding in findings:
+            click.echo(finding.format())
+            if under_github_actions():
+                click.echo(finding.annotation())
+    if findings:
+        raise CheckFailed(f"{len(findings)} finding(s)")
+
+
+@cli.command("lint")
+@click.argument("series", nargs=-1)
+@click.option("--no-apply", is_flag=True, help="Skip the strict apply check (no upstream needed).")
+@click.option("--json", "as_json", is_flag=True, help="Print findings as JSON.")
+@pass_app
+def lint_cmd(app: AppContext, series: tuple[str, ...], no_apply: bool, as_json: bool) -> None:
+    """Check the series and the pins; exit 1 with one line per finding.
+
+    \b
+    Rules: PC001 numbering unique and contiguous, PC002 file names, PC003 patches parse,
+    PC004 no hunk on an excluded path, PC005 no CRLF, PC006 no binary (unless the series
+    allows them), PC007 subject, PC008 description, PC009 the series applies strictly to
+    its pin, PC010 pin_files equal the pin, PC011 tracks constraints, PC012 no path outside
+    the tree. Findings print as FILE:LINE: RULE: message, and as ::error annotations
+    under GitHub Actions.
+
+    \b
+    Examples:
+      patchctl lint
+      patchctl lint llama.cpp --no-apply --json
+    """
+    from .commands import lint as lint_mod
+
+    findings = lint_mod.lint(app.config, None if no_apply else app.store, series, apply_check=not no_apply)
+    print_findings(findings, as_json)
+    if not as_json:
+        click.echo("lint: no findings")

@@ -119,7 +119,7 @@ def upstream(tmp_path: Path) -> Repo:
     return repo
 
 
-def make_patch(upstream: Repo, base: str, files: dict[str, str | None], subject: str, body: str = "Why this change.", *, edit=None) -> str:
+def make_patch(upstream: Repo, base: str, files: dict[str, str | bytes | None], subject: str, body: str = "Why this change.", *, edit=None) -> str:
     """A mail-format patch taking BASE to BASE+FILES, made by git itself in a scratch clone.
     EDIT, when given, is called with the clone's path to make arbitrary changes."""
     scratch = upstream.path.parent / f"scratch-{abs(hash((base, subject)))}"
