@@ -272,3 +272,51 @@ def lint_cmd(app: AppContext, series: tuple[str, ...], no_apply: bool, as_json: 
     print_findings(findings, as_json)
     if not as_json:
         click.echo("lint: no findings")
+
+
+# ---------------------------------------------------------------- gate
+
+
+@cli.command("gate")
+@click.argument("series")
+@click.option("--tree", type=click.Path(file_okay=False, path_type=Path), help="Applied tree to gate (default: .patchctl/trees/SERIES).")
+@click.option("--update-baseline", is_flag=True, help="Record changed gate output digests in matrix.yaml instead of failing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@pass_app
+def gate_cmd(app: AppContext, series: str, tree: Path | None, update_baseline: bool, as_json: bool) -> None:
+    """Run the gates matrix.yaml declares for SERIES on its applied tree.
+
+    \b
+    Gates run in order, each a shell command in the tree under its timeout; the first
+    failure stops the run (exit 1) and names the gate, the failing case and the log.
+    A gate with a baseline also checks the digest of what it produced. For this
+    repository's llama.cpp series the gates regenerate the engine's conformance vectors,
+    compile the C++ port with the system compiler and replay every vector bit-exactly.
+
+    \b
+    Examples:
+      patchctl apply llama.cpp && patchctl gate llama.cpp
+      patchctl gate llama.cpp --json
+      patchctl gate llama.cpp --update-baseline     # after an intended engine change
+    """
+    from .commands import gate as gate_mod
+
+    try:
+        results = gate_mod.run_gates(app.config, series, tree, update_baseline=update_baseline)
+    except gate_mod.GatesFailed as failed:
+        _print_gates(failed.results, as_json, series)
+        raise
+    _print_gates(results, as_json, series)
+
+
+def _print_gates(results: list, as_json: bool, series: str) -> None:
+    if as_json:
+        emit_json({"series": series, "ok": all(r.ok for r in results), "gates": [r.to_json() for r in results]})
+        return
+    for result in results:
+        status = "PASS" if result.ok else "FAIL"
+        cases = f", {sum(c.ok for c in result.cases)}/{len(result.cases)} cases passed" if result.cases else ""
+        baseline = f", baseline {result.baseline}" if result.baseline != "none" else ""
+        click.echo(f"{status} {result.name} ({result.duration_s:.1f} s{cases}{baseline})")
+        for case in result.cases:
+            click.echo(f"    {'pass' if case.ok else 'FAIL'} {case.name}{': ' + case.detail if case.detail else ''}")

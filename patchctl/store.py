@@ -102,7 +102,8 @@ class Store:
         dest = Path(dest)
         with self._locked(mirror):
             git.run(["worktree", "prune"], mirror.path)
-            git.run(["worktree", "add", "-q", "--detach", str(dest), rev], mirror.path)
+            # Checkout is bound by writing files; parallel workers overlap inflating and writing.
+            git.run(["-c", "checkout.workers=0", "worktree", "add", "-q", "--detach", str(dest), rev], mirror.path)
         return dest
 
     def remove_worktree(self, mirror: Mirror, dest: Path) -> None:
