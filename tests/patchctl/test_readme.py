@@ -1,0 +1,32 @@
+"""The README's quick start is what CI runs, and every command it documents exists."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from patchctl.cli import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def quick_start_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.+?)\n```", section, flags=re.S)
+
+
+def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one() -> None:
+    commands = quick_start_commands()
+    assert len(commands) == 2 and all("\n" not in c for c in commands)
+    main_job, tests = commands
+    assert main_job.startswith("python -m pip install -e '.[engine]' && ")
+    assert "pytest" in tests
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert tests in ci.splitlines(), ".ci/run must run the README's test command verbatim"
+
+
+def test_every_command_has_help_and_a_readme_example() -> None:
+    text = (ROOT / "README.md").read_text()
+    for name, command in cli.commands.items():
+        assert command.help and "Example" in command.help, f"{name} --help needs an explanation and an example"
+        assert f"patchctl {name}" in text, f"README has no example of `patchctl {name}`"
