@@ -126,7 +126,9 @@ def series_digest(patches: list[PatchFile]) -> str:
 
 def slugify(subject: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", subject.lower()).strip("-")
-    return slug[:52].rstrip("-") or "patch"
+    if len(slug) > 40:
+        slug = slug[:41].rsplit("-", 1)[0]  # cut at a word boundary
+    return slug or "patch"
 
 
 def parse_message(text: str) -> PatchMessage:

@@ -1,0 +1,74 @@
+"""This repository's own llama.cpp series, on the real llama.cpp trees (0.3.30 and 0.3.33):
+it applies strictly to its pin, lints clean, and the gate proves the C++ port bit-exact
+against the engine's conformance vectors."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import REAL_PIN
+
+pytestmark = pytest.mark.realupstream
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def repo_copy(tmp_path: Path) -> Path:
+    """matrix.yaml and patches/ of this repository, so the tests write nothing into it."""
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    shutil.copytree(ROOT / "patches", tmp_path / "patches")
+    return tmp_path
+
+
+@pytest.fixture
+def applied(repo_copy: Path, cli) -> Path:
+    result = cli("-C", repo_copy, "apply", "llama.cpp", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)["results"][0]
+    assert payload["rev"] == REAL_PIN
+    assert [p["status"] for p in payload["patches"]] == ["applied"] * len(payload["patches"]) and len(payload["patches"]) == 3
+    return repo_copy
+
+
+def test_series_lints_clean_against_its_pin(repo_copy: Path, cli) -> None:
+    result = cli("-C", repo_copy, "lint")
+    assert result.exit_code == 0, result.output
+
+
+def test_gate_proves_the_port_bit_exact(applied: Path, cli) -> None:
+    result = cli("-C", applied, "gate", "llama.cpp", "--json")
+    assert result.exit_code == 0, result.output
+    gates = {g["name"]: g for g in json.loads(result.stdout)["gates"]}
+    assert gates["engine-vectors"]["baseline"] == "match"
+    cases = gates["paged-blocks-bitexact"]["cases"]
+    vectors = sorted(p.stem for p in (ROOT / "engine" / "conformance").glob("*.txt"))
+    assert sorted(c["name"] for c in cases if c["name"] in vectors) == vectors
+    assert all(c["ok"] for c in cases)
+
+
+def test_gate_catches_a_port_that_drifts(applied: Path, cli) -> None:
+    # Break the C++ port's eviction order in the applied tree: the gate must name a vector.
+    source = applied / ".patchctl" / "trees" / "llama.cpp" / "src" / "llama-paged-blocks.cpp"
+    text = source.read_text()
+    assert "prepend_n" in text
+    tampered = text.replace("queue.prepend_n(unhashed);", "queue.append_n(unhashed);", 1)
+    assert tampered != text
+    source.write_text(tampered)
+    result = cli("-C", applied, "gate", "llama.cpp")
+    assert result.exit_code == 1
+    assert "gate paged-blocks-bitexact of series llama.cpp failed: exit 1, first failing case" in result.stderr
+
+
+@pytest.mark.slow
+def test_full_libllama_build_with_the_series(applied: Path) -> None:
+    tree = applied / ".patchctl" / "trees" / "llama.cpp"
+    from patchctl import config
+
+    build = config.load(applied / "matrix.yaml").get_series("llama.cpp").build[0]
+    subprocess.run(["/bin/sh", "-c", build.command], cwd=tree, check=True, timeout=build.timeout)
+    assert (tree / "build" / "bin" / "test-paged-blocks").exists()
