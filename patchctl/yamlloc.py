@@ -42,9 +42,13 @@ class LocatedDocument:
         return ConfigError(f"{self.path}:{self.line_of(keypath)}: {format_keypath(keypath)}: {message}")
 
 
+# libyaml's composer when PyYAML was built with it: about six times faster on big matrices.
+_COMPOSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def parse(text: str, path: Path) -> LocatedDocument:
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_COMPOSER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 1

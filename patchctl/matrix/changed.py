@@ -1,0 +1,103 @@
+"""Which build rows a change touches.
+
+A row is rebuilt when a changed file matches one of its backend's `paths` or `shared`
+globs (a shared path rebuilds every backend that lists it), or when the row itself was
+added or edited in matrix.yaml since the base revision.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .. import git
+from .globs import matches
+from .model import DARWIN, LINUX, BuildMatrix, Row
+
+
+@dataclass(frozen=True)
+class Reason:
+    backend: str
+    file: str
+    pattern: str
+    shared: bool
+
+    def describe(self) -> str:
+        kind = "shared path" if self.shared else "path"
+        return f"{self.backend}: {self.file} matches {kind} {self.pattern}"
+
+
+@dataclass
+class ChangedRows:
+    files: list[str]
+    rows: list[Row] = field(default_factory=list)
+    reasons: list[Reason] = field(default_factory=list)
+    edited_rows: list[str] = field(default_factory=list)  # rows selected because matrix.yaml changed them
+
+    @property
+    def backends(self) -> list[str]:
+        return sorted({r.backend for r in self.rows})
+
+    def to_json(self) -> dict[str, Any]:
+        linux = [dict(r.values) for r in self.rows if r.section == LINUX]
+        darwin = [dict(r.values) for r in self.rows if r.section == DARWIN]
+        pairs = sorted({r.tag_suffix for r in self.rows if r.section == LINUX and r.get("platform-tag")})
+        return {
+            "linux": {"include": linux},
+            "darwin": {"include": darwin},
+            "pairs": pairs,
+            "backends": self.backends,
+            "files": self.files,
+            "reasons": [vars(r) for r in self.reasons] + [{"row": name, "matrix": True} for name in self.edited_rows],
+        }
+
+
+def files_since(root: Path, base: str | None) -> list[str]:
+    """Files changed since BASE (merge-base with HEAD), or uncommitted ones when BASE is None."""
+    if base is not None:
+        names = git.run(["diff", "--name-only", "--relative", "-z", f"{base}...HEAD", "--"], root).stdout
+        return sorted(n for n in names.split("\0") if n)
+    tracked = git.run(["diff", "--name-only", "--relative", "-z", "HEAD", "--"], root).stdout
+    untracked = git.run(["ls-files", "--others", "--exclude-standard", "-z"], root).stdout
+    return sorted({n for n in (tracked + "\0" + untracked).split("\0") if n})
+
+
+def _row_key(section: str, values: dict) -> tuple[str, str, str]:
+    return section, str(values.get("tag-suffix")), str(values.get("platforms", "darwin"))
+
+
+def edited_rows(matrix: BuildMatrix, old_text: str | None) -> list[Row]:
+    """Rows that differ from (or are missing in) the matrix.yaml text of the base revision."""
+    try:
+        old = yaml.safe_load(old_text) if old_text is not None else None
+    except yaml.YAMLError:
+        old = None
+    if not isinstance(old, dict):
+        return list(matrix.rows)
+    before = {}
+    for section in (LINUX, DARWIN):
+        for values in old.get(section) or []:
+            if isinstance(values, dict):
+                before[_row_key(section, values)] = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()}
+    return [r for r in matrix.rows if before.get(_row_key(r.section, r.values)) != r.values]
+
+
+def select(matrix: BuildMatrix, files: list[str], *, everything: bool = False, base_matrix_text: str | None = None, matrix_changed: bool = False) -> ChangedRows:
+    result = ChangedRows(files=sorted(set(files)))
+    if everything:
+        result.rows = list(matrix.rows)
+        return result
+    touched: set[str] = set()
+    for backend in (matrix.backends or {}).values():
+        for path in result.files:
+            hit = next(((p, shared) for p, shared in backend.patterns() if matches(p, path)), None)
+            if hit is not None:
+                result.reasons.append(Reason(backend.name, path, hit[0], hit[1]))
+                touched.add(backend.name)
+    edited = edited_rows(matrix, base_matrix_text) if matrix_changed else []
+    result.edited_rows = [r.describe() for r in edited if r.backend not in touched]
+    edited_ids = {id(r) for r in edited}
+    result.rows = [r for r in matrix.rows if r.backend in touched or id(r) in edited_ids]
+    return result

@@ -1,0 +1,197 @@
+"""Render the workflows and the backend index from matrix.yaml and templates/*.j2.
+
+Templates use `{@ value @}` for values (GitHub's own `${{ }}` then needs no escaping) and
+`{% %}` for logic. Every value goes through the `q` filter, which emits a double-quoted YAML
+scalar with everything but printable ASCII escaped (nothing in it can break the
+document) and refuses any value containing `${{`. Each output must parse as YAML before anything is written.
+
+    templates/index.yaml.j2   -> index.output (default backend/index.yaml)
+    templates/NAME.yml.j2     -> .github/workflows/NAME.yml
+
+A template that renders to nothing but whitespace produces no file.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from ..config import Config
+from ..errors import ConfigError
+from .checks import toolchain_row
+from .model import BuildMatrix
+
+WORKFLOWS_DIR = Path(".github/workflows")
+INDEX_TEMPLATE = "index.yaml.j2"
+WORKFLOW_SUFFIX = ".yml.j2"
+DEFAULT_RUNNER = "ubuntu-latest"
+_VALIDATING_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def header(template: str) -> str:
+    return (
+        f"# Generated from matrix.yaml by `patchctl matrix render` (template templates/{template}).\n"
+        "# Do not edit by hand: edit matrix.yaml or the template, then run `patchctl matrix render`.\n"
+    )
+
+
+class UnsafeValue(ConfigError):
+    pass
+
+
+def quote(value: Any) -> str:
+    """A value as a double-quoted YAML scalar that cannot open a GitHub expression.
+
+    Everything outside printable ASCII is escaped (`\\xNN`, `\\uNNNN`, `\\UNNNNNNNN`), so
+    no character can end the scalar, start a new line or be rejected by a YAML reader.
+    """
+    text = value if isinstance(value, str) else str(value)
+    if "${{" in text:
+        raise UnsafeValue(f"refusing to render {text!r}: it would open a GitHub expression ('${{{{')")
+    out = ['"']
+    for char in text:
+        code = ord(char)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif 0x20 <= code < 0x7F:
+            out.append(char)
+        elif code <= 0xFF:
+            out.append(f"\\x{code:02x}")
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    path: Path
+    display: str
+    text: str
+    current: str | None  # what is on disk now; None when the file does not exist
+
+    @property
+    def stale(self) -> bool:
+        return self.text != self.current
+
+    def diff(self) -> str:
+        old = [] if self.current is None else self.current.splitlines(keepends=True)
+        return "".join(difflib.unified_diff(old, self.text.splitlines(keepends=True), f"a/{self.display}", f"b/{self.display}"))
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    files: list[RenderedFile]
+
+    @property
+    def stale(self) -> list[RenderedFile]:
+        return [f for f in self.files if f.stale]
+
+    def diff(self) -> str:
+        return "".join(f.diff() for f in self.stale)
+
+    def to_json(self) -> dict:
+        return {"files": [{"path": f.display, "stale": f.stale} for f in self.files], "ok": not self.stale}
+
+
+def environment(templates_dir: Path) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        variable_start_string="{@",
+        variable_end_string="@}",
+        comment_start_string="{##",
+        comment_end_string="##}",
+    )
+    env.filters["q"] = quote
+    env.filters["compact_json"] = compact_json
+    return env
+
+
+def context(config: Config, matrix: BuildMatrix) -> dict[str, Any]:
+    registries = sorted({v.uri.rsplit(":", 1)[0] for v in matrix.variants} | {m.rsplit(":", 1)[0] for v in matrix.variants for m in v.mirrors})
+    toolchains = []
+    if matrix.canary is not None:
+        for toolchain in matrix.canary.toolchains:
+            row = toolchain_row(matrix, toolchain)
+            toolchains.append({
+                "name": toolchain.name,
+                "tag-suffix": toolchain.tag_suffix,
+                "platform": toolchain.platform or (row.platform if row else ""),
+                "cuda-major-version": toolchain.cuda_major,
+                "image": toolchain.image,
+                "runs-on": toolchain.runs_on or (row.get("runs-on") if row else "") or DEFAULT_RUNNER,
+            })
+    paths = sorted({p for b in (matrix.backends or {}).values() for p in (*b.paths, *b.shared)})
+    return {
+        "config_file": config.path.name,
+        "matrix": matrix,
+        "metas": matrix.metas,
+        "variants": matrix.variants,
+        "canary": matrix.canary,
+        "canary_matrix": {"include": toolchains},
+        "registries": registries,
+        "backend_paths": paths,
+        "sync_upstreams": sorted(name for name, up in config.upstreams.items() if up.tracks is None),
+        "upstreams": config.upstreams,
+        "series": config.series,
+    }
+
+
+def targets(templates_dir: Path, matrix: BuildMatrix) -> list[tuple[str, Path]]:
+    if not templates_dir.is_dir():
+        raise ConfigError(f"{templates_dir}: no templates directory (the workflows are rendered from templates/*.j2)")
+    found = []
+    for template in sorted(p.name for p in templates_dir.glob("*.j2")):
+        if template == INDEX_TEMPLATE:
+            if matrix.index_file is not None:
+                found.append((template, Path(matrix.index_output)))
+        elif template.endswith(WORKFLOW_SUFFIX):
+            found.append((template, WORKFLOWS_DIR / template.removesuffix(".j2")))
+        else:
+            raise ConfigError(f"{templates_dir / template}: templates are named NAME.yml.j2 (a workflow) or {INDEX_TEMPLATE}")
+    return found
+
+
+def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = None) -> RenderResult:
+    """Render every template in memory; nothing is written here."""
+    templates_dir = Path(templates_dir) if templates_dir is not None else config.root / "templates"
+    env = environment(templates_dir)
+    values = context(config, matrix)
+    files = []
+    for template, relative in targets(templates_dir, matrix):
+        try:
+            body = env.get_template(template).render(values)
+        except UnsafeValue as exc:
+            raise ConfigError(f"templates/{template}: {exc}") from None
+        except jinja2.TemplateSyntaxError as exc:
+            raise ConfigError(f"{exc.filename or template}:{exc.lineno}: template error: {exc.message}") from None
+        except jinja2.UndefinedError as exc:
+            raise ConfigError(f"templates/{template}: template error: {exc.message}") from None
+        if not body.strip():
+            continue  # the template opted out (e.g. no canary section): no such output
+        text = header(template) + body
+        try:
+            yaml.load(text, Loader=_VALIDATING_LOADER)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            raise ConfigError(f"templates/{template}: rendered output is not valid YAML (line {mark.line + 1 if mark else '?'}): {getattr(exc, 'problem', exc)}") from None
+        path = config.root / relative
+        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        files.append(RenderedFile(path, relative.as_posix(), text, current))
+    return RenderResult(files)

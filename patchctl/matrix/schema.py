@@ -1,0 +1,294 @@
+"""Schema of the build-matrix sections, shared by matrix.yaml and LocalAI-format files.
+
+    include:                      # Linux image builds (LocalAI's backend-matrix row schema)
+      - build-type: cublas        # '' (CPU), cublas, l4t, hipblas, intel, sycl_f16, sycl_f32, vulkan
+        cuda-major-version: "13"
+        cuda-minor-version: "0"
+        platforms: linux/amd64
+        platform-tag: amd64       # optional: set on both rows of an amd64/arm64 pair
+        tag-latest: auto
+        tag-suffix: -gpu-nvidia-cuda-13-llama-cpp
+        runs-on: ubuntu-latest
+        base-image: ubuntu:24.04
+        builder-base-image: ...   # optional
+        skip-drivers: "false"     # optional
+        backend: llama-cpp
+        dockerfile: ./backend/Dockerfile.llama-cpp
+        context: ./
+        ubuntu-version: "2404"    # optional
+    includeDarwin:                # macOS builds
+      - {backend: llama-cpp, tag-suffix: -metal-darwin-arm64-llama-cpp, build-type: metal, lang: go}
+    index:
+      output: backend/index.yaml  # where `matrix render` writes the LocalAI-format index
+      metas:    [{name, alias, description, capabilities: {CAPABILITY: VARIANT}}]
+      variants: [{name, uri, mirrors: [...]}]
+    canary:
+      upstream: llama.cpp
+      schedule: '17 3 * * 1'      # cron, UTC
+      toolchains: [{name, tag-suffix, platform, cuda-major-version, image, runs-on}]
+    backends:
+      llama-cpp: {paths: [GLOB...], shared: [GLOB...]}
+
+Every value that can reach a rendered workflow is restricted to a safe character set, so
+no value can open a GitHub expression (`${{`), start a YAML construct or a shell word
+split. Errors name the file, the key path and the line.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Any
+
+from ..yamlloc import KeyPath, LocatedDocument
+from .model import (
+    DARWIN,
+    LINUX,
+    BackendPaths,
+    BuildMatrix,
+    Canary,
+    CanaryToolchain,
+    Meta,
+    Row,
+    Variant,
+)
+
+# Letters, digits and . _ : / @ + = , ~ - only: no '$', braces, quotes, '#', '&', '*', '!',
+# '|', '>', '%', spaces or newlines.
+SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:/@+=,~-]*$")
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+SAFE_GLOB = re.compile(r"^[A-Za-z0-9._/*?+@=,~-]+$")
+CRON_FIELD = re.compile(r"^[0-9*/,-]+$")
+PLATFORM = re.compile(r"^[a-z0-9]+/[a-z0-9]+(/[a-z0-9]+)?$")
+DIGITS_OR_EMPTY = re.compile(r"^[0-9]*$")
+OPTIONAL_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$")
+# LocalAI's index is only read, never rendered: any single word will do there.
+ANY_WORD = re.compile(r"^\S*$")
+
+LINUX_REQUIRED = (
+    "build-type", "cuda-major-version", "cuda-minor-version", "platforms", "tag-latest",
+    "tag-suffix", "runs-on", "base-image", "backend", "dockerfile", "context",
+)
+LINUX_OPTIONAL = ("platform-tag", "builder-base-image", "skip-drivers", "ubuntu-version")
+DARWIN_REQUIRED = ("backend", "tag-suffix")
+DARWIN_OPTIONAL = ("build-type", "lang")
+NON_EMPTY = ("tag-suffix", "backend", "platforms", "runs-on", "base-image", "dockerfile", "context")
+DEFAULT_SCHEDULE = "17 3 * * 1"
+
+
+class Section:
+    """Reads one file's build-matrix sections, raising located ConfigErrors."""
+
+    def __init__(self, doc: LocatedDocument, display: str):
+        self.doc = doc
+        self.display = display
+
+    def error(self, keypath: KeyPath, message: str):
+        return self.doc.error(keypath, message)
+
+    def line(self, keypath: KeyPath) -> int:
+        return self.doc.line_of(keypath)
+
+    def mapping(self, value: Any, keypath: KeyPath, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
+        if not isinstance(value, dict):
+            raise self.error(keypath, f"must be a mapping, got {_kind(value)}")
+        for key in value:
+            if key not in allowed:
+                raise self.error(keypath + (key,), f"unknown key (allowed: {', '.join(allowed)})")
+        for key in required:
+            if key not in value:
+                raise self.error(keypath, f"missing required key {key!r}")
+        return value
+
+    def sequence(self, value: Any, keypath: KeyPath) -> list:
+        if not isinstance(value, list):
+            raise self.error(keypath, f"must be a list, got {_kind(value)}")
+        return value
+
+    def scalar(self, value: Any, keypath: KeyPath, *, pattern: re.Pattern[str] = SAFE_VALUE, non_empty: bool = False) -> str:
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, int):
+            text = str(value)
+        elif isinstance(value, str):
+            text = value
+        else:
+            raise self.error(keypath, f"must be a string, got {_kind(value)}")
+        if non_empty and not text:
+            raise self.error(keypath, "must not be empty")
+        if not pattern.match(text):
+            raise self.error(keypath, f"unsafe value {text!r}: only letters, digits and . _ : / @ + = , ~ - are allowed")
+        return text
+
+    # ------------------------------------------------------------ build rows
+
+    def rows(self, value: Any, keypath: KeyPath, section: str) -> list[Row]:
+        if value is None:
+            return []
+        required, optional = (LINUX_REQUIRED, LINUX_OPTIONAL) if section == LINUX else (DARWIN_REQUIRED, DARWIN_OPTIONAL)
+        rows = []
+        for i, item in enumerate(self.sequence(value, keypath)):
+            where = keypath + (i,)
+            self.mapping(item, where, required + optional, required)
+            values = {key: self.scalar(item[key], where + (key,), non_empty=key in NON_EMPTY) for key in item}
+            if not values["tag-suffix"].startswith("-"):
+                raise self.error(where + ("tag-suffix",), f"tag-suffix must start with '-', got {values['tag-suffix']!r}")
+            if not SAFE_NAME.match(values["backend"]):
+                raise self.error(where + ("backend",), f"invalid backend name {values['backend']!r}")
+            for key in ("cuda-major-version", "cuda-minor-version"):
+                if not DIGITS_OR_EMPTY.match(values.get(key, "")):
+                    raise self.error(where + (key,), f"must be a number or empty, got {values[key]!r}")
+            if section == LINUX:
+                for platform in values["platforms"].split(","):
+                    if not PLATFORM.match(platform):
+                        raise self.error(where + ("platforms",), f"invalid platform {platform!r} (expected os/arch, e.g. linux/amd64)")
+            rows.append(Row(section, i, self.display, self.line(where), values))
+        return rows
+
+    # ------------------------------------------------------------ index
+
+    def meta(self, item: dict, where: KeyPath, *, strict: bool) -> Meta:
+        capabilities = item["capabilities"]
+        if not isinstance(capabilities, dict) or not capabilities:
+            raise self.error(where + ("capabilities",), "must be a non-empty mapping of capability to variant name")
+        pattern = SAFE_NAME if strict else ANY_WORD
+        caps = {}
+        for key, target in capabilities.items():
+            caps[self.scalar(key, where + ("capabilities", key), pattern=pattern)] = self.scalar(
+                target, where + ("capabilities", key), pattern=pattern, non_empty=True
+            )
+        description = item.get("description", "")
+        if not isinstance(description, str):
+            raise self.error(where + ("description",), f"must be a string, got {_kind(description)}")
+        return Meta(
+            name=self.scalar(item["name"], where + ("name",), pattern=pattern, non_empty=True),
+            file=self.display,
+            line=self.line(where),
+            capabilities=caps,
+            capability_lines={key: self.line(where + ("capabilities", key)) for key in caps},
+            alias=self.scalar(item.get("alias", ""), where + ("alias",), pattern=OPTIONAL_NAME if strict else ANY_WORD),
+            description=description,
+        )
+
+    def variant(self, item: dict, where: KeyPath, *, strict: bool) -> Variant:
+        mirrors = item.get("mirrors") or []
+        self.sequence(mirrors, where + ("mirrors",))
+        pattern = SAFE_VALUE if strict else ANY_WORD
+        return Variant(
+            name=self.scalar(item["name"], where + ("name",), pattern=SAFE_NAME if strict else pattern, non_empty=True),
+            file=self.display,
+            line=self.line(where),
+            uri=self.scalar(item["uri"], where + ("uri",), pattern=pattern, non_empty=True),
+            mirrors=tuple(self.scalar(m, where + ("mirrors", j), pattern=pattern, non_empty=True) for j, m in enumerate(mirrors)),
+        )
+
+    def index_section(self, value: Any, keypath: KeyPath) -> tuple[str, list[Meta], list[Variant]]:
+        self.mapping(value, keypath, ("output", "metas", "variants"))
+        output = self.scalar(value.get("output", "backend/index.yaml"), keypath + ("output",), non_empty=True)
+        parts = PurePosixPath(output).parts
+        if output.startswith("/") or ".." in parts or not output.endswith((".yaml", ".yml")):
+            raise self.error(keypath + ("output",), f"must be a relative .yaml path without '..', got {output!r}")
+        metas = []
+        for i, item in enumerate(self.sequence(value.get("metas", []), keypath + ("metas",))):
+            where = keypath + ("metas", i)
+            self.mapping(item, where, ("name", "alias", "description", "capabilities"), ("name", "capabilities"))
+            metas.append(self.meta(item, where, strict=True))
+        variants = []
+        for i, item in enumerate(self.sequence(value.get("variants", []), keypath + ("variants",))):
+            where = keypath + ("variants", i)
+            self.mapping(item, where, ("name", "uri", "mirrors"), ("name", "uri"))
+            variants.append(self.variant(item, where, strict=True))
+        return output, metas, variants
+
+    def localai_index(self, value: Any) -> tuple[list[Meta], list[Variant]]:
+        """LocalAI's index: one list; an entry with `uri` is a variant, one with only `capabilities` a meta."""
+        metas, variants = [], []
+        for i, item in enumerate(self.sequence(value, ())):
+            where: KeyPath = (i,)
+            if not isinstance(item, dict) or "name" not in item:
+                raise self.error(where, "each index entry must be a mapping with a 'name'")
+            if item.get("uri"):
+                variants.append(self.variant(item, where, strict=False))
+            elif item.get("capabilities"):
+                metas.append(self.meta(item, where, strict=False))
+        return metas, variants
+
+    # ------------------------------------------------------------ canary and backends
+
+    def canary(self, value: Any, keypath: KeyPath, upstreams: set[str]) -> Canary:
+        self.mapping(value, keypath, ("upstream", "schedule", "toolchains"), ("upstream", "toolchains"))
+        upstream = self.scalar(value["upstream"], keypath + ("upstream",), pattern=SAFE_NAME)
+        if upstream not in upstreams:
+            raise self.error(keypath + ("upstream",), f"unknown upstream {upstream!r} (known: {', '.join(sorted(upstreams)) or 'none'})")
+        schedule = value.get("schedule", DEFAULT_SCHEDULE)
+        if not isinstance(schedule, str) or len(schedule.split()) != 5 or not all(CRON_FIELD.match(f) for f in schedule.split()):
+            raise self.error(keypath + ("schedule",), f"must be a 5-field cron expression of digits and * / , -, got {schedule!r}")
+        toolchains = []
+        names: set[str] = set()
+        items = self.sequence(value["toolchains"], keypath + ("toolchains",))
+        if not items:
+            raise self.error(keypath + ("toolchains",), "name at least one toolchain")
+        allowed = ("name", "tag-suffix", "platform", "cuda-major-version", "image", "runs-on")
+        for i, item in enumerate(items):
+            where = keypath + ("toolchains", i)
+            self.mapping(item, where, allowed, ("name", "tag-suffix", "cuda-major-version", "image"))
+            name = self.scalar(item["name"], where + ("name",), pattern=SAFE_NAME)
+            if name in names:
+                raise self.error(where + ("name",), f"duplicate toolchain name {name!r}")
+            names.add(name)
+            cuda = self.scalar(item["cuda-major-version"], where + ("cuda-major-version",), pattern=DIGITS_OR_EMPTY)
+            toolchains.append(
+                CanaryToolchain(
+                    name=name,
+                    file=self.display,
+                    line=self.line(where),
+                    tag_suffix=self.scalar(item["tag-suffix"], where + ("tag-suffix",), non_empty=True),
+                    platform=self.scalar(item.get("platform", ""), where + ("platform",)),
+                    cuda_major=cuda,
+                    image=self.scalar(item["image"], where + ("image",), non_empty=True),
+                    runs_on=self.scalar(item.get("runs-on", ""), where + ("runs-on",)),
+                )
+            )
+        return Canary(upstream=upstream, schedule=" ".join(schedule.split()), toolchains=tuple(toolchains))
+
+    def backends(self, value: Any, keypath: KeyPath) -> dict[str, BackendPaths]:
+        if not isinstance(value, dict):
+            raise self.error(keypath, f"must be a mapping of backend name to paths, got {_kind(value)}")
+        result = {}
+        for name, item in value.items():
+            where = keypath + (name,)
+            self.scalar(name, where, pattern=SAFE_NAME)
+            self.mapping(item, where, ("paths", "shared"))
+            lists = {}
+            for key in ("paths", "shared"):
+                lists[key] = tuple(self.glob(g, where + (key, j)) for j, g in enumerate(self.sequence(item.get(key, []), where + (key,))))
+            if not lists["paths"] and not lists["shared"]:
+                raise self.error(where, "list at least one path under 'paths' or 'shared'")
+            result[name] = BackendPaths(name, self.display, self.line(where), lists["paths"], lists["shared"])
+        return result
+
+    def glob(self, value: Any, keypath: KeyPath) -> str:
+        text = self.scalar(value, keypath, pattern=SAFE_GLOB, non_empty=True)
+        if text.startswith("/") or ".." in text.split("/"):
+            raise self.error(keypath, f"paths are relative to the repository root, without '..': {text!r}")
+        return text
+
+
+def from_sections(doc: LocatedDocument, display: str, data: dict, upstreams: set[str]) -> BuildMatrix:
+    """The build matrix of a patchctl matrix.yaml (already parsed into DATA)."""
+    reader = Section(doc, display)
+    matrix = BuildMatrix(matrix_file=display)
+    matrix.rows = reader.rows(data.get(LINUX), (LINUX,), LINUX) + reader.rows(data.get(DARWIN), (DARWIN,), DARWIN)
+    if "index" in data:
+        matrix.index_output, matrix.metas, matrix.variants = reader.index_section(data["index"], ("index",))
+        matrix.index_file = display
+    if "canary" in data:
+        matrix.canary = reader.canary(data["canary"], ("canary",), upstreams)
+    if "backends" in data:
+        matrix.backends = reader.backends(data["backends"], ("backends",))
+    return matrix
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
+        type(value), "nothing" if value is None else type(value).__name__
+    )

@@ -1,0 +1,58 @@
+"""Where a build matrix comes from: patchctl's matrix.yaml, or LocalAI-format files
+(`.github/backend-matrix.yml` with top-level `include:`/`includeDarwin:`, and
+`backend/index.yaml`, a list of meta backends and concrete variants)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import config as config_mod
+from ..errors import ConfigError
+from . import locate
+from .model import DARWIN, LINUX, BuildMatrix
+from .schema import Section
+
+
+def display_path(path: Path, base: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(base.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def from_config(config: config_mod.Config) -> BuildMatrix:
+    """The build-matrix sections of a loaded matrix.yaml (validated; raises ConfigError)."""
+    from .schema import from_sections
+
+    display = display_path(config.path, config.root)
+    return from_sections(config.doc, display, config.raw, set(config.upstreams))
+
+
+def validate_config(config: config_mod.Config) -> None:
+    """Registered in config.SECTION_VALIDATORS: `config.load` rejects a bad build matrix."""
+    from_config(config)
+
+
+def load_localai_matrix(path: Path, base: Path) -> BuildMatrix:
+    doc = locate.load(path)
+    display = display_path(path, base)
+    reader = Section(doc, display)
+    reader.mapping(doc.data, (), tuple(doc.data) if isinstance(doc.data, dict) else ())
+    if LINUX not in doc.data and DARWIN not in doc.data:
+        raise ConfigError(f"{display}:1: neither 'include:' nor 'includeDarwin:' found: not a backend matrix")
+    matrix = BuildMatrix(matrix_file=display)
+    matrix.rows = reader.rows(doc.data.get(LINUX), (LINUX,), LINUX) + reader.rows(doc.data.get(DARWIN), (DARWIN,), DARWIN)
+    return matrix
+
+
+def attach_localai_index(matrix: BuildMatrix, path: Path, base: Path) -> BuildMatrix:
+    doc = locate.load(path)
+    display = display_path(path, base)
+    matrix.metas, matrix.variants = Section(doc, display).localai_index(doc.data)
+    matrix.index_file = display
+    return matrix
+
+
+def is_patchctl_config(path: Path) -> bool:
+    """matrix.yaml declares `version:`; LocalAI's backend-matrix.yml never does."""
+    doc = locate.load(path)
+    return isinstance(doc.data, dict) and "version" in doc.data

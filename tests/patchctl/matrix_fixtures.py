@@ -1,0 +1,47 @@
+"""Shared helpers for the matrix tests: fixture paths, a project with matrix.yaml and the
+repository's templates, and the `# <- RULE` markers the invariant fixtures carry."""
+from __future__ import annotations
+
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "matrix"
+GOOD = FIXTURES / "good" / "matrix.yaml"
+GOLDEN = FIXTURES / "good" / "golden"
+INVARIANTS = FIXTURES / "invariants"
+LOCALAI = FIXTURES / "localai"
+MARKER = re.compile(r"#\s*<-\s*((?:MX\d{3}\s*)+)$")
+
+
+def make_project(tmp_path: Path, matrix_text: str | None = None) -> Path:
+    """A directory with matrix.yaml (the good fixture unless given) and the repo's templates."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "matrix.yaml").write_text(GOOD.read_text() if matrix_text is None else matrix_text)
+    shutil.copytree(REPO / "templates", project / "templates")
+    return project
+
+
+def expected_markers(case: Path) -> Counter:
+    """(file, line, rule) for every `# <- RULE ...` marker in the case's files."""
+    expected: Counter = Counter()
+    for path in sorted(p for p in case.rglob("*") if p.is_file()):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            match = MARKER.search(line)
+            if match:
+                for rule in match.group(1).split():
+                    expected[(path.name, number, rule)] += 1
+    return expected
+
+
+def check_args(case: Path) -> list[str]:
+    if (case / "matrix.yaml").exists():
+        args = ["--matrix", str(case / "matrix.yaml")]
+    else:
+        args = ["--matrix", str(case / "backend-matrix.yml")]
+    if (case / "index.yaml").exists():
+        args += ["--index", str(case / "index.yaml")]
+    return args
