@@ -46,7 +46,10 @@ class LocatedDocument:
 _COMPOSER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def parse(text: str, path: Path) -> LocatedDocument:
+def parse(text: str, path: Path, *, merge_keys: bool = False) -> LocatedDocument:
+    """Parse TEXT recording every value's line. matrix.yaml is ours and stays plain, so merge
+    keys (`<<: *anchor`) are refused unless MERGE_KEYS (for files we only read, such as
+    LocalAI's index, which is built from them); explicit keys then win over merged ones."""
     try:
         root = yaml.compose(text, Loader=_COMPOSER)
     except yaml.YAMLError as exc:
@@ -54,16 +57,13 @@ def parse(text: str, path: Path) -> LocatedDocument:
         line = mark.line + 1 if mark else 1
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}:{line}: invalid YAML: {problem}") from None
-    doc = LocatedDocument(path, None)
-    if root is None:
-        doc.data = {}
-        return doc
-    constructor = yaml.SafeLoader("")
-    doc.data = _build(root, (), doc, constructor)
+    doc = LocatedDocument(path, {} if root is None else None)
+    if root is not None:
+        doc.data = _Builder(doc, merge_keys).build(root, ())
     return doc
 
 
-def load(path: Path) -> LocatedDocument:
+def load(path: Path, *, merge_keys: bool = False) -> LocatedDocument:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -72,25 +72,46 @@ def load(path: Path) -> LocatedDocument:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    return parse(text, Path(path))
+    return parse(text, Path(path), merge_keys=merge_keys)
 
 
-def _build(node: yaml.Node, keypath: KeyPath, doc: LocatedDocument, constructor: yaml.SafeLoader) -> Any:
-    doc.lines[keypath] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
+class _Builder:
+    def __init__(self, doc: LocatedDocument, merge_keys: bool):
+        self.doc = doc
+        self.merge_keys = merge_keys
+        self.constructor = yaml.SafeLoader("")
+        self.active: set[int] = set()  # nodes being built: an alias back into one recurses
+
+    def build(self, node: yaml.Node, keypath: KeyPath) -> Any:
+        doc = self.doc
+        doc.lines[keypath] = node.start_mark.line + 1
+        if isinstance(node, yaml.ScalarNode):
+            return self.constructor.construct_object(node, deep=True)
+        if id(node) in self.active:
+            raise ConfigError(f"{doc.path}:{node.start_mark.line + 1}: {format_keypath(keypath)}: recursive alias")
+        self.active.add(id(node))
+        try:
+            if isinstance(node, yaml.SequenceNode):
+                return [self.build(item, keypath + (i,)) for i, item in enumerate(node.value)]
+            return self._mapping(node, keypath)
+        finally:
+            self.active.discard(id(node))
+
+    def _mapping(self, node: yaml.MappingNode, keypath: KeyPath) -> dict[Any, Any]:
+        doc = self.doc
+        if self.merge_keys:
+            try:
+                self.constructor.flatten_mapping(node)
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"{doc.path}:{node.start_mark.line + 1}: {format_keypath(keypath)}: bad merge: {exc.problem}") from None
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise doc.error(keypath, "YAML merge keys (<<) are not supported")
-            key = constructor.construct_object(key_node, deep=True)
+            key = self.constructor.construct_object(key_node, deep=True)
             if not isinstance(key, (str, int, bool)) or key is None:
                 raise ConfigError(f"{doc.path}:{key_node.start_mark.line + 1}: {format_keypath(keypath)}: keys must be scalars")
-            if key in result:
-                raise ConfigError(
-                    f"{doc.path}:{key_node.start_mark.line + 1}: {format_keypath(keypath + (key,))}: duplicate key"
-                )
-            result[key] = _build(value_node, keypath + (key,), doc, constructor)
+            if key in result and not self.merge_keys:
+                raise ConfigError(f"{doc.path}:{key_node.start_mark.line + 1}: {format_keypath(keypath + (key,))}: duplicate key")
+            result[key] = self.build(value_node, keypath + (key,))
         return result
-    if isinstance(node, yaml.SequenceNode):
-        return [_build(item, keypath + (i,), doc, constructor) for i, item in enumerate(node.value)]
-    return constructor.construct_object(node, deep=True)

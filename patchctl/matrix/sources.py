@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import config as config_mod
 from ..errors import ConfigError
-from . import locate
+from .. import yamlloc
 from .model import DARWIN, LINUX, BuildMatrix
 from .schema import Section
 
@@ -33,7 +33,7 @@ def validate_config(config: config_mod.Config) -> None:
 
 
 def load_localai_matrix(path: Path, base: Path) -> BuildMatrix:
-    doc = locate.load(path)
+    doc = yamlloc.load(path, merge_keys=True)
     display = display_path(path, base)
     reader = Section(doc, display)
     reader.mapping(doc.data, (), tuple(doc.data) if isinstance(doc.data, dict) else ())
@@ -45,7 +45,7 @@ def load_localai_matrix(path: Path, base: Path) -> BuildMatrix:
 
 
 def attach_localai_index(matrix: BuildMatrix, path: Path, base: Path) -> BuildMatrix:
-    doc = locate.load(path)
+    doc = yamlloc.load(path, merge_keys=True)
     display = display_path(path, base)
     matrix.metas, matrix.variants = Section(doc, display).localai_index(doc.data)
     matrix.index_file = display
@@ -54,5 +54,5 @@ def attach_localai_index(matrix: BuildMatrix, path: Path, base: Path) -> BuildMa
 
 def is_patchctl_config(path: Path) -> bool:
     """matrix.yaml declares `version:`; LocalAI's backend-matrix.yml never does."""
-    doc = locate.load(path)
+    doc = yamlloc.load(path, merge_keys=True)
     return isinstance(doc.data, dict) and "version" in doc.data

@@ -8,7 +8,8 @@ import pytest
 
 from patchctl import config as config_mod
 from patchctl.errors import ConfigError
-from patchctl.matrix import from_config, locate
+from patchctl import yamlloc
+from patchctl.matrix import from_config
 from patchctl.matrix.sources import load_localai_matrix
 
 from .matrix_fixtures import GOOD
@@ -81,7 +82,7 @@ def test_localai_loader_reports_yaml_errors_with_a_line(tmp_path: Path) -> None:
     path = tmp_path / "index.yaml"
     path.write_text("- name: a\n  uri: [unclosed\n")
     with pytest.raises(ConfigError, match=r"index.yaml:\d+: invalid YAML"):
-        locate.load(path)
+        yamlloc.load(path, merge_keys=True)
 
 
 def test_localai_rows_accept_numbers_and_booleans_as_strings(tmp_path: Path) -> None:
