@@ -1,0 +1,47 @@
+"""Sampling parameters and the sampler: greedy, or seeded temperature/top-k/top-p sampling."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int = 32
+    temperature: float = 0.0  # 0: greedy
+    top_k: int = 0  # 0: all tokens
+    top_p: float = 1.0
+    seed: int | None = None  # per-request seed; same seed, same prompt -> same tokens
+    ignore_eos: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
+    """One token from a `[vocab]` row of logits."""
+    if params.greedy:
+        return int(torch.argmax(logits))
+    scaled = logits.float().cpu() / params.temperature
+    if params.top_k:
+        kth = torch.topk(scaled, min(params.top_k, scaled.numel())).values[-1]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    probs = torch.softmax(scaled, dim=-1)
+    if params.top_p < 1:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        drop = sorted_probs.cumsum(0) - sorted_probs > params.top_p  # keep the smallest set reaching top_p
+        probs = probs.scatter(0, order[drop], 0.0)
+        probs = probs / probs.sum()
+    return int(torch.multinomial(probs, 1, generator=generator))
