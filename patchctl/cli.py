@@ -48,6 +48,10 @@ class AppContext:
     def workdir(self) -> Path:
         return (self.directory or Path.cwd()).resolve()
 
+    def path(self, value: Path | None) -> Path | None:
+        """A path option, relative to -C DIR like git's."""
+        return None if value is None else (self.workdir / value).resolve()
+
 
 pass_app = click.make_pass_decorator(AppContext)
 
@@ -145,7 +149,7 @@ def apply_cmd(app: AppContext, series: tuple[str, ...], rev: str | None, into: P
     from .commands import apply as apply_mod
 
     try:
-        results = apply_mod.apply(app.config, app.store, series, rev=rev, into=into, force=force)
+        results = apply_mod.apply(app.config, app.store, series, rev=rev, into=app.path(into), force=force)
     except apply_mod.ApplyFailed as failed:
         if as_json:
             emit_json({"ok": False, "results": [failed.result.to_json()]})
@@ -200,7 +204,7 @@ def export_cmd(app: AppContext, series: str, from_dir: Path | None, base: str | 
     from .commands import export as export_mod
 
     config = app.config
-    source = from_dir if from_dir is not None else export_mod.default_from(config, config.get_series(series))
+    source = app.path(from_dir) or export_mod.default_from(config, config.get_series(series))
     try:
         result = export_mod.export(config, series, source, base=base, check=check)
     except export_mod.ExportOutOfDate as stale:
@@ -308,7 +312,7 @@ def gate_cmd(app: AppContext, series: tuple[str, ...], tree: Path | None, update
         raise UsageError("--tree needs exactly one SERIES")
     for name in names:
         try:
-            results = gate_mod.run_gates(app.config, name, tree, update_baseline=update_baseline)
+            results = gate_mod.run_gates(app.config, name, app.path(tree), update_baseline=update_baseline)
         except gate_mod.GatesFailed as failed:
             _print_gates(failed.results, as_json, name)
             raise
@@ -572,10 +576,12 @@ def pin_sync_cmd(app: AppContext, upstream: str | None, to: str | None, latest: 
 @click.option("--bisect/--no-bisect", default=True, help="Name the first upstream commit that breaks each failing patch (default: yes).")
 @click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report to FILE.")
 @click.option("--summary", "summary_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the Markdown report to FILE (it is also appended to $GITHUB_STEP_SUMMARY when set).")
+@click.option("--toolchain", "toolchains", multiple=True, metavar="NAME", envvar="PATCHCTL_CANARY_TOOLCHAIN",
+              help="With --compile, only this canary toolchain (repeatable; also $PATCHCTL_CANARY_TOOLCHAIN: one CI job per toolchain).")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), help="Scratch directory for trees and logs (default: a new temporary one).")
 @pass_app
 def canary_cmd(app: AppContext, upstream: str | None, rev: str | None, latest: bool, do_compile: bool, bisect: bool,
-               json_file: Path | None, summary_file: Path | None, work_dir: Path | None) -> None:
+               json_file: Path | None, summary_file: Path | None, toolchains: tuple[str, ...], work_dir: Path | None) -> None:
     """Apply every series to the upstream tip: an early warning that never modifies the repository.
 
     \b
@@ -591,6 +597,7 @@ def canary_cmd(app: AppContext, upstream: str | None, rev: str | None, latest: b
       patchctl canary llama.cpp
       patchctl canary --compile --json canary.json --summary canary.md
       patchctl canary llama.cpp --rev aa601ae300d05a804f5f68940ab6fa75fc9653d3 --no-bisect
+      patchctl canary llama.cpp --rev "$REV" --compile --toolchain cpu-amd64
     """
     from . import report as report_mod
     from .commands import canary as canary_mod
@@ -599,7 +606,8 @@ def canary_cmd(app: AppContext, upstream: str | None, rev: str | None, latest: b
     if rev and latest:
         raise UsageError("--rev and --latest exclude each other")
     with _progress_display() as progress:
-        report = canary_mod.canary(app.config, app.store, upstream, rev=rev, compile=do_compile, bisect=bisect, work_dir=work_dir, progress=progress)
+        report = canary_mod.canary(app.config, app.store, upstream, rev=rev, compile=do_compile, bisect=bisect,
+                                   toolchains=toolchains, work_dir=work_dir, progress=progress)
     payload = report.to_json()
     markdown = report_mod.canary_markdown(payload)
     if json_file:
