@@ -545,6 +545,7 @@ def pin_sync_cmd(app: AppContext, upstream: str | None, to: str | None, latest: 
     if (resume or abort) and (to or latest or dry_run):
         raise UsageError("--continue/--abort take no --to, --latest or --dry-run")
     config = app.config
+    report_file, json_file = app.path(report_file), app.path(json_file)
     report = None
     try:
         with _progress_display() as progress:
@@ -605,6 +606,7 @@ def canary_cmd(app: AppContext, upstream: str | None, rev: str | None, latest: b
 
     if rev and latest:
         raise UsageError("--rev and --latest exclude each other")
+    json_file, summary_file, work_dir = app.path(json_file), app.path(summary_file), app.path(work_dir)
     with _progress_display() as progress:
         report = canary_mod.canary(app.config, app.store, upstream, rev=rev, compile=do_compile, bisect=bisect,
                                    toolchains=toolchains, work_dir=work_dir, progress=progress)
