@@ -174,6 +174,15 @@ def test_docker_runner_without_an_engine_is_an_environment_failure(tree: Path, t
     assert info.value.exit_code == 3
 
 
+@pytest.fixture(autouse=True)
+def _sigint_raises_keyboard_interrupt():
+    """A process started in the background (CI harnesses, `cmd &`) inherits SIGINT ignored;
+    restore what an interactive run has, so Ctrl-C behaves as at a terminal."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _interrupt_after(seconds: float) -> threading.Timer:
     """Ctrl-C as the terminal sends it: SIGINT to this process, raised in the main thread."""
     timer = threading.Timer(seconds, os.kill, args=(os.getpid(), signal.SIGINT))

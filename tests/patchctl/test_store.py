@@ -1,0 +1,63 @@
+"""The upstream cache: one mirror per URL, incremental fetches, a lock, URL overrides."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+from filelock import FileLock
+
+from patchctl import git, store as store_mod
+from patchctl.store import Store
+
+from .conftest import Project, Repo
+
+
+def _mirror_in_process(root: str, url: str, queue) -> None:
+    mirror = Store(Path(root)).mirror(url)
+    queue.put(git.rev_parse(mirror.path, "refs/heads/main"))
+
+
+def test_concurrent_runs_share_one_intact_mirror(tmp_path: Path, upstream: Repo) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    workers = [ctx.Process(target=_mirror_in_process, args=(str(tmp_path / "cache"), str(upstream.path), queue)) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert [w.exitcode for w in workers] == [0, 0, 0]
+    assert {queue.get() for _ in workers} == {upstream.head}
+    mirrors = [p for p in (tmp_path / "cache" / "mirrors").iterdir() if p.suffix == ".git"]
+    assert len(mirrors) == 1
+    assert git.run(["fsck", "--no-progress"], mirrors[0]).ok
+
+
+def test_fetch_is_incremental_and_names_are_fetched(tmp_path: Path, upstream: Repo) -> None:
+    store = Store(tmp_path / "cache")
+    mirror = store.mirror(str(upstream.path))
+    new = upstream.commit({"src/new.c": "x\n"}, "newer")
+    # A full id already in the cache needs no fetch; a new one or a branch name fetches.
+    assert store.resolve(mirror, new) == new
+    assert store.branch_tip(mirror, "main") == new
+
+
+def test_file_url_and_override_by_environment(project: Project, upstream: Repo, tmp_path: Path, monkeypatch, cli) -> None:
+    config = project.path / "matrix.yaml"
+    config.write_text(config.read_text().replace(f"url: {upstream.path}", "url: https://example.invalid/upstream.git"))
+    monkeypatch.setenv("PATCHCTL_UPSTREAM_URL", f"up=file://{upstream.path}")
+    result = cli("-C", project.path, "apply", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["results"][0]["rev"] == upstream.head
+    monkeypatch.delenv("PATCHCTL_UPSTREAM_URL")
+    unreachable = cli("-C", project.path, "apply", "--into", tmp_path / "other")
+    assert unreachable.exit_code == 3 and "cannot fetch https://example.invalid/upstream.git" in unreachable.stderr
+
+
+def test_a_held_lock_is_a_clear_environment_error(project: Project, upstream: Repo, monkeypatch, cli) -> None:
+    store = Store()
+    mirror = store.mirror(str(upstream.path))
+    monkeypatch.setattr(store_mod, "LOCK_TIMEOUT_S", 0.2)
+    with FileLock(str(mirror.path) + ".lock"):
+        result = cli("-C", project.path, "apply")
+    assert result.exit_code == 3 and "the cache is locked by another patchctl run" in result.stderr
