@@ -10,6 +10,7 @@ Prints both medians and their ratio (target: patchctl at most one third of the r
 The upstream is the embedded default (llama.cpp from llama-cpp-python 0.3.30 on PyPI),
 built into $PATCHCTL_CACHE (or the user cache) on first use; the build is not timed.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -4,6 +4,7 @@
 
 Same as `python -m engine bench blocks`; the trace is described in engine/block_bench.py.
 """
+
 from __future__ import annotations
 
 import sys

@@ -8,6 +8,7 @@ measured in the same run. Target: render + check well under one second.
 Phases: load (config.load: located YAML + schema of every section), check (all
 invariants), render (every template, YAML-validated, nothing written).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -109,7 +110,11 @@ def main() -> int:
         text = path.read_text()
 
         baseline, _ = timed(lambda: yaml.safe_load(text), args.runs)
-        baseline_c, _ = timed(lambda: yaml.load(text, Loader=yaml.CSafeLoader), args.runs) if yaml.__with_libyaml__ else (float("nan"), None)
+        baseline_c, _ = (
+            timed(lambda: yaml.load(text, Loader=yaml.CSafeLoader), args.runs)
+            if yaml.__with_libyaml__
+            else (float("nan"), None)
+        )
         load_s, config = timed(lambda: config_mod.load(path), args.runs)
         matrix = from_config(config)
         check_s, findings = timed(lambda: run_checks(matrix, config), args.runs)
@@ -119,7 +124,9 @@ def main() -> int:
 
         total = check_s + render_s
         lines = text.count("\n")
-        print(f"matrix: {len(matrix.rows)} rows, {len(matrix.variants)} variants, {len(matrix.metas)} metas, {lines} lines")
+        print(
+            f"matrix: {len(matrix.rows)} rows, {len(matrix.variants)} variants, {len(matrix.metas)} metas, {lines} lines"
+        )
         print(f"baseline yaml.safe_load (pure Python): {baseline:.3f} s   (libyaml CSafeLoader: {baseline_c:.3f} s)")
         print(f"load   (config.load, schema)  {load_s:.3f} s  = {load_s / baseline:.2f}x baseline")
         print(f"check  (all invariants)       {check_s:.3f} s  = {check_s / baseline:.2f}x baseline")

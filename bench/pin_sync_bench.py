@@ -12,6 +12,7 @@ pin (a checkout plus 30 strict applies): pin-sync is reported as a ratio of it.
 Uses the shared cache ($PATCHCTL_CACHE or ~/.cache/patchctl); the first run ever builds
 the sdist upstream (about 25 s), which is not timed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -155,7 +156,9 @@ def main() -> int:
             phases.append(split)
         base, sync = statistics.median(applies), statistics.median(syncs)
         split = phases[syncs.index(sync)] if sync in syncs else phases[0]  # the median run's own split
-        print(f"pin-sync benchmark: {patches} patches, llama.cpp {PIN[:12]} -> {TIP[:12]}, warm cache, no compile, median of {args.repeat}")
+        print(
+            f"pin-sync benchmark: {patches} patches, llama.cpp {PIN[:12]} -> {TIP[:12]}, warm cache, no compile, median of {args.repeat}"
+        )
         print(f"  classifications: {dict(classes)}")
         print(f"  baseline `patchctl apply` at the pin: {base:7.2f} s")
         print(f"  pin-sync total:                       {sync:7.2f} s   ({sync / base:.2f}x the baseline)")

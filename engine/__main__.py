@@ -3,6 +3,7 @@
 Each command lives in its own module with a `main(argv) -> int`; modules are imported
 only when their command runs, so the pure-Python commands never pay for torch.
 """
+
 from __future__ import annotations
 
 import importlib

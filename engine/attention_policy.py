@@ -13,6 +13,7 @@ Rules:
   if the V cache was quantized, the KV cache falls back to f16 with one warning, and the
   engine keeps serving.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,7 +51,9 @@ class AttentionPlan:
 
 def parse_flash_attn_mode(value: str) -> FlashAttnMode:
     if value not in FLASH_ATTN_MODES:
-        raise AttentionConfigError(f"unknown flash attention mode {value!r}; valid modes: {', '.join(FLASH_ATTN_MODES)}")
+        raise AttentionConfigError(
+            f"unknown flash attention mode {value!r}; valid modes: {', '.join(FLASH_ATTN_MODES)}"
+        )
     return value  # type: ignore[return-value]
 
 
@@ -67,17 +70,25 @@ def requested_flash_attn_mode(explicit: str | None = None, environ: Mapping[str,
     return "auto"
 
 
-def flash_attention_support(head_dim: int, backend: str, device: str = "cpu", environ: Mapping[str, str] | None = None) -> FlashAttnSupport:
+def flash_attention_support(
+    head_dim: int, backend: str, device: str = "cpu", environ: Mapping[str, str] | None = None
+) -> FlashAttnSupport:
     """Whether the paged kernels can run for this head size on this backend and device."""
     if backend not in ATTENTION_BACKENDS:
-        raise AttentionConfigError(f"unknown attention backend {backend!r}; valid backends: {', '.join(ATTENTION_BACKENDS)}")
+        raise AttentionConfigError(
+            f"unknown attention backend {backend!r}; valid backends: {', '.join(ATTENTION_BACKENDS)}"
+        )
     if head_dim < 16 or head_dim > 256 or head_dim & (head_dim - 1):
-        return FlashAttnSupport(False, f"head_dim {head_dim} is not a power of two between 16 and 256, the paged kernels' tile")
+        return FlashAttnSupport(
+            False, f"head_dim {head_dim} is not a power of two between 16 and 256, the paged kernels' tile"
+        )
     if backend == "triton":
         env = os.environ if environ is None else environ
         interpreted = env.get("TRITON_INTERPRET", "0") not in ("", "0")
         if not device.startswith("cuda") and not interpreted:
-            return FlashAttnSupport(False, f"the Triton backend needs a CUDA device or TRITON_INTERPRET=1, got device {device!r}")
+            return FlashAttnSupport(
+                False, f"the Triton backend needs a CUDA device or TRITON_INTERPRET=1, got device {device!r}"
+            )
         try:
             import triton  # noqa: F401
         except ImportError:

@@ -5,6 +5,7 @@ with no NAME all of them run. `decode` compares the paged engine's CPU decode to
 with the contiguous-KV reference as a ratio; `gpu` (the decode kernel's bandwidth) runs
 only where CUDA is available. Exit codes: 0 success, 2 bad arguments.
 """
+
 from __future__ import annotations
 
 import argparse

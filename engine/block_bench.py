@@ -13,6 +13,7 @@ Operations timed, each over the same trace of `num_requests` prompts of PROMPT_T
 vLLM's own Python block manager is the target to compare with; it cannot be imported
 without its GPU dependency tree, so only per-operation costs are reported.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -115,6 +116,10 @@ def format_block_bench(timings: list[OpTiming], num_requests: int, runs: int) ->
         f"  {'operation':<10} {'ops':>7} {'ops/s':>11} {'us/op':>9} {'us/block':>9}",
     ]
     for t in timings:
-        lines.append(f"  {t.name:<10} {t.operations:>7} {t.ops_per_s:>11,.0f} {t.us_per_op:>9.2f} {t.us_per_block:>9.2f}")
-    lines.append("  vLLM side by side: not run (its block manager imports vLLM's GPU dependency tree); per-op cost only")
+        lines.append(
+            f"  {t.name:<10} {t.operations:>7} {t.ops_per_s:>11,.0f} {t.us_per_op:>9.2f} {t.us_per_block:>9.2f}"
+        )
+    lines.append(
+        "  vLLM side by side: not run (its block manager imports vLLM's GPU dependency tree); per-op cost only"
+    )
     return lines

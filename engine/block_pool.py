@@ -1,4 +1,5 @@
 """BlockPool: allocation, freeing and the prefix-cache index of the KV blocks (vLLM V1)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -39,7 +40,9 @@ class BlockPool:
     one cached first.
     """
 
-    def __init__(self, num_blocks: int, enable_caching: bool = True, free_order: FreeOrder = "prepend-unhashed") -> None:
+    def __init__(
+        self, num_blocks: int, enable_caching: bool = True, free_order: FreeOrder = "prepend-unhashed"
+    ) -> None:
         if not isinstance(num_blocks, int) or num_blocks < 1:
             raise ValueError(f"num_blocks must be a positive integer, got {num_blocks!r}")
         if free_order not in FREE_ORDERS:

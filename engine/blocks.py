@@ -14,6 +14,7 @@ Where each idea lives (vLLM's module in brackets):
 
 Everything here is pure Python: `python -m engine vectors` needs no torch.
 """
+
 from __future__ import annotations
 
 from engine.block_pool import FREE_ORDERS, BlockPool, FreeOrder

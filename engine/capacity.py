@@ -10,6 +10,7 @@ in 511 usable blocks where 5 max-context reservations of 1536 tokens (96 blocks)
 tenants with 64 own tokens (4 blocks) hold 64 + 32 x 4 = 192 blocks shared instead of
 32 x 68 = 2176. Other workloads give other ratios: pass the parameters to see them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,14 +36,26 @@ def _parser() -> argparse.ArgumentParser:
         description="Concurrent sequences (on-demand paged blocks vs max-context reservation) and "
         "KV memory of tenants sharing a system prompt (prefix caching on vs off).",
     )
-    parser.add_argument("--num-blocks", type=int, default=c.num_blocks, help="KV budget in blocks, null block included (%(default)s)")
+    parser.add_argument(
+        "--num-blocks", type=int, default=c.num_blocks, help="KV budget in blocks, null block included (%(default)s)"
+    )
     parser.add_argument("--block-size", type=int, default=c.block_size, help="tokens per block (%(default)s)")
-    parser.add_argument("--max-context", type=int, default=c.max_context, help="tokens a reservation holds per sequence (%(default)s)")
-    parser.add_argument("--prompt-tokens", type=int, default=c.prompt_tokens, help="prompt tokens per sequence (%(default)s)")
-    parser.add_argument("--output-tokens", type=int, default=c.output_tokens, help="generated tokens per sequence (%(default)s)")
+    parser.add_argument(
+        "--max-context", type=int, default=c.max_context, help="tokens a reservation holds per sequence (%(default)s)"
+    )
+    parser.add_argument(
+        "--prompt-tokens", type=int, default=c.prompt_tokens, help="prompt tokens per sequence (%(default)s)"
+    )
+    parser.add_argument(
+        "--output-tokens", type=int, default=c.output_tokens, help="generated tokens per sequence (%(default)s)"
+    )
     parser.add_argument("--tenants", type=int, default=s.tenants, help="tenants sharing the prefix (%(default)s)")
-    parser.add_argument("--shared-prefix", type=int, default=s.shared_prefix_tokens, help="shared system-prompt tokens (%(default)s)")
-    parser.add_argument("--unique-tokens", type=int, default=s.unique_tokens, help="each tenant's own prompt tokens (%(default)s)")
+    parser.add_argument(
+        "--shared-prefix", type=int, default=s.shared_prefix_tokens, help="shared system-prompt tokens (%(default)s)"
+    )
+    parser.add_argument(
+        "--unique-tokens", type=int, default=s.unique_tokens, help="each tenant's own prompt tokens (%(default)s)"
+    )
     return parser
 
 
@@ -81,10 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         concurrency = measure_concurrency(
-            ConcurrencyParams(args.num_blocks, args.block_size, args.max_context, args.prompt_tokens, args.output_tokens)
+            ConcurrencyParams(
+                args.num_blocks, args.block_size, args.max_context, args.prompt_tokens, args.output_tokens
+            )
         )
         sharing = measure_prefix_sharing(
-            SharingParams(tenants=args.tenants, shared_prefix_tokens=args.shared_prefix, unique_tokens=args.unique_tokens, block_size=args.block_size)
+            SharingParams(
+                tenants=args.tenants,
+                shared_prefix_tokens=args.shared_prefix,
+                unique_tokens=args.unique_tokens,
+                block_size=args.block_size,
+            )
         )
     except ValueError as error:
         print(f"engine capacity: {error}", file=sys.stderr)

@@ -10,6 +10,7 @@ Two measurements, both deterministic:
 - Memory for tenants sharing a system prompt: KV blocks in use once every tenant's prompt
   is allocated, with prefix caching on (the shared blocks are hit and held once) and off.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -119,7 +120,9 @@ def _blocks_in_use(params: SharingParams, caching: bool) -> int:
     shared = list(range(params.shared_prefix_tokens))
     for tenant in range(params.tenants):
         unique_start = 1_000_000 + tenant * params.unique_tokens
-        request = manager.make_request(f"tenant{tenant}", shared + list(range(unique_start, unique_start + params.unique_tokens)))
+        request = manager.make_request(
+            f"tenant{tenant}", shared + list(range(unique_start, unique_start + params.unique_tokens))
+        )
         hit_blocks, hit_tokens = manager.get_computed_blocks(request)
         if manager.allocate_slots(request, prompt_tokens - hit_tokens, hit_tokens, hit_blocks) is None:
             raise AssertionError("the pool is sized for every tenant without sharing; allocation cannot fail")

@@ -3,6 +3,7 @@
 Exit codes: 0 generated; 2 bad arguments, an unusable GGUF file or an impossible
 attention/KV configuration (one `engine generate: error: ...` line on stderr).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,12 +57,24 @@ def main(argv: list[str] | None = None) -> int:
 
     prompts = args.prompts or [DEFAULT_PROMPT]
     try:
-        params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
-                                top_p=args.top_p, seed=args.seed, ignore_eos=args.ignore_eos)
+        params = SamplingParams(
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=args.seed,
+            ignore_eos=args.ignore_eos,
+        )
         model = load_gguf(args.model) if args.model else None
-        config = EngineConfig(block_size=args.block_size, num_blocks=args.num_blocks, cache_type_k=args.cache_type_k,
-                              cache_type_v=args.cache_type_v, flash_attn=args.flash_attn,
-                              attention_backend=args.backend, device=args.device)
+        config = EngineConfig(
+            block_size=args.block_size,
+            num_blocks=args.num_blocks,
+            cache_type_k=args.cache_type_k,
+            cache_type_v=args.cache_type_v,
+            flash_attn=args.flash_attn,
+            attention_backend=args.backend,
+            device=args.device,
+        )
         engine = LLMEngine(model, config)
         with progress_display("generating", len(prompts) * args.max_tokens) as progress:
             outputs = engine.generate(prompts, params, progress)

@@ -1,5 +1,6 @@
 """What the engine's command-line entry points share: argument types, the Triton switch,
 warning output and a progress display for long runs (on stderr, so stdout stays clean)."""
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,14 @@ def progress_display(description: str, total: int) -> Iterator[Callable[[int, in
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
         task = bar.add_task(description, total=total)
 
         def update(done: int, wanted: int) -> None:

@@ -1,4 +1,5 @@
 """The conformance vector files: build them, write them atomically, compare a directory with them."""
+
 from __future__ import annotations
 
 import os

@@ -6,6 +6,7 @@ what those leave implicit: lookahead growth, preemption, adapters, duplicate has
 on the whole prompt. Changing any of them changes the checked-in vectors: regenerate with
 `python -m engine vectors --out engine/conformance`.
 """
+
 from __future__ import annotations
 
 from engine.conformance_trace import (
@@ -305,8 +306,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "caching_disabled",
-        "vLLM test_basic_prefix_caching_disabled: no hashes, no hits, and allocation fails "
-        "once the pool is exhausted.",
+        "vLLM test_basic_prefix_caching_disabled: no hashes, no hits, and allocation fails once the pool is exhausted.",
         num_blocks=5,
         block_size=4,
         enable_caching=False,

@@ -5,6 +5,7 @@ A trace renders two ways with the same content: JSON (for people and Python) and
 line-oriented text twin (for the C++ port's test, which needs no JSON parser). Both formats
 are specified in engine/conformance/FORMAT.md; keep the two in step with it.
 """
+
 from __future__ import annotations
 
 import json
@@ -77,7 +78,9 @@ class ResetPrefixCache:
     pass
 
 
-Op = Union[AddRequest, GetComputedBlocks, AllocateSlots, AppendTokens, SetNumComputedTokens, Free, Preempt, ResetPrefixCache]
+Op = Union[
+    AddRequest, GetComputedBlocks, AllocateSlots, AppendTokens, SetNumComputedTokens, Free, Preempt, ResetPrefixCache
+]
 
 OP_NAMES: dict[type, str] = {
     AddRequest: "add_request",
@@ -208,7 +211,11 @@ def snapshot(manager: KVCacheManager) -> list[Field]:
             (str(len(held)), *(f"{req_id}={_join(ids)}" for req_id, ids in held)),
             [[req_id, ids] for req_id, ids in held],
         ),
-        Field("stats", (str(stats.requests), str(stats.queries), str(stats.hits)), [stats.requests, stats.queries, stats.hits]),
+        Field(
+            "stats",
+            (str(stats.requests), str(stats.queries), str(stats.hits)),
+            [stats.requests, stats.queries, stats.hits],
+        ),
     ]
 
 
@@ -236,8 +243,19 @@ def _hex_or_dash(text: str | None) -> str:
 def op_args(op: Op) -> tuple[list[str], dict[str, object]]:
     """The op's arguments as text tokens (text twin) and as a JSON object."""
     if isinstance(op, AddRequest):
-        tokens = [op.req, _hex_or_dash(op.cache_salt), _hex_or_dash(op.adapter_name), str(len(op.prompt)), *map(str, op.prompt)]
-        return tokens, {"req": op.req, "cache_salt": op.cache_salt, "adapter_name": op.adapter_name, "prompt": list(op.prompt)}
+        tokens = [
+            op.req,
+            _hex_or_dash(op.cache_salt),
+            _hex_or_dash(op.adapter_name),
+            str(len(op.prompt)),
+            *map(str, op.prompt),
+        ]
+        return tokens, {
+            "req": op.req,
+            "cache_salt": op.cache_salt,
+            "adapter_name": op.adapter_name,
+            "prompt": list(op.prompt),
+        }
     if isinstance(op, GetComputedBlocks | Free | Preempt):
         return [op.req], {"req": op.req}
     if isinstance(op, AllocateSlots):

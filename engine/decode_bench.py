@@ -7,6 +7,7 @@
 
 Nothing here asserts a speed; the runners return numbers and print nothing.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -16,8 +17,15 @@ from dataclasses import dataclass
 
 # Peak DRAM bandwidth (GB/s) of common cards, by a substring of torch's device name (first match wins).
 PEAK_BANDWIDTH_GBPS: dict[str, float] = {
-    "H200": 4800.0, "H100 NVL": 3900.0, "H100 PCIe": 2000.0, "H100": 3350.0,
-    "A100-SXM4-80GB": 2039.0, "A100": 1555.0, "L40S": 864.0, "A10G": 600.0, "RTX 4090": 1008.0,
+    "H200": 4800.0,
+    "H100 NVL": 3900.0,
+    "H100 PCIe": 2000.0,
+    "H100": 3350.0,
+    "A100-SXM4-80GB": 2039.0,
+    "A100": 1555.0,
+    "L40S": 864.0,
+    "A10G": 600.0,
+    "RTX 4090": 1008.0,
 }
 
 
@@ -54,8 +62,9 @@ class GpuDecodeResult:
         return self.kv_bytes / (self.sdpa_ms / 1e3) / 1e9
 
 
-def run_cpu_decode(batch: int, context: int, steps: int, runs: int, kv_type: str = "f32",
-                   on_run: Callable[[], None] | None = None) -> CpuDecodeResult:
+def run_cpu_decode(
+    batch: int, context: int, steps: int, runs: int, kv_type: str = "f32", on_run: Callable[[], None] | None = None
+) -> CpuDecodeResult:
     """Median over `runs` of the decode-only time of both, after one prefill step each."""
     import torch
 
@@ -67,11 +76,19 @@ def run_cpu_decode(batch: int, context: int, steps: int, runs: int, kv_type: str
     if min(batch, context, steps, runs) < 1:
         raise ValueError("batch, context, steps and runs must be >= 1")
     model = LlamaModel.tiny()
-    prompts = torch.randint(2, model.config.vocab_size, (batch, context), generator=torch.Generator().manual_seed(0)).tolist()
+    prompts = torch.randint(
+        2, model.config.vocab_size, (batch, context), generator=torch.Generator().manual_seed(0)
+    ).tolist()
     block_size = 16
-    config = EngineConfig(block_size=block_size, num_blocks=batch * -(-(context + steps + 1) // block_size) + 8,
-                          max_num_batched_tokens=batch * context, max_num_seqs=batch,
-                          cache_type_k=kv_type, cache_type_v=kv_type, attention_backend="torch")
+    config = EngineConfig(
+        block_size=block_size,
+        num_blocks=batch * -(-(context + steps + 1) // block_size) + 8,
+        max_num_batched_tokens=batch * context,
+        max_num_seqs=batch,
+        cache_type_k=kv_type,
+        cache_type_v=kv_type,
+        attention_backend="torch",
+    )
 
     def paged() -> float:
         engine = LLMEngine(model, config)
@@ -99,12 +116,25 @@ def run_cpu_decode(batch: int, context: int, steps: int, runs: int, kv_type: str
         if on_run is not None:
             on_run()
     tokens = batch * steps
-    return CpuDecodeResult(batch, context, steps, kv_type, tokens / statistics.median(paged_times),
-                           tokens / statistics.median(contiguous_times))
+    return CpuDecodeResult(
+        batch,
+        context,
+        steps,
+        kv_type,
+        tokens / statistics.median(paged_times),
+        tokens / statistics.median(contiguous_times),
+    )
 
 
-def run_gpu_decode(batch: int, context: int, n_heads: int = 32, n_kv_heads: int = 8, head_dim: int = 128,
-                   block_size: int = 16, iters: int = 50) -> GpuDecodeResult:
+def run_gpu_decode(
+    batch: int,
+    context: int,
+    n_heads: int = 32,
+    n_kv_heads: int = 8,
+    head_dim: int = 128,
+    block_size: int = 16,
+    iters: int = 50,
+) -> GpuDecodeResult:
     """The Triton decode kernel over f16 KV in shuffled blocks vs SDPA over the same KV made contiguous."""
     import torch
 
@@ -138,7 +168,11 @@ def run_gpu_decode(batch: int, context: int, n_heads: int = 32, n_kv_heads: int 
         return start.elapsed_time(end) / iters
 
     paged_ms = timed_ms(lambda: paged_decode_attention(q, k_cache, v_cache, tables, seq_lens, scale, "f16", "f16"))
-    sdpa_ms = timed_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q_sdpa, k_contig, v_contig, scale=scale, enable_gqa=True))
+    sdpa_ms = timed_ms(
+        lambda: torch.nn.functional.scaled_dot_product_attention(
+            q_sdpa, k_contig, v_contig, scale=scale, enable_gqa=True
+        )
+    )
     name = torch.cuda.get_device_name()
     peak = next((bw for key, bw in PEAK_BANDWIDTH_GBPS.items() if key in name), float("nan"))
     kv_bytes = 2 * batch * context * n_kv_heads * head_dim * 2

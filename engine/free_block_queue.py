@@ -1,4 +1,5 @@
 """FreeKVCacheBlockQueue: the free blocks in eviction order, as an intrusive doubly linked list."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -18,6 +18,7 @@ Checks, each on the embedded tiny model, greedy, f32 KV unless stated:
 Exit codes: 0 all checks pass, 1 a check failed (a mismatch), 2 bad arguments or an
 impossible configuration (one error line on stderr).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -94,47 +95,88 @@ def run_gate0(config: Gate0Config, on_check: Callable[[CheckResult], None] | Non
         return reference_cache[key]
 
     def engine(**overrides: object) -> LLMEngine:
-        base = dict(block_size=config.block_size, num_blocks=256, cache_type_k="f32", cache_type_v="f32",
-                    attention_backend=config.backend, record_logits=True, flash_attn="enabled", device=config.device)
+        base = dict(
+            block_size=config.block_size,
+            num_blocks=256,
+            cache_type_k="f32",
+            cache_type_v="f32",
+            attention_backend=config.backend,
+            record_logits=True,
+            flash_attn="enabled",
+            device=config.device,
+        )
         base.update(overrides)
         return LLMEngine(model, EngineConfig(**base))  # type: ignore[arg-type]
 
     def token_mismatches(outputs: Sequence[RequestOutput]) -> list[str]:
-        return [f"{o.request_id} prompt {o.prompt_token_ids[:6]}..." for o in outputs if o.token_ids != reference(o.prompt_token_ids)]
+        return [
+            f"{o.request_id} prompt {o.prompt_token_ids[:6]}..."
+            for o in outputs
+            if o.token_ids != reference(o.prompt_token_ids)
+        ]
 
     for batch in range(1, config.max_batch + 1):
-        prompts = list(PROMPTS[:batch]) if batch <= len(PROMPTS) else [PROMPTS[i % len(PROMPTS)] + str(i) for i in range(batch)]
+        prompts = (
+            list(PROMPTS[:batch])
+            if batch <= len(PROMPTS)
+            else [PROMPTS[i % len(PROMPTS)] + str(i) for i in range(batch)]
+        )
         permuted_engine = engine(block_shuffle_seed=config.seed + batch)
         in_order = engine()
         permuted = permuted_engine.generate(prompts, params)
         ordered = in_order.generate(prompts, params)
         bad_tokens = token_mismatches(permuted)
-        report(CheckResult(f"batch {batch}: permuted blocks == contiguous reference tokens", not bad_tokens,
-                           "all tokens equal" if not bad_tokens else "differ: " + "; ".join(bad_tokens)))
-        differing = [p.request_id for p, o in zip(permuted, ordered)
-                     if len(p.logits) != len(o.logits) or not all(torch.equal(a, b) for a, b in zip(p.logits, o.logits))]
-        report(CheckResult(f"batch {batch}: permuted vs in-order blocks, logits bit-identical", not differing,
-                           f"{sum(len(p.logits) for p in permuted)} logit rows equal" if not differing else f"differ: {differing}"))
+        report(
+            CheckResult(
+                f"batch {batch}: permuted blocks == contiguous reference tokens",
+                not bad_tokens,
+                "all tokens equal" if not bad_tokens else "differ: " + "; ".join(bad_tokens),
+            )
+        )
+        differing = [
+            p.request_id
+            for p, o in zip(permuted, ordered)
+            if len(p.logits) != len(o.logits) or not all(torch.equal(a, b) for a, b in zip(p.logits, o.logits))
+        ]
+        report(
+            CheckResult(
+                f"batch {batch}: permuted vs in-order blocks, logits bit-identical",
+                not differing,
+                f"{sum(len(p.logits) for p in permuted)} logit rows equal" if not differing else f"differ: {differing}",
+            )
+        )
 
     prefix_engine = engine()
     first = prefix_engine.generate([SHARED_PREFIX + "Q0"], params)
     rest = prefix_engine.generate([SHARED_PREFIX + s for s in PREFIX_SUFFIXES], params)
     hits = [o.num_cached_tokens for o in rest]
     bad_tokens = token_mismatches(first + rest)
-    report(CheckResult("prefix hits reuse cached blocks and match the reference",
-                       all(h > 0 for h in hits) and not bad_tokens,
-                       f"cached tokens per request {hits}" + ("" if not bad_tokens else "; tokens differ: " + "; ".join(bad_tokens))))
+    report(
+        CheckResult(
+            "prefix hits reuse cached blocks and match the reference",
+            all(h > 0 for h in hits) and not bad_tokens,
+            f"cached tokens per request {hits}"
+            + ("" if not bad_tokens else "; tokens differ: " + "; ".join(bad_tokens)),
+        )
+    )
 
     stress_prompts = list(PROMPTS[:6])
     need = max(-(-(len(p) + 1 + config.max_tokens) // config.block_size) for p in stress_prompts)
-    stressed = engine(num_blocks=need + 3, max_num_batched_tokens=2 * config.block_size + 1, block_shuffle_seed=config.seed)
+    stressed = engine(
+        num_blocks=need + 3, max_num_batched_tokens=2 * config.block_size + 1, block_shuffle_seed=config.seed
+    )
     outputs = stressed.generate(stress_prompts, params)
     bad_tokens = token_mismatches(outputs)
     s = stressed.stats
     exercised = s.preemptions > 0 and s.chunked_prefills > 0 and s.mixed_steps > 0
-    report(CheckResult("chunked prefill, mixed steps and preemption match the reference", exercised and not bad_tokens,
-                       f"{s.chunked_prefills} partial chunks, {s.mixed_steps} mixed steps, {s.preemptions} preemptions"
-                       + ("" if not bad_tokens else "; tokens differ: " + "; ".join(bad_tokens))))
+    report(
+        CheckResult(
+            "chunked prefill, mixed steps and preemption match the reference",
+            exercised and not bad_tokens,
+            f"{s.chunked_prefills} partial chunks, {s.mixed_steps} mixed steps, {s.preemptions} preemptions"
+            + ("" if not bad_tokens else "; tokens differ: " + "; ".join(bad_tokens)),
+        )
+    )
 
     prompts = list(PROMPTS[: min(config.max_batch, len(PROMPTS))])
     exact = engine().generate(prompts, params)
@@ -148,18 +190,29 @@ def run_gate0(config: Gate0Config, on_check: Callable[[CheckResult], None] | Non
                 break
     agree = sum(a == b for e, q in zip(exact, quantized) for a, b in zip(e.token_ids, q.token_ids))
     total = sum(len(e.token_ids) for e in exact)
-    report(CheckResult(f"q8_0 KV logits within {Q8_0_LOGIT_TOLERANCE} of f32 KV", worst <= Q8_0_LOGIT_TOLERANCE,
-                       f"max |dlogit| {worst:.4f} over {compared} steps; {agree}/{total} tokens agree"))
+    report(
+        CheckResult(
+            f"q8_0 KV logits within {Q8_0_LOGIT_TOLERANCE} of f32 KV",
+            worst <= Q8_0_LOGIT_TOLERANCE,
+            f"max |dlogit| {worst:.4f} over {compared} steps; {agree}/{total} tokens agree",
+        )
+    )
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine gate0", description="Gate 0: paged KV must match the contiguous reference.")
+    parser = argparse.ArgumentParser(
+        prog="python -m engine gate0", description="Gate 0: paged KV must match the contiguous reference."
+    )
     parser.add_argument("--max-batch", type=positive_int, default=8, help="largest batch size checked (default 8)")
     parser.add_argument("--max-tokens", type=positive_int, default=16, help="tokens generated per request (default 16)")
     parser.add_argument("--block-size", type=positive_int, default=4, help="KV block size in tokens (default 4)")
-    parser.add_argument("--backend", choices=("torch", "triton"), default="torch",
-                        help="kernels: the plain-torch references or Triton (interpreted on CPU; slow)")
+    parser.add_argument(
+        "--backend",
+        choices=("torch", "triton"),
+        default="torch",
+        help="kernels: the plain-torch references or Triton (interpreted on CPU; slow)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the block permutations")
     parser.add_argument("--device", default="cpu", help="torch device (cuda runs the Triton kernels compiled)")
     args = parse_args(parser, argv)

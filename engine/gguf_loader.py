@@ -9,6 +9,7 @@ every tensor the config needs is there with the right shape.
 `write_gguf` produces such a file through `gguf.GGUFWriter` (temp file + rename), which
 the tests and `python -m engine generate --model` use.
 """
+
 from __future__ import annotations
 
 import os
@@ -113,7 +114,9 @@ def _load(path: Path) -> LlamaModel:
         raise GGUFError(f"not a GGUF file (starts with {head[:4]!r}, expected {GGUF_MAGIC!r})")
     version = struct.unpack("<I", head[4:8])[0]
     if version not in SUPPORTED_VERSIONS:
-        raise GGUFError(f"GGUF version {version} is not supported (supported: {', '.join(map(str, SUPPORTED_VERSIONS))})")
+        raise GGUFError(
+            f"GGUF version {version} is not supported (supported: {', '.join(map(str, SUPPORTED_VERSIONS))})"
+        )
     try:
         reader = _CheckedReader(path, "r")
     except GGUFError:

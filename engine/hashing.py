@@ -16,6 +16,7 @@ across processes and languages. Only full blocks are hashed.
 
 engine/conformance/FORMAT.md restates this encoding for the C++ port.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -122,9 +123,7 @@ def get_request_block_hasher(block_size: int) -> Callable[[Request], list[BlockH
     return hash_new_full_blocks
 
 
-def _hash_blocks_from(
-    block_size: int, request: Request, first_block: int, parent: BlockHash | None
-) -> list[BlockHash]:
+def _hash_blocks_from(block_size: int, request: Request, first_block: int, parent: BlockHash | None) -> list[BlockHash]:
     tokens = request.all_token_ids
     hashes: list[BlockHash] = []
     for index in range(first_block, len(tokens) // block_size):

@@ -1,4 +1,5 @@
 """KVCacheBlock: the metadata of one fixed-size KV block (the tensors live in engine.paged_kv)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -4,6 +4,7 @@ The engine has one KV cache group (full attention, one block size), so vLLM's co
 and single-type managers fold into this class; `KVCacheBlocks` keeps vLLM's per-group tuple
 shape so that code written against vLLM reads the same.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -144,7 +145,9 @@ class KVCacheManager:
             )
         held = self.req_to_blocks.get(request.request_id, [])
         if computed and held:
-            raise ValueError(f"request {request.request_id!r} already holds blocks; prefix hits apply only to its first allocation")
+            raise ValueError(
+                f"request {request.request_id!r} already holds blocks; prefix hits apply only to its first allocation"
+            )
         if computed and not self.enable_caching:
             raise ValueError("prefix hits were passed but prefix caching is disabled")
 

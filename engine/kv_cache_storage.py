@@ -5,6 +5,7 @@ block_id * block_size + offset, block 0 the null block — with each of K and V 
 format (`engine.quant`): float formats in their dtype (row = head_dim), ggml formats as
 uint8 (row = the row's bytes), so that K can be q8_0 while V stays f16, as in llama.cpp.
 """
+
 from __future__ import annotations
 
 import torch

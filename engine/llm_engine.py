@@ -9,6 +9,7 @@ them, and every request whose chunk reached its last token gets one sampled toke
 The attention path and the KV formats come from `engine.attention_policy`; a fallback
 warning is logged once, on the "engine" logger.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,7 +34,7 @@ from engine.model_runner import ModelRunner
 from engine.paged_attention import PagedAttention
 from engine.request import Request
 from engine.sampling import SamplingParams, sample
-from engine.scheduler import ScheduledChunk, SchedulerConfig, Scheduler, SchedulerOutput
+from engine.scheduler import ScheduledChunk, Scheduler, SchedulerConfig, SchedulerOutput
 from engine.tokenizer import CharTokenizer
 
 logger = logging.getLogger("engine")
@@ -101,16 +102,27 @@ class LLMEngine:
         if backend == "auto":
             backend = "triton" if c.device.startswith("cuda") else "torch"
         support = flash_attention_support(mc.head_dim, backend, c.device)
-        self.plan: AttentionPlan = resolve_attention(requested_flash_attn_mode(c.flash_attn), c.cache_type_k, c.cache_type_v, support)
+        self.plan: AttentionPlan = resolve_attention(
+            requested_flash_attn_mode(c.flash_attn), c.cache_type_k, c.cache_type_v, support
+        )
         if self.plan.warning:
             logger.warning(self.plan.warning)
         try:
-            storage = KVCacheStorage(mc.num_layers, c.num_blocks, c.block_size, mc.num_kv_heads, mc.head_dim,
-                                     self.plan.k_type, self.plan.v_type, c.device)
+            storage = KVCacheStorage(
+                mc.num_layers,
+                c.num_blocks,
+                c.block_size,
+                mc.num_kv_heads,
+                mc.head_dim,
+                self.plan.k_type,
+                self.plan.v_type,
+                c.device,
+            )
         except ValueError as exc:
             raise AttentionConfigError(f"KV cache: {exc}") from None
-        self.kv_manager = KVCacheManager(c.num_blocks, c.block_size, enable_caching=c.enable_prefix_caching,
-                                         max_model_len=mc.max_position)
+        self.kv_manager = KVCacheManager(
+            c.num_blocks, c.block_size, enable_caching=c.enable_prefix_caching, max_model_len=mc.max_position
+        )
         if c.block_shuffle_seed is not None:
             self._shuffle_free_blocks(random.Random(c.block_shuffle_seed))
         self.scheduler = Scheduler(SchedulerConfig(c.max_num_seqs, c.max_num_batched_tokens), self.kv_manager)
@@ -137,15 +149,21 @@ class LLMEngine:
             raise ValueError(f"prompt token ids must be non-empty and in [0, {vocab})")
         total = len(token_ids) + params.max_tokens
         if total > self.model.config.max_position:
-            raise ValueError(f"prompt ({len(token_ids)}) + max_tokens ({params.max_tokens}) exceeds the model's {self.model.config.max_position} positions")
+            raise ValueError(
+                f"prompt ({len(token_ids)}) + max_tokens ({params.max_tokens}) exceeds the model's {self.model.config.max_position} positions"
+            )
         usable = self.config.num_blocks - 1  # block 0 is the null block
         if -(-total // self.config.block_size) > usable:
-            raise ValueError(f"a request of {total} tokens needs more than the cache's {usable} blocks of {self.config.block_size}")
+            raise ValueError(
+                f"a request of {total} tokens needs more than the cache's {usable} blocks of {self.config.block_size}"
+            )
         request_id = f"req-{self._next_id}"
         self._next_id += 1
         generator = None
         if not params.greedy:
-            generator = torch.Generator().manual_seed(params.seed if params.seed is not None else random.getrandbits(63))
+            generator = torch.Generator().manual_seed(
+                params.seed if params.seed is not None else random.getrandbits(63)
+            )
         request = self.kv_manager.make_request(request_id, token_ids)
         self._sequences[request_id] = _Sequence(request, params, generator)
         self.scheduler.add_request(request)

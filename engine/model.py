@@ -8,12 +8,12 @@ The model does not own a KV cache: `forward` calls `attend(layer, q, k, v)` with
 rotated q `[tokens, n_heads, head_dim]` and the new k, v `[tokens, n_kv_heads, head_dim]`,
 and the caller stores and attends (paged in the engine, contiguous in the reference).
 """
+
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import struct
 
 import torch
 
@@ -36,7 +36,16 @@ class LlamaConfig:
     max_position: int = 2048
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "max_position"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_layers",
+            "num_heads",
+            "num_kv_heads",
+            "head_dim",
+            "max_position",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.num_heads % self.num_kv_heads:
@@ -49,7 +58,12 @@ class LlamaConfig:
 
     def tensor_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every weight's name and torch shape."""
-        h, q, kv, ffn = self.hidden_size, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim, self.intermediate_size
+        h, q, kv, ffn = (
+            self.hidden_size,
+            self.num_heads * self.head_dim,
+            self.num_kv_heads * self.head_dim,
+            self.intermediate_size,
+        )
         shapes: dict[str, tuple[int, ...]] = {"token_embd.weight": (self.vocab_size, h)}
         for i in range(self.num_layers):
             shapes |= {
@@ -115,7 +129,9 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.
 
 
 class LlamaModel:
-    def __init__(self, config: LlamaConfig, weights: dict[str, torch.Tensor], tokens: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self, config: LlamaConfig, weights: dict[str, torch.Tensor], tokens: tuple[str, ...] | None = None
+    ) -> None:
         expected = config.tensor_shapes()
         missing = sorted(set(expected) - set(weights))
         if missing:

@@ -1,4 +1,5 @@
 """One engine step on the model: the scheduled chunks in, the completed sequences' logits out."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -11,6 +11,7 @@ request of the same step has just written.
   materialized causal softmax (llama.cpp's path without flash attention); V must be a
   float format there.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,9 +42,13 @@ class PagedAttention:
         triton = backend == "triton"
         self._store = store_kv.store_kv if triton else store_kv.store_kv_reference
         self._decode = paged_decode.paged_decode_attention if triton else paged_decode.paged_decode_attention_reference
-        self._prefill = paged_prefill.paged_prefill_attention if triton else paged_prefill.paged_prefill_attention_reference
+        self._prefill = (
+            paged_prefill.paged_prefill_attention if triton else paged_prefill.paged_prefill_attention_reference
+        )
 
-    def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch: AttentionBatch) -> torch.Tensor:
+    def __call__(
+        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch: AttentionBatch
+    ) -> torch.Tensor:
         s = self.storage
         k_cache, v_cache = s.k[layer], s.v[layer]
         self._store(k, v, k_cache, v_cache, batch.slot_mapping, s.k_type, s.v_type)
@@ -52,20 +57,44 @@ class PagedAttention:
         out = torch.empty_like(q)
         d = batch.num_decode
         if d:
-            out[:d] = self._decode(q[:d], k_cache, v_cache, batch.decode_block_tables, batch.decode_seq_lens,
-                                   self.scale, s.k_type, s.v_type)
+            out[:d] = self._decode(
+                q[:d],
+                k_cache,
+                v_cache,
+                batch.decode_block_tables,
+                batch.decode_seq_lens,
+                self.scale,
+                s.k_type,
+                s.v_type,
+            )
         if q.shape[0] > d:
-            out[d:] = self._prefill(q[d:], k_cache, v_cache, batch.prefill_block_tables, batch.prefill_query_start,
-                                    batch.prefill_seq_lens, self.scale, s.k_type, s.v_type, batch.max_prefill_len)
+            out[d:] = self._prefill(
+                q[d:],
+                k_cache,
+                v_cache,
+                batch.prefill_block_tables,
+                batch.prefill_query_start,
+                batch.prefill_seq_lens,
+                self.scale,
+                s.k_type,
+                s.v_type,
+                batch.max_prefill_len,
+            )
         return out
 
-    def _gathered(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: AttentionBatch) -> torch.Tensor:
+    def _gathered(
+        self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, batch: AttentionBatch
+    ) -> torch.Tensor:
         s = self.storage
         group = q.shape[1] // s.n_kv_heads
-        sequences = [(batch.decode_block_tables[i], int(batch.decode_seq_lens[i]), i, i + 1) for i in range(batch.num_decode)]
+        sequences = [
+            (batch.decode_block_tables[i], int(batch.decode_seq_lens[i]), i, i + 1) for i in range(batch.num_decode)
+        ]
         starts = batch.prefill_query_start.tolist()
         for i, seq_len in enumerate(batch.prefill_seq_lens.tolist()):
-            sequences.append((batch.prefill_block_tables[i], seq_len, batch.num_decode + starts[i], batch.num_decode + starts[i + 1]))
+            sequences.append(
+                (batch.prefill_block_tables[i], seq_len, batch.num_decode + starts[i], batch.num_decode + starts[i + 1])
+            )
         out = torch.empty_like(q)
         for table, seq_len, lo, hi in sequences:
             pos = torch.arange(seq_len, device=q.device)

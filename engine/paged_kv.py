@@ -21,6 +21,7 @@ Layout (the contract kernels and the model rely on):
 Example: with block_size 4 and block table [7, 2], position 5 lives in block 2 at offset 1,
 slot 9.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -37,7 +38,9 @@ def slot_mapping_for(block_ids: Sequence[int], start_pos: int, num_tokens: int, 
         raise ValueError(f"start_pos and num_tokens must be >= 0, got {start_pos} and {num_tokens}")
     end = start_pos + num_tokens
     if end > len(block_ids) * block_size:
-        raise ValueError(f"positions up to {end - 1} need {-(-end // block_size)} blocks, the table has {len(block_ids)}")
+        raise ValueError(
+            f"positions up to {end - 1} need {-(-end // block_size)} blocks, the table has {len(block_ids)}"
+        )
     positions = torch.arange(start_pos, end, dtype=torch.int64)
     table = torch.as_tensor(list(block_ids), dtype=torch.int64)
     return table[positions // block_size] * block_size + positions % block_size
@@ -113,7 +116,9 @@ class PagedKVCache:
         flat_k[slots] = k[keep.to(k.device)].to(dtype=self.dtype, device=self.device)
         flat_v[slots] = v[keep.to(v.device)].to(dtype=self.dtype, device=self.device)
 
-    def gather(self, layer: int, block_table: Sequence[int] | torch.Tensor, num_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def gather(
+        self, layer: int, block_table: Sequence[int] | torch.Tensor, num_tokens: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """A sequence's first `num_tokens` keys and values, contiguous, `[num_tokens, n_kv_heads, head_dim]`."""
         self._check_layer(layer)
         table = torch.as_tensor(block_table, dtype=torch.int64).flatten()

@@ -23,6 +23,7 @@ ties. The tests pin byte-identity to the installed gguf-py. Casts to integers th
 undefined in C (NaN and infinities, reached only when a block's scale is zero-like or
 infinite) give 0, as numpy does on x86-64.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -98,7 +99,9 @@ def dequantize(blocks: torch.Tensor, qtype: str, shape: Sequence[int]) -> torch.
         raise ValueError("dequantize needs at least one dimension")
     expected = (*shape[:-1], fmt.row_bytes(shape[-1]))
     if blocks.dtype != torch.uint8 or blocks.numel() != _prod(expected):
-        raise ValueError(f"{qtype} blocks for shape {shape} must be {_prod(expected)} uint8 bytes, got {blocks.numel()} {blocks.dtype}")
+        raise ValueError(
+            f"{qtype} blocks for shape {shape} must be {_prod(expected)} uint8 bytes, got {blocks.numel()} {blocks.dtype}"
+        )
     raw = blocks.detach().contiguous().reshape(-1)
     if qtype == "f32":
         values = raw.view(torch.float32)

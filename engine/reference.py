@@ -1,6 +1,7 @@
 """The contiguous-KV reference: the model run with each sequence's keys and values in
 one contiguous tensor and plain causal softmax attention. Gate 0 compares the paged
 engine against it, and the benchmark measures its decode speed as the baseline."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -23,8 +24,10 @@ class ContiguousKV:
     def empty(cls, model: LlamaModel, batch: int, capacity: int) -> ContiguousKV:
         c = model.config
         shape = (batch, capacity, c.num_kv_heads, c.head_dim)
-        return cls([torch.zeros(shape, device=model.device) for _ in range(c.num_layers)],
-                   [torch.zeros(shape, device=model.device) for _ in range(c.num_layers)])
+        return cls(
+            [torch.zeros(shape, device=model.device) for _ in range(c.num_layers)],
+            [torch.zeros(shape, device=model.device) for _ in range(c.num_layers)],
+        )
 
 
 @dataclass
@@ -48,7 +51,9 @@ def forward_contiguous(model: LlamaModel, cache: ContiguousKV, tokens: torch.Ten
         values = cache.v[layer][:, : start + n].repeat_interleave(group, dim=2).transpose(1, 2)
         queries = q.view(batch, n, c.num_heads, c.head_dim).transpose(1, 2)
         mask = torch.ones(n, start + n, dtype=torch.bool, device=q.device).tril(diagonal=start)
-        out = torch.nn.functional.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=c.head_dim**-0.5)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=mask, scale=c.head_dim**-0.5
+        )
         return out.transpose(1, 2).reshape(batch * n, c.num_heads, c.head_dim)
 
     hidden = model.forward(tokens.reshape(-1), positions, attend).view(batch, n, -1)

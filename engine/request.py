@@ -1,4 +1,5 @@
 """A sequence as the block manager sees it: its tokens, its progress and its block hashes."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable

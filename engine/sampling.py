@@ -1,4 +1,5 @@
 """Sampling parameters and the sampler: greedy, or seeded temperature/top-k/top-p sampling."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -13,6 +13,7 @@ goes back to the front of the waiting queue, to be recomputed from its tokens (p
 everything generated so far) when it is readmitted. No new request is admitted in a step
 that preempted.
 """
+
 from __future__ import annotations
 
 from collections import deque

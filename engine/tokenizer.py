@@ -2,6 +2,7 @@
 
 Token 0 is BOS and token 1 is EOS; characters outside the vocabulary encode as '?'.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -6,6 +6,7 @@
 Exit codes: 0 success, 1 drift found by --check, 2 bad usage or unreadable/unwritable DIR.
 The format is documented in engine/conformance/FORMAT.md.
 """
+
 from __future__ import annotations
 
 import argparse

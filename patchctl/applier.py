@@ -15,6 +15,7 @@ Paths are checked before anything runs: a patch that names an absolute path, a `
 component, `.git`, a path through a symlink, or that creates a symlink pointing out of the
 tree is refused up front.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -33,7 +34,14 @@ _FAILED_AT_RE = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
 _MISSING_RE = re.compile(r"^error: (.+?): (?:No such file or directory|does not exist in index)$", re.MULTILINE)
 _EXISTS_RE = re.compile(r"^error: (.+?): already exists in (?:working directory|index)$", re.MULTILINE)
 _CONFLICT_RE = re.compile(r"^U (.+)$", re.MULTILINE)
-_MALFORMED_MARKERS = ("corrupt patch", "patch fragment without header", "No valid patches in input", "unrecognized input", "malformed patch", "patch with only garbage")
+_MALFORMED_MARKERS = (
+    "corrupt patch",
+    "patch fragment without header",
+    "No valid patches in input",
+    "unrecognized input",
+    "malformed patch",
+    "patch with only garbage",
+)
 
 # Pinned so that a repository's own config cannot change what a patch means.
 APPLY_CONFIG = ["-c", "apply.whitespace=nowarn", "-c", "core.whitespace=", "-c", "core.filemode=true"]
@@ -90,7 +98,8 @@ class PatchOutcome:
                     where += f" ({self.hunk_header})"
         text = {
             Status.APPLIED: "applied cleanly",
-            Status.OFFSET: "applied with offsets: " + ", ".join(f"{o.file} hunk #{o.hunk} {o.offset:+d}" for o in self.offsets),
+            Status.OFFSET: "applied with offsets: "
+            + ", ".join(f"{o.file} hunk #{o.hunk} {o.offset:+d}" for o in self.offsets),
             Status.MERGED: "applied with a 3-way merge",
             Status.ALREADY_APPLIED: "already applied: its reverse applies cleanly",
             Status.FILE_MISSING: f"file missing{where}",
@@ -189,9 +198,13 @@ def _classify_failure(patch: PatchFile, stderr: str, reverse_applies: bool) -> P
         line = None
         if m := re.search(r"at line (\d+)", stderr):
             line = int(m.group(1))
-        return PatchOutcome(patch.name, Status.MALFORMED, patch_line=line, detail=git.first_line(stderr).removeprefix("error: "))
+        return PatchOutcome(
+            patch.name, Status.MALFORMED, patch_line=line, detail=git.first_line(stderr).removeprefix("error: ")
+        )
     if m := re.search(r"affected file '(.+)' is beyond a symbolic link", stderr):
-        return PatchOutcome(patch.name, Status.UNSAFE_PATH, file=m.group(1), detail=f"path goes through a symlink: {m.group(1)!r}")
+        return PatchOutcome(
+            patch.name, Status.UNSAFE_PATH, file=m.group(1), detail=f"path goes through a symlink: {m.group(1)!r}"
+        )
     if reverse_applies:
         return PatchOutcome(patch.name, Status.ALREADY_APPLIED)
     if m := _MISSING_RE.search(stderr):
@@ -206,7 +219,9 @@ def _classify_failure(patch: PatchFile, stderr: str, reverse_applies: bool) -> P
                     outcome.hunk, outcome.hunk_header, outcome.patch_line = hunk.index, hunk.header, hunk.line
         return outcome
     if m := _EXISTS_RE.search(stderr):
-        return PatchOutcome(patch.name, Status.CONTEXT_DRIFT, file=m.group(1), detail="the patch creates a file that already exists")
+        return PatchOutcome(
+            patch.name, Status.CONTEXT_DRIFT, file=m.group(1), detail="the patch creates a file that already exists"
+        )
     return PatchOutcome(patch.name, Status.CONTEXT_DRIFT, detail=git.first_line(stderr).removeprefix("error: "))
 
 
@@ -249,7 +264,7 @@ class IndexBuilder:
     def close(self) -> None:
         self._dir.cleanup()
 
-    def __enter__(self) -> "IndexBuilder":
+    def __enter__(self) -> IndexBuilder:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -279,7 +294,13 @@ class IndexBuilder:
         return git.run(["write-tree"], self.repo, env=self.env).stdout.strip()
 
     def _git_apply(self, patch: PatchFile, extra: list[str]) -> git.GitResult:
-        return git.run([*APPLY_CONFIG, "apply", "-v", "--cached", *extra, "-"], self.repo, check=False, input=patch.data, env=self.env)
+        return git.run(
+            [*APPLY_CONFIG, "apply", "-v", "--cached", *extra, "-"],
+            self.repo,
+            check=False,
+            input=patch.data,
+            env=self.env,
+        )
 
 
 def commit_message(patch: PatchFile) -> str:
@@ -292,10 +313,14 @@ def commit_tree(repo: Path, tree: str, parent: str, patch: PatchFile) -> str:
     env = {"GIT_AUTHOR_DATE": git.FIXED_DATE, "GIT_COMMITTER_DATE": git.FIXED_DATE}
     if m := re.match(r"^(?P<name>.*?)\s*<(?P<email>[^>]*)>$", patch.message.author):
         env.update(GIT_AUTHOR_NAME=m["name"] or git.IDENTITY_NAME, GIT_AUTHOR_EMAIL=m["email"])
-    return git.run(["commit-tree", tree, "-p", parent, "-F", "-"], repo, input=commit_message(patch), env=env).stdout.strip()
+    return git.run(
+        ["commit-tree", tree, "-p", parent, "-F", "-"], repo, input=commit_message(patch), env=env
+    ).stdout.strip()
 
 
-def apply_series_to_index(repo: Path, base: str, patches: list[PatchFile], *, commit: bool = True) -> tuple[list[PatchOutcome], str]:
+def apply_series_to_index(
+    repo: Path, base: str, patches: list[PatchFile], *, commit: bool = True
+) -> tuple[list[PatchOutcome], str]:
     """Apply PATCHES in order on BASE inside REPO's object store; stop at the first failure.
     Returns the outcomes so far and the last commit (BASE when none was made)."""
     outcomes: list[PatchOutcome] = []
@@ -324,7 +349,9 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         offsets = _offsets(strict.stdout + strict.stderr)
         outcome = PatchOutcome(patch.name, Status.OFFSET if offsets else Status.APPLIED, offsets=offsets)
     else:
-        reverse = git.run([*APPLY_CONFIG, "apply", "--check", "-R", "--index", "-"], tree, check=False, input=patch.data).ok
+        reverse = git.run(
+            [*APPLY_CONFIG, "apply", "--check", "-R", "--index", "-"], tree, check=False, input=patch.data
+        ).ok
         outcome = _classify_failure(patch, strict.stderr, reverse)
         if not three_way or outcome.status in (Status.MALFORMED, Status.UNSAFE_PATH, Status.ALREADY_APPLIED):
             return outcome
@@ -365,4 +392,3 @@ def write_tree_listing(repo: Path, rev: str) -> dict[str, tuple[str, str]]:
             mode, _, sha = meta.split(" ")
             listing[path] = (mode, sha)
     return listing
-

@@ -5,6 +5,7 @@ raises typed errors (`patchctl.errors`); `main` turns them into one line on stde
 documented exit code: 0 ok, 1 check failed, 2 usage or configuration error, 3 environment
 error (network, git, Docker). `--debug` shows the traceback instead.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,15 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("-C", "directory", type=click.Path(file_okay=False, path_type=Path), help="Run as if started in DIR (like git -C).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), help="Use FILE instead of DIR/matrix.yaml.")
+@click.option(
+    "-C", "directory", type=click.Path(file_okay=False, path_type=Path), help="Run as if started in DIR (like git -C)."
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Use FILE instead of DIR/matrix.yaml.",
+)
 @click.option(
     "--upstream-url",
     "url_overrides",
@@ -78,7 +86,9 @@ class _Group(click.Group):
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 @click.version_option(__version__, prog_name="patchctl")
 @click.pass_context
-def cli(ctx: click.Context, directory: Path | None, config_file: Path | None, url_overrides: tuple[str, ...], debug: bool) -> None:
+def cli(
+    ctx: click.Context, directory: Path | None, config_file: Path | None, url_overrides: tuple[str, ...], debug: bool
+) -> None:
     """Keep a vendored patch series alive on top of a fast-moving upstream.
 
     \b
@@ -126,11 +136,15 @@ def main(argv: list[str] | None = None) -> int:
 @cli.command("apply")
 @click.argument("series", nargs=-1)
 @click.option("--rev", help="Upstream revision to apply to (default: the pin in matrix.yaml).")
-@click.option("--into", type=click.Path(file_okay=False, path_type=Path), help="Target tree (default: .patchctl/trees/SERIES).")
+@click.option(
+    "--into", type=click.Path(file_okay=False, path_type=Path), help="Target tree (default: .patchctl/trees/SERIES)."
+)
 @click.option("--force", is_flag=True, help="Replace a target that has local changes or was not made by patchctl.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_app
-def apply_cmd(app: AppContext, series: tuple[str, ...], rev: str | None, into: Path | None, force: bool, as_json: bool) -> None:
+def apply_cmd(
+    app: AppContext, series: tuple[str, ...], rev: str | None, into: Path | None, force: bool, as_json: bool
+) -> None:
     """Check out the upstream at its pin and apply SERIES (default: all) strictly.
 
     \b
@@ -162,7 +176,9 @@ def apply_cmd(app: AppContext, series: tuple[str, ...], rev: str | None, into: P
         if result.state == "unchanged":
             click.echo(f"{', '.join(result.series)}: already applied at {result.rev[:12]} in {where} (nothing to do)")
             continue
-        click.echo(f"{', '.join(result.series)}: applied {len(result.outcomes)} patch(es) to {result.rev[:12]} in {where}")
+        click.echo(
+            f"{', '.join(result.series)}: applied {len(result.outcomes)} patch(es) to {result.rev[:12]} in {where}"
+        )
         for outcome in result.outcomes:
             click.echo(f"  {outcome.describe()}")
 
@@ -179,12 +195,19 @@ def _display_path(path: Path, base: Path) -> str:
 
 @cli.command("export")
 @click.argument("series")
-@click.option("--from", "from_dir", type=click.Path(file_okay=False, path_type=Path), help="Work tree whose commits on top of the pin become the series (default: .patchctl/trees/SERIES).")
+@click.option(
+    "--from",
+    "from_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Work tree whose commits on top of the pin become the series (default: .patchctl/trees/SERIES).",
+)
 @click.option("--base", help="Commit the series starts from (default: the upstream's pin).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 listing the patches that are out of date.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_app
-def export_cmd(app: AppContext, series: str, from_dir: Path | None, base: str | None, check: bool, as_json: bool) -> None:
+def export_cmd(
+    app: AppContext, series: str, from_dir: Path | None, base: str | None, check: bool, as_json: bool
+) -> None:
     """Regenerate SERIES from the commits on top of the pin in a work tree.
 
     \b
@@ -227,7 +250,9 @@ def export_cmd(app: AppContext, series: str, from_dir: Path | None, base: str | 
         click.echo(f"renamed {old} -> {new}")
     for name in result.deleted:
         click.echo(f"deleted {name}")
-    click.echo(f"{series}: {len(result.written)} written, {len(result.renamed)} renamed, {len(result.deleted)} deleted, {len(result.unchanged)} unchanged; verified against {result.base[:12]}")
+    click.echo(
+        f"{series}: {len(result.written)} written, {len(result.renamed)} renamed, {len(result.deleted)} deleted, {len(result.unchanged)} unchanged; verified against {result.base[:12]}"
+    )
 
 
 # ---------------------------------------------------------------- lint
@@ -283,8 +308,14 @@ def lint_cmd(app: AppContext, series: tuple[str, ...], no_apply: bool, as_json: 
 
 @cli.command("gate")
 @click.argument("series", nargs=-1)
-@click.option("--tree", type=click.Path(file_okay=False, path_type=Path), help="Applied tree to gate (default: .patchctl/trees/SERIES; one SERIES only).")
-@click.option("--update-baseline", is_flag=True, help="Record changed gate output digests in matrix.yaml instead of failing.")
+@click.option(
+    "--tree",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Applied tree to gate (default: .patchctl/trees/SERIES; one SERIES only).",
+)
+@click.option(
+    "--update-baseline", is_flag=True, help="Record changed gate output digests in matrix.yaml instead of failing."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @pass_app
 def gate_cmd(app: AppContext, series: tuple[str, ...], tree: Path | None, update_baseline: bool, as_json: bool) -> None:
@@ -355,8 +386,14 @@ def matrix_group() -> None:
 
 
 @matrix_group.command("render")
-@click.option("--check", is_flag=True, help="Write nothing; exit 1 with a unified diff when a rendered file is out of date.")
-@click.option("--templates", type=click.Path(file_okay=False, path_type=Path), help="Template directory (default: templates/ next to matrix.yaml).")
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 1 with a unified diff when a rendered file is out of date."
+)
+@click.option(
+    "--templates",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Template directory (default: templates/ next to matrix.yaml).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print which files were rendered and which were stale, as JSON.")
 @pass_app
 def matrix_render_cmd(app: AppContext, check: bool, templates: Path | None, as_json: bool) -> None:
@@ -385,7 +422,9 @@ def matrix_render_cmd(app: AppContext, check: bool, templates: Path | None, as_j
             if not as_json:
                 click.echo(result.diff(), nl=False)
             names = ", ".join(f.display for f in result.stale)
-            raise CheckFailed(f"{len(result.stale)} rendered file(s) out of date: {names} (run `patchctl matrix render`)")
+            raise CheckFailed(
+                f"{len(result.stale)} rendered file(s) out of date: {names} (run `patchctl matrix render`)"
+            )
         if not as_json:
             click.echo(f"matrix render: {len(result.files)} file(s) up to date")
         return
@@ -395,12 +434,29 @@ def matrix_render_cmd(app: AppContext, check: bool, templates: Path | None, as_j
 
 
 @matrix_group.command("check")
-@click.option("--matrix", "matrix_path", type=click.Path(dir_okay=False, path_type=Path), help="Matrix to check: a patchctl matrix.yaml or a LocalAI .github/backend-matrix.yml (default: matrix.yaml).")
-@click.option("--index", "index_path", type=click.Path(dir_okay=False, path_type=Path), help="LocalAI-format backend index (a list of metas and variants) to check against the rows.")
-@click.option("--allow", "allow_path", type=click.Path(dir_okay=False, path_type=Path), help="Allowlist of known findings: {allow: [{rule, subject, reason}]}.")
+@click.option(
+    "--matrix",
+    "matrix_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Matrix to check: a patchctl matrix.yaml or a LocalAI .github/backend-matrix.yml (default: matrix.yaml).",
+)
+@click.option(
+    "--index",
+    "index_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="LocalAI-format backend index (a list of metas and variants) to check against the rows.",
+)
+@click.option(
+    "--allow",
+    "allow_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Allowlist of known findings: {allow: [{rule, subject, reason}]}.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print findings as JSON.")
 @pass_app
-def matrix_check_cmd(app: AppContext, matrix_path: Path | None, index_path: Path | None, allow_path: Path | None, as_json: bool) -> None:
+def matrix_check_cmd(
+    app: AppContext, matrix_path: Path | None, index_path: Path | None, allow_path: Path | None, as_json: bool
+) -> None:
     """Check the build matrix, the backend index and the canary; exit 1 on any finding.
 
     \b
@@ -437,7 +493,9 @@ def matrix_check_cmd(app: AppContext, matrix_path: Path | None, index_path: Path
             raise CheckFailed(f"{len(report.findings)} finding(s)")
         return
     for entry in report.unused_allow:
-        click.echo(f"{entry.file}:{entry.line}: note: allowlist entry {entry.rule} {entry.subject!r} matched nothing; delete it")
+        click.echo(
+            f"{entry.file}:{entry.line}: note: allowlist entry {entry.rule} {entry.subject!r} matched nothing; delete it"
+        )
     print_findings(report.findings, False)
     silenced = f", {len(report.silenced)} allowed" if report.silenced else ""
     index = f" and {report.variants} index variant(s)" if report.index_file else ""
@@ -448,9 +506,16 @@ def matrix_check_cmd(app: AppContext, matrix_path: Path | None, index_path: Path
 @click.argument("files", nargs=-1)
 @click.option("--base", help="Compare HEAD with this revision (merge base), e.g. the pull request's base.")
 @click.option("--all", "everything", is_flag=True, help="Every row (a push to main, a release).")
-@click.option("--json", "as_json", is_flag=True, help="Print {linux: {include}, darwin: {include}, pairs, backends, files, reasons} for fromJSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print {linux: {include}, darwin: {include}, pairs, backends, files, reasons} for fromJSON.",
+)
 @pass_app
-def matrix_changed_cmd(app: AppContext, files: tuple[str, ...], base: str | None, everything: bool, as_json: bool) -> None:
+def matrix_changed_cmd(
+    app: AppContext, files: tuple[str, ...], base: str | None, everything: bool, as_json: bool
+) -> None:
     """The build rows that FILES (or the changes since --base) touch.
 
     \b
@@ -480,7 +545,9 @@ def matrix_changed_cmd(app: AppContext, files: tuple[str, ...], base: str | None
         click.echo(f"{row}: changed in matrix.yaml")
     for row in result.rows:
         click.echo(f"build {row.describe()}")
-    click.echo(f"matrix changed: {len(result.rows)} row(s) of {', '.join(result.backends) or 'no backend'} from {len(result.files)} changed file(s)")
+    click.echo(
+        f"matrix changed: {len(result.rows)} row(s) of {', '.join(result.backends) or 'no backend'} from {len(result.files)} changed file(s)"
+    )
 
 
 # ---------------------------------------------------------------- pin-sync and canary
@@ -510,13 +577,31 @@ def _progress_display():
 @click.option("--to", "to", metavar="REV", help="Move the pin to REV (a commit, tag or branch upstream).")
 @click.option("--latest", is_flag=True, help="Move the pin to the tip of the upstream's branch.")
 @click.option("--dry-run", is_flag=True, help="Replay and run every gate, but write nothing.")
-@click.option("--continue", "resume", is_flag=True, help="Resume a stopped sync after resolving the conflict or fixing the gate.")
+@click.option(
+    "--continue", "resume", is_flag=True, help="Resume a stopped sync after resolving the conflict or fixing the gate."
+)
 @click.option("--abort", is_flag=True, help="Drop a stopped sync: remove its worktrees and state.")
-@click.option("--report", "report_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the Markdown report to FILE.")
-@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report to FILE.")
+@click.option(
+    "--report",
+    "report_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the Markdown report to FILE.",
+)
+@click.option(
+    "--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report to FILE."
+)
 @pass_app
-def pin_sync_cmd(app: AppContext, upstream: str | None, to: str | None, latest: bool, dry_run: bool, resume: bool, abort: bool,
-                 report_file: Path | None, json_file: Path | None) -> None:
+def pin_sync_cmd(
+    app: AppContext,
+    upstream: str | None,
+    to: str | None,
+    latest: bool,
+    dry_run: bool,
+    resume: bool,
+    abort: bool,
+    report_file: Path | None,
+    json_file: Path | None,
+) -> None:
     """Move UPSTREAM's pin forward, replaying its series and running every gate first.
 
     \b
@@ -554,7 +639,9 @@ def pin_sync_cmd(app: AppContext, upstream: str | None, to: str | None, latest: 
             elif resume:
                 report = sync_mod.continue_sync(config, app.store, upstream, progress=progress)
             else:
-                report = sync_mod.pin_sync(config, app.store, upstream, to=to, latest=latest, dry_run=dry_run, progress=progress)
+                report = sync_mod.pin_sync(
+                    config, app.store, upstream, to=to, latest=latest, dry_run=dry_run, progress=progress
+                )
     except sync_mod.SyncStopped as stopped:
         report = stopped.report
         raise
@@ -573,16 +660,49 @@ def pin_sync_cmd(app: AppContext, upstream: str | None, to: str | None, latest: 
 @click.argument("upstream", required=False)
 @click.option("--rev", help="Try this upstream revision instead of the branch tip.")
 @click.option("--latest", is_flag=True, help="Try the tip of the upstream's branch (the default).")
-@click.option("--compile/--no-compile", "do_compile", default=False, help="Also compile once per canary toolchain (default: no).")
-@click.option("--bisect/--no-bisect", default=True, help="Name the first upstream commit that breaks each failing patch (default: yes).")
-@click.option("--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report to FILE.")
-@click.option("--summary", "summary_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the Markdown report to FILE (it is also appended to $GITHUB_STEP_SUMMARY when set).")
-@click.option("--toolchain", "toolchains", multiple=True, metavar="NAME", envvar="PATCHCTL_CANARY_TOOLCHAIN",
-              help="With --compile, only this canary toolchain (repeatable; also $PATCHCTL_CANARY_TOOLCHAIN: one CI job per toolchain).")
-@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), help="Scratch directory for trees and logs (default: a new temporary one).")
+@click.option(
+    "--compile/--no-compile", "do_compile", default=False, help="Also compile once per canary toolchain (default: no)."
+)
+@click.option(
+    "--bisect/--no-bisect",
+    default=True,
+    help="Name the first upstream commit that breaks each failing patch (default: yes).",
+)
+@click.option(
+    "--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report to FILE."
+)
+@click.option(
+    "--summary",
+    "summary_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the Markdown report to FILE (it is also appended to $GITHUB_STEP_SUMMARY when set).",
+)
+@click.option(
+    "--toolchain",
+    "toolchains",
+    multiple=True,
+    metavar="NAME",
+    envvar="PATCHCTL_CANARY_TOOLCHAIN",
+    help="With --compile, only this canary toolchain (repeatable; also $PATCHCTL_CANARY_TOOLCHAIN: one CI job per toolchain).",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Scratch directory for trees and logs (default: a new temporary one).",
+)
 @pass_app
-def canary_cmd(app: AppContext, upstream: str | None, rev: str | None, latest: bool, do_compile: bool, bisect: bool,
-               json_file: Path | None, summary_file: Path | None, toolchains: tuple[str, ...], work_dir: Path | None) -> None:
+def canary_cmd(
+    app: AppContext,
+    upstream: str | None,
+    rev: str | None,
+    latest: bool,
+    do_compile: bool,
+    bisect: bool,
+    json_file: Path | None,
+    summary_file: Path | None,
+    toolchains: tuple[str, ...],
+    work_dir: Path | None,
+) -> None:
     """Apply every series to the upstream tip: an early warning that never modifies the repository.
 
     \b
@@ -608,8 +728,17 @@ def canary_cmd(app: AppContext, upstream: str | None, rev: str | None, latest: b
         raise UsageError("--rev and --latest exclude each other")
     json_file, summary_file, work_dir = app.path(json_file), app.path(summary_file), app.path(work_dir)
     with _progress_display() as progress:
-        report = canary_mod.canary(app.config, app.store, upstream, rev=rev, compile=do_compile, bisect=bisect,
-                                   toolchains=toolchains, work_dir=work_dir, progress=progress)
+        report = canary_mod.canary(
+            app.config,
+            app.store,
+            upstream,
+            rev=rev,
+            compile=do_compile,
+            bisect=bisect,
+            toolchains=toolchains,
+            work_dir=work_dir,
+            progress=progress,
+        )
     payload = report.to_json()
     markdown = report_mod.canary_markdown(payload)
     if json_file:
@@ -621,7 +750,14 @@ def canary_cmd(app: AppContext, upstream: str | None, rev: str | None, latest: b
     if report.red:
         failing = [f"{s.name}/{p.patch}" for s in report.series for p in s.patches if p.verdict != "ok"]
         broken = [f"{c.toolchain}/{c.series}" for c in report.compiles if c.state == "failed"]
-        raise CheckFailed("canary is red: " + "; ".join(x for x in (
-            f"{len(failing)} patch(es) fail strictly ({', '.join(failing[:5])})" if failing else "",
-            f"compile failed for {', '.join(broken)}" if broken else "",
-        ) if x))
+        raise CheckFailed(
+            "canary is red: "
+            + "; ".join(
+                x
+                for x in (
+                    f"{len(failing)} patch(es) fail strictly ({', '.join(failing[:5])})" if failing else "",
+                    f"compile failed for {', '.join(broken)}" if broken else "",
+                )
+                if x
+            )
+        )

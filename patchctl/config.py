@@ -23,13 +23,15 @@
 The CI build rows (`include:`, `includeDarwin:`, `index:`, `canary:`, `backends:`) are
 validated by `patchctl.matrix`. Every error names the file, the key path and the line.
 """
+
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import yamlloc
 from .errors import ConfigError, UsageError
@@ -136,14 +138,12 @@ class Config:
     def trackers_of(self, upstream: str) -> list[Upstream]:
         return [u for u in self.upstreams.values() if u.tracks == upstream]
 
-    def with_url_overrides(self, overrides: dict[str, str]) -> "Config":
+    def with_url_overrides(self, overrides: dict[str, str]) -> Config:
         for name in overrides:
             if name not in self.upstreams:
                 known = ", ".join(sorted(self.upstreams)) or "none"
                 raise UsageError(f"--upstream-url names unknown upstream {name!r} (known: {known})")
-        self.upstreams = {
-            name: replace(up, url=overrides.get(name, up.url)) for name, up in self.upstreams.items()
-        }
+        self.upstreams = {name: replace(up, url=overrides.get(name, up.url)) for name, up in self.upstreams.items()}
         return self
 
 
@@ -310,12 +310,16 @@ def _series(config: Config, name: str) -> Series:
         br = _Reader(config, keypath + ("build", i), ("name", "command", "runner", "image", "timeout", "env"))
         runner = br.str("runner", "local")
         if runner not in RUNNERS:
-            raise config.error(keypath + ("build", i, "runner"), f"unknown runner {runner!r} (choose: {', '.join(RUNNERS)})")
+            raise config.error(
+                keypath + ("build", i, "runner"), f"unknown runner {runner!r} (choose: {', '.join(RUNNERS)})"
+            )
         image = br.str("image", required=False)
         if runner == "docker" and image is None:
             raise config.error(keypath + ("build", i), "a docker build step needs an 'image'")
         env = br.data.get("env", {})
-        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, (str, int)) for k, v in env.items()):
+        if not isinstance(env, dict) or not all(
+            isinstance(k, str) and isinstance(v, (str, int)) for k, v in env.items()
+        ):
             raise config.error(keypath + ("build", i, "env"), "env must map names to strings")
         build.append(
             BuildStep(
@@ -333,7 +337,9 @@ def _series(config: Config, name: str) -> Series:
         baseline = gr.data.get("baseline")
         if baseline is not None and not isinstance(baseline, dict):
             raise config.error(keypath + ("gates", i, "baseline"), "baseline must be a mapping")
-        gates.append(Gate(name=gr.str("name"), command=gr.str("command"), timeout=gr.int("timeout", 1800), baseline=baseline))
+        gates.append(
+            Gate(name=gr.str("name"), command=gr.str("command"), timeout=gr.int("timeout", 1800), baseline=baseline)
+        )
     return Series(
         name=name,
         upstream=upstream,
@@ -359,6 +365,11 @@ def _lookup(data: Any, keypath: KeyPath) -> Any:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
-        type(value), "nothing" if value is None else type(value).__name__
-    )
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }.get(type(value), "nothing" if value is None else type(value).__name__)

@@ -7,6 +7,7 @@ Domain modules raise these; only `patchctl.cli` turns them into a message and an
     2  usage or configuration error (bad flag, invalid matrix.yaml, unknown series)
     3  environment error (network, git, Docker, compiler missing)
 """
+
 from __future__ import annotations
 
 from enum import IntEnum

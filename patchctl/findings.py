@@ -1,4 +1,5 @@
 """Findings: what `lint` and `matrix check` report, printable for people and for GitHub."""
+
 from __future__ import annotations
 
 import os

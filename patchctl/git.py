@@ -6,6 +6,7 @@ writes and accepts), the identity and dates are fixed, and git never discovers a
 repository above the directory it is pointed at: `git apply` inside a parent repository
 otherwise resolves paths against that parent and silently skips the patch.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,14 @@ ZERO_OID = "0" * 40
 
 # Transport settings the user may legitimately need (proxies, ssh keys); everything else
 # GIT_* is dropped so that a stray GIT_DIR or GIT_WORK_TREE cannot redirect patchctl.
-_KEPT_GIT_VARS = {"GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "GIT_SSL_CAINFO", "GIT_SSL_NO_VERIFY", "GIT_PROXY_COMMAND"}
+_KEPT_GIT_VARS = {
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "GIT_SSL_CAINFO",
+    "GIT_SSL_NO_VERIFY",
+    "GIT_PROXY_COMMAND",
+}
 
 
 def isolated_env(cwd: Path | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -4,6 +4,7 @@ This module reads patch files and parses what the other commands need from them:
 subject and description, the files each patch touches, and its hunks (through unidiff).
 It never touches a tree.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -81,7 +82,7 @@ class PatchFile:
         return hashlib.sha256(self.data).hexdigest()
 
     @cached_property
-    def message(self) -> "PatchMessage":
+    def message(self) -> PatchMessage:
         return parse_message(self.text)
 
     @cached_property
@@ -236,7 +237,9 @@ def is_excluded(path: str, patterns: tuple[str, ...] | list[str]) -> bool:
     posix = PurePosixPath(path)
     for pattern in patterns:
         if "/" not in pattern.rstrip("/"):
-            if fnmatch.fnmatchcase(posix.name, pattern) or any(fnmatch.fnmatchcase(p, pattern) for p in posix.parts[:-1]):
+            if fnmatch.fnmatchcase(posix.name, pattern) or any(
+                fnmatch.fnmatchcase(p, pattern) for p in posix.parts[:-1]
+            ):
                 return True
         elif _glob_match(path, pattern.lstrip("/")):
             return True

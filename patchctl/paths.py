@@ -1,4 +1,5 @@
 """Where patchctl keeps its cache, and atomic file writes."""
+
 from __future__ import annotations
 
 import os

@@ -11,6 +11,7 @@ the journal behind, and `recover` (run before every write and by pin-sync on sta
 the old set back. Once every rename is done the journal is marked committed, which is
 the point of no return; recovering a committed journal only deletes the backups.
 """
+
 from __future__ import annotations
 
 import json
@@ -78,7 +79,9 @@ def pin_changes(config: Config, upstream: str, new_pin: str) -> list[FileChange]
             text = text_of(path)
             matches = list(entry.pattern.finditer(text))
             if not matches:
-                raise ConfigError(f"{entry.path}: pin_files pattern of upstream {moved.name} matches nothing: {entry.pattern.pattern}")
+                raise ConfigError(
+                    f"{entry.path}: pin_files pattern of upstream {moved.name} matches nothing: {entry.pattern.pattern}"
+                )
             pieces, last = [], 0
             for match in matches:
                 pieces += [text[last : match.start("pin")], new_pin]
@@ -175,7 +178,9 @@ def recover(journal_dir: Path) -> str | None:
         entries = data["entries"]
         state = data["state"]
     except (ValueError, KeyError, TypeError) as exc:
-        raise EnvironmentFailure(f"{journal}: unreadable journal of an interrupted pin update ({exc}); restore the files from git and delete it") from None
+        raise EnvironmentFailure(
+            f"{journal}: unreadable journal of an interrupted pin update ({exc}); restore the files from git and delete it"
+        ) from None
     if state == "committed":
         _discard(entries)
         journal.unlink()

@@ -1,5 +1,6 @@
 """Markdown reports for pin-sync and the canary, rendered from their JSON payloads so that
 the two forms never disagree. Also where reports go: a file, or $GITHUB_STEP_SUMMARY."""
+
 from __future__ import annotations
 
 import json
@@ -45,7 +46,10 @@ def sync_markdown(payload: dict) -> str:
     if commits is None:
         out.append(f"- upstream commits in between: not available ({payload.get('commits_note') or 'no history'})")
     else:
-        out.append(f"- upstream commits in between: {len(commits)}" + (f" ({payload['commits_note']})" if payload.get("commits_note") else ""))
+        out.append(
+            f"- upstream commits in between: {len(commits)}"
+            + (f" ({payload['commits_note']})" if payload.get("commits_note") else "")
+        )
     if commits:
         out += ["", "<details><summary>Upstream commits</summary>", ""]
         for commit in commits[-MAX_COMMITS_SHOWN:]:
@@ -59,9 +63,17 @@ def sync_markdown(payload: dict) -> str:
             detail = record.get("detail") or ""
             if record.get("conflicts"):
                 detail = (detail + "; " if detail else "") + "markers at " + ", ".join(record["conflicts"])
-            out.append(f"| {_cell(record['series'])} | {_cell(record['patch'])} | {_cell(record['classification'])} | {_cell(detail)} |")
+            out.append(
+                f"| {_cell(record['series'])} | {_cell(record['patch'])} | {_cell(record['classification'])} | {_cell(detail)} |"
+            )
     if payload.get("gates"):
-        out += ["", "### Gates", "", "| series | gate | kind | result | duration | detail |", "|---|---|---|---|---|---|"]
+        out += [
+            "",
+            "### Gates",
+            "",
+            "| series | gate | kind | result | duration | detail |",
+            "|---|---|---|---|---|---|",
+        ]
         for gate in payload["gates"]:
             result = "pass" if gate["ok"] else "**FAIL**"
             out.append(
@@ -86,7 +98,11 @@ def canary_markdown(payload: dict) -> str:
     if payload.get("commits_since_pin") is not None:
         out.append(f"- upstream commits since the pin: {payload['commits_since_pin']}")
     for series in payload["series"]:
-        verdict = {"ok": "applies strictly", "mechanical": "fails strictly; a pin-sync would be mechanical", "needs a hand": "fails; a pin-sync needs a hand"}[series["verdict"]]
+        verdict = {
+            "ok": "applies strictly",
+            "mechanical": "fails strictly; a pin-sync would be mechanical",
+            "needs a hand": "fails; a pin-sync needs a hand",
+        }[series["verdict"]]
         out += ["", f"### series {series['name']}: {verdict}", ""]
         if not series["patches"]:
             out.append("(no patches)")
@@ -95,15 +111,23 @@ def canary_markdown(payload: dict) -> str:
         for patch in series["patches"]:
             strict = patch["strict"] + (f": {patch['strict_detail']}" if patch.get("strict_detail") else "")
             breaking = patch.get("breaking_commit")
-            first = f"{_short(breaking['sha'])} {_cell(breaking['subject'])}" if breaking else _cell(patch.get("bisect_note"))
-            out.append(f"| {_cell(patch['patch'])} | {_cell(strict)} | {_cell(patch.get('trial'))} | {patch['verdict']} | {first} |")
+            first = (
+                f"{_short(breaking['sha'])} {_cell(breaking['subject'])}"
+                if breaking
+                else _cell(patch.get("bisect_note"))
+            )
+            out.append(
+                f"| {_cell(patch['patch'])} | {_cell(strict)} | {_cell(patch.get('trial'))} | {patch['verdict']} | {first} |"
+            )
     if payload.get("compiles"):
         out += ["", "### Compile", "", "| toolchain | series | image | result | detail |", "|---|---|---|---|---|"]
         for record in payload["compiles"]:
             result = {"passed": "pass", "failed": "**FAIL**", "skipped": "skipped"}[record["state"]]
             durations = ", ".join(f"{s['name']} {s['duration_s']:.1f} s" for s in record.get("steps", []))
             detail = "; ".join(x for x in (record.get("detail"), durations) if x)
-            out.append(f"| {_cell(record['toolchain'])} | {_cell(record['series'])} | {_cell(record.get('image') or 'as declared')} | {result} | {_cell(detail)} |")
+            out.append(
+                f"| {_cell(record['toolchain'])} | {_cell(record['series'])} | {_cell(record.get('image') or 'as declared')} | {result} | {_cell(detail)} |"
+            )
     out += ["", f"Logs: `{payload.get('work_dir')}`"]
     return "\n".join(out) + "\n"
 

@@ -10,6 +10,7 @@
 Output goes to the log file as it arrives, and line by line to an optional PROGRESS
 callback (the CLI shows it); this module never prints.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,9 +20,10 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable
+from typing import BinaryIO
 
 from .config import BuildStep
 from .errors import EnvironmentFailure, UsageError
@@ -142,7 +144,9 @@ def _run_local(step: BuildStep, tree: Path, log_path: Path, progress: Progress |
             reader.join(timeout=KILL_GRACE_S)
             sink.close()
         if timed_out:
-            log.write(f"\npatchctl: build {step.name} timed out after {step.timeout} s; process group killed\n".encode())
+            log.write(
+                f"\npatchctl: build {step.name} timed out after {step.timeout} s; process group killed\n".encode()
+            )
     duration = time.monotonic() - start
     returncode = None if timed_out else proc.returncode
     return BuildResult(step.name, returncode == 0, returncode, duration, log_path, timed_out, "local")
@@ -243,9 +247,13 @@ def _run_docker(step: BuildStep, tree: Path, log_path: Path, progress: Progress 
                 reader.join(timeout=KILL_GRACE_S)
                 sink.close()
                 if timed_out:
-                    log.write(f"\npatchctl: build {step.name} timed out after {step.timeout} s; container killed\n".encode())
+                    log.write(
+                        f"\npatchctl: build {step.name} timed out after {step.timeout} s; container killed\n".encode()
+                    )
             except APIError as exc:
-                raise EnvironmentFailure(f"build {step.name}: Docker engine refused to run {step.image!r}: {_one_line(exc)}") from None
+                raise EnvironmentFailure(
+                    f"build {step.name}: Docker engine refused to run {step.image!r}: {_one_line(exc)}"
+                ) from None
             finally:
                 # Also on KeyboardInterrupt: never leave a container behind.
                 _remove_container(client, name)

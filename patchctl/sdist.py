@@ -10,6 +10,7 @@ each version also tagged `v<version>`. Commits use a fixed identity and fixed da
 the trees take their modes from the archive, so the commit ids are the same on every
 machine: a pin in matrix.yaml can name them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -58,7 +59,7 @@ def is_sdist_url(url: str) -> bool:
 def parse_url(url: str) -> SdistSpec:
     if not is_sdist_url(url):
         raise UsageError(f"not a {SCHEME} URL: {url!r}")
-    package, _, query = url[len(SCHEME):].partition("?")
+    package, _, query = url[len(SCHEME) :].partition("?")
     params = urllib.parse.parse_qs(query)
     versions = tuple(v for v in ",".join(params.get("versions", [])).split(",") if v)
     subdir = params.get("subdir", ["vendor/llama.cpp"])[0].strip("/")
@@ -131,7 +132,7 @@ def _extract_subdir(archive: Path, subdir: str, dest: Path) -> None:
         for member in members:
             if not member.name.startswith(prefix):
                 continue
-            relative = member.name[len(prefix):]
+            relative = member.name[len(prefix) :]
             # The sdist carries the submodule's `.git` link; git metadata is never upstream content.
             if not relative or member.isdir() or ".git" in relative.split("/"):
                 continue
@@ -201,7 +202,7 @@ def _find_in_simple_index(package: str, version: str) -> tuple[str, str]:
     for link in parser.links:
         url, _, fragment = urllib.parse.urljoin(page_url, link).partition("#")
         if urllib.parse.unquote(url.rsplit("/", 1)[-1]).lower() == wanted.lower() and fragment.startswith("sha256="):
-            return url, fragment[len("sha256="):]
+            return url, fragment[len("sha256=") :]
     raise EnvironmentFailure(f"{wanted} not found on {page_url}")
 
 
@@ -215,8 +216,20 @@ def _download(url: str) -> bytes:
 
 def _pip_download(package: str, version: str, directory: Path, cause: Exception) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
-         f"{package}=={version}", "-d", str(directory)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--no-build-isolation",
+            f"{package}=={version}",
+            "-d",
+            str(directory),
+        ],
         capture_output=True,
         text=True,
     )

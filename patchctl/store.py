@@ -5,6 +5,7 @@ guarded by a file lock so that two runs cannot corrupt it. Mirrors are full clon
 shallow: `git apply -3` needs the preimage blobs named by a patch's index lines to build
 its fake ancestor. Checkouts are git worktrees of a mirror, or clean exports of a rev.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -14,9 +15,9 @@ import os
 import re
 import shutil
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from filelock import FileLock, Timeout
 

@@ -3,6 +3,7 @@
 Validation errors must name the file, the key path and the line, so the loader keeps a
 map from key path (a tuple of keys and list indices) to the 1-based line of that value.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -103,15 +104,21 @@ class _Builder:
             try:
                 self.constructor.flatten_mapping(node)
             except yaml.YAMLError as exc:
-                raise ConfigError(f"{doc.path}:{node.start_mark.line + 1}: {format_keypath(keypath)}: bad merge: {exc.problem}") from None
+                raise ConfigError(
+                    f"{doc.path}:{node.start_mark.line + 1}: {format_keypath(keypath)}: bad merge: {exc.problem}"
+                ) from None
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise doc.error(keypath, "YAML merge keys (<<) are not supported")
             key = self.constructor.construct_object(key_node, deep=True)
             if not isinstance(key, (str, int, bool)) or key is None:
-                raise ConfigError(f"{doc.path}:{key_node.start_mark.line + 1}: {format_keypath(keypath)}: keys must be scalars")
+                raise ConfigError(
+                    f"{doc.path}:{key_node.start_mark.line + 1}: {format_keypath(keypath)}: keys must be scalars"
+                )
             if key in result and not self.merge_keys:
-                raise ConfigError(f"{doc.path}:{key_node.start_mark.line + 1}: {format_keypath(keypath + (key,))}: duplicate key")
+                raise ConfigError(
+                    f"{doc.path}:{key_node.start_mark.line + 1}: {format_keypath(keypath + (key,))}: duplicate key"
+                )
             result[key] = self.build(value_node, keypath + (key,))
         return result

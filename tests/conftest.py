@@ -1,4 +1,5 @@
 """Suite-wide options: the slow tier is opt-in."""
+
 from __future__ import annotations
 
 import pytest

@@ -11,6 +11,7 @@ Byte-identity with `engine.quant` is tested in interpreter mode. On a GPU the co
 may contract `x * id + 8.5` into one fused multiply-add, which can move a code by one on
 exact ties; the C++ port should decide explicitly whether it fuses.
 """
+
 from __future__ import annotations
 
 import triton
@@ -132,13 +133,19 @@ def _store_packed_codes(ptr, block, q, half, within, keep, NIBBLES: tl.constexpr
     low = tl.sum(tl.where(half == 0, q & 0x0F, 0), axis=1)  # [NB, 16]
     high = tl.sum(tl.where(half == 1, q & 0x0F, 0), axis=1)
     index = tl.arange(0, 16)[None, :]
-    tl.store(ptr + block[:, None] + NIBBLES + index, (low | (high << 4)).to(tl.uint8), mask=_spread(keep, block[:, None] + index))
+    tl.store(
+        ptr + block[:, None] + NIBBLES + index,
+        (low | (high << 4)).to(tl.uint8),
+        mask=_spread(keep, block[:, None] + index),
+    )
     if HIGH_BITS > 0:
         position = (half * 16 + within).to(tl.uint32)
         word = tl.sum(tl.sum(((q >> 4) & 1).to(tl.uint32) << position, axis=2), axis=1)  # [NB]
         byte_index = tl.arange(0, 4)[None, :]
         word_bytes = ((word[:, None] >> (byte_index * 8).to(tl.uint32)) & 0xFF).to(tl.uint8)
-        tl.store(ptr + block[:, None] + HIGH_BITS + byte_index, word_bytes, mask=_spread(keep, block[:, None] + byte_index))
+        tl.store(
+            ptr + block[:, None] + HIGH_BITS + byte_index, word_bytes, mask=_spread(keep, block[:, None] + byte_index)
+        )
 
 
 @triton.jit

@@ -26,6 +26,7 @@ reduction; torch's in the reference), which is why the tile size is fixed: the s
 kernel on the same data gives the same bits whatever the batch and wherever the blocks
 live.
 """
+
 from __future__ import annotations
 
 import torch
@@ -40,20 +41,39 @@ DECODE_TILE = 16
 
 @triton.jit
 def _paged_decode_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, out_ptr,
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    seq_lens_ptr,
+    out_ptr,
     scale,
-    stride_q_seq, stride_q_head, stride_table_seq, stride_out_seq, stride_out_head,
-    N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr, TILE: tl.constexpr,
-    K_ROW: tl.constexpr, V_ROW: tl.constexpr, K_FORMAT: tl.constexpr, V_FORMAT: tl.constexpr,
+    stride_q_seq,
+    stride_q_head,
+    stride_table_seq,
+    stride_out_seq,
+    stride_out_head,
+    N_KV_HEADS: tl.constexpr,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    TILE: tl.constexpr,
+    K_ROW: tl.constexpr,
+    V_ROW: tl.constexpr,
+    K_FORMAT: tl.constexpr,
+    V_FORMAT: tl.constexpr,
 ):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     group = tl.arange(0, GROUP_PAD)
     dim = tl.arange(0, HEAD_DIM)
     q_heads = kv_head * GROUP + group
-    q = tl.load(q_ptr + seq * stride_q_seq + q_heads[:, None] * stride_q_head + dim[None, :],
-                mask=(group < GROUP)[:, None], other=0.0).to(tl.float32)  # [GROUP_PAD, HEAD_DIM]
+    q = tl.load(
+        q_ptr + seq * stride_q_seq + q_heads[:, None] * stride_q_head + dim[None, :],
+        mask=(group < GROUP)[:, None],
+        other=0.0,
+    ).to(tl.float32)  # [GROUP_PAD, HEAD_DIM]
 
     seq_len = tl.load(seq_lens_ptr + seq)
     m = tl.full([GROUP_PAD], float("-inf"), tl.float32)
@@ -75,21 +95,35 @@ def _paged_decode_kernel(
         acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
         m = m_new
     out = acc / l[:, None]
-    tl.store(out_ptr + seq * stride_out_seq + q_heads[:, None] * stride_out_head + dim[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=(group < GROUP)[:, None])
+    tl.store(
+        out_ptr + seq * stride_out_seq + q_heads[:, None] * stride_out_head + dim[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=(group < GROUP)[:, None],
+    )
 
 
-def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
-           seq_lens: torch.Tensor, k_type: str, v_type: str) -> tuple[int, int, int, int]:
+def _check(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    k_type: str,
+    v_type: str,
+) -> tuple[int, int, int, int]:
     num_seqs, n_heads, head_dim = q.shape
     n_kv_heads = k_cache.shape[2]
     if n_heads % n_kv_heads:
         raise ValueError(f"{n_heads} query heads do not split into groups over {n_kv_heads} KV heads")
     for name, cache, qtype in (("k_cache", k_cache, k_type), ("v_cache", v_cache, v_type)):
         if cache.dim() != 4 or cache.shape[2] != n_kv_heads or cache.shape[3] != row_width(qtype, head_dim):
-            raise ValueError(f"{name} of shape {tuple(cache.shape)} does not hold {qtype} rows of {n_kv_heads} x {head_dim}")
+            raise ValueError(
+                f"{name} of shape {tuple(cache.shape)} does not hold {qtype} rows of {n_kv_heads} x {head_dim}"
+            )
     if block_tables.shape[0] != num_seqs or seq_lens.shape != (num_seqs,):
-        raise ValueError(f"block_tables {tuple(block_tables.shape)} and seq_lens {tuple(seq_lens.shape)} must have {num_seqs} rows")
+        raise ValueError(
+            f"block_tables {tuple(block_tables.shape)} and seq_lens {tuple(seq_lens.shape)} must have {num_seqs} rows"
+        )
     return num_seqs, n_heads, n_kv_heads, head_dim
 
 
@@ -113,12 +147,28 @@ def paged_decode_attention(
         return out
     group = n_heads // n_kv_heads
     _paged_decode_kernel[(num_seqs, n_kv_heads)](
-        q, k_cache, v_cache, block_tables, seq_lens, out,
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        seq_lens,
+        out,
         scale,
-        q.stride(0), q.stride(1), block_tables.stride(0), out.stride(0), out.stride(1),
-        N_KV_HEADS=n_kv_heads, GROUP=group, GROUP_PAD=triton.next_power_of_2(group), HEAD_DIM=head_dim,
-        BLOCK_SIZE=k_cache.shape[1], TILE=tile,
-        K_ROW=k_cache.shape[3], V_ROW=v_cache.shape[3], K_FORMAT=format_code(k_type), V_FORMAT=format_code(v_type),
+        q.stride(0),
+        q.stride(1),
+        block_tables.stride(0),
+        out.stride(0),
+        out.stride(1),
+        N_KV_HEADS=n_kv_heads,
+        GROUP=group,
+        GROUP_PAD=triton.next_power_of_2(group),
+        HEAD_DIM=head_dim,
+        BLOCK_SIZE=k_cache.shape[1],
+        TILE=tile,
+        K_ROW=k_cache.shape[3],
+        V_ROW=v_cache.shape[3],
+        K_FORMAT=format_code(k_type),
+        V_FORMAT=format_code(v_type),
     )
     return out
 

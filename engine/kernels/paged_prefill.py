@@ -12,6 +12,7 @@ block table in fixed tiles of TILE positions, in position order, with the online
 of `paged_decode` (same update, same order: see that module), stopping after the tile
 that holds its last row's position.
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,12 +28,29 @@ PREFILL_TILE = 16
 
 @triton.jit
 def _paged_prefill_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, query_start_ptr, seq_lens_ptr, out_ptr,
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    query_start_ptr,
+    seq_lens_ptr,
+    out_ptr,
     scale,
-    stride_q_token, stride_q_head, stride_table_seq, stride_out_token, stride_out_head,
-    N_KV_HEADS: tl.constexpr, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, TILE: tl.constexpr,
-    K_ROW: tl.constexpr, V_ROW: tl.constexpr, K_FORMAT: tl.constexpr, V_FORMAT: tl.constexpr,
+    stride_q_token,
+    stride_q_head,
+    stride_table_seq,
+    stride_out_token,
+    stride_out_head,
+    N_KV_HEADS: tl.constexpr,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    TILE: tl.constexpr,
+    K_ROW: tl.constexpr,
+    V_ROW: tl.constexpr,
+    K_FORMAT: tl.constexpr,
+    V_FORMAT: tl.constexpr,
 ):
     seq = tl.program_id(0)
     head = tl.program_id(1)
@@ -47,8 +65,11 @@ def _paged_prefill_kernel(
     row_valid = rows < q_len
     q_pos = first_pos + rows
     dim = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + (q_start + rows)[:, None] * stride_q_token + head * stride_q_head + dim[None, :],
-                mask=row_valid[:, None], other=0.0).to(tl.float32)  # [BLOCK_M, HEAD_DIM]
+    q = tl.load(
+        q_ptr + (q_start + rows)[:, None] * stride_q_token + head * stride_q_head + dim[None, :],
+        mask=row_valid[:, None],
+        other=0.0,
+    ).to(tl.float32)  # [BLOCK_M, HEAD_DIM]
 
     m = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l = tl.zeros([BLOCK_M], tl.float32)
@@ -75,12 +96,23 @@ def _paged_prefill_kernel(
         acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
         m = m_new
     out = acc / tl.where(l == 0.0, 1.0, l)[:, None]
-    tl.store(out_ptr + (q_start + rows)[:, None] * stride_out_token + head * stride_out_head + dim[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=row_valid[:, None])
+    tl.store(
+        out_ptr + (q_start + rows)[:, None] * stride_out_token + head * stride_out_head + dim[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=row_valid[:, None],
+    )
 
 
-def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
-           query_start: torch.Tensor, seq_lens: torch.Tensor, k_type: str, v_type: str) -> tuple[int, int, int, int]:
+def _check(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    query_start: torch.Tensor,
+    seq_lens: torch.Tensor,
+    k_type: str,
+    v_type: str,
+) -> tuple[int, int, int, int]:
     _, n_heads, head_dim = q.shape
     n_kv_heads = k_cache.shape[2]
     num_seqs = seq_lens.shape[0]
@@ -88,7 +120,9 @@ def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_
         raise ValueError(f"{n_heads} query heads do not split into groups over {n_kv_heads} KV heads")
     for name, cache, qtype in (("k_cache", k_cache, k_type), ("v_cache", v_cache, v_type)):
         if cache.dim() != 4 or cache.shape[2] != n_kv_heads or cache.shape[3] != row_width(qtype, head_dim):
-            raise ValueError(f"{name} of shape {tuple(cache.shape)} does not hold {qtype} rows of {n_kv_heads} x {head_dim}")
+            raise ValueError(
+                f"{name} of shape {tuple(cache.shape)} does not hold {qtype} rows of {n_kv_heads} x {head_dim}"
+            )
     if query_start.shape != (num_seqs + 1,) or block_tables.shape[0] != num_seqs:
         raise ValueError(f"query_start needs {num_seqs + 1} entries and block_tables {num_seqs} rows")
     return num_seqs, n_heads, n_kv_heads, head_dim
@@ -109,7 +143,9 @@ def paged_prefill_attention(
     tile: int = PREFILL_TILE,
 ) -> torch.Tensor:
     """Triton: causal attention for `q` `[total_new_tokens, n_heads, head_dim]`."""
-    num_seqs, n_heads, n_kv_heads, head_dim = _check(q, k_cache, v_cache, block_tables, query_start, seq_lens, k_type, v_type)
+    num_seqs, n_heads, n_kv_heads, head_dim = _check(
+        q, k_cache, v_cache, block_tables, query_start, seq_lens, k_type, v_type
+    )
     q = q.contiguous()
     out = torch.empty_like(q)
     if num_seqs == 0 or q.shape[0] == 0:
@@ -118,12 +154,29 @@ def paged_prefill_attention(
         max_query_len = int((query_start[1:] - query_start[:-1]).max())
     grid = (num_seqs, n_heads, triton.cdiv(max_query_len, block_m))
     _paged_prefill_kernel[grid](
-        q, k_cache, v_cache, block_tables, query_start, seq_lens, out,
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        query_start,
+        seq_lens,
+        out,
         scale,
-        q.stride(0), q.stride(1), block_tables.stride(0), out.stride(0), out.stride(1),
-        N_KV_HEADS=n_kv_heads, GROUP=n_heads // n_kv_heads, HEAD_DIM=head_dim,
-        BLOCK_SIZE=k_cache.shape[1], BLOCK_M=block_m, TILE=tile,
-        K_ROW=k_cache.shape[3], V_ROW=v_cache.shape[3], K_FORMAT=format_code(k_type), V_FORMAT=format_code(v_type),
+        q.stride(0),
+        q.stride(1),
+        block_tables.stride(0),
+        out.stride(0),
+        out.stride(1),
+        N_KV_HEADS=n_kv_heads,
+        GROUP=n_heads // n_kv_heads,
+        HEAD_DIM=head_dim,
+        BLOCK_SIZE=k_cache.shape[1],
+        BLOCK_M=block_m,
+        TILE=tile,
+        K_ROW=k_cache.shape[3],
+        V_ROW=v_cache.shape[3],
+        K_FORMAT=format_code(k_type),
+        V_FORMAT=format_code(v_type),
     )
     return out
 
@@ -143,7 +196,9 @@ def paged_prefill_attention_reference(
     tile: int = PREFILL_TILE,
 ) -> torch.Tensor:
     """Plain torch, one sequence at a time, the same tiles in the same order."""
-    num_seqs, n_heads, n_kv_heads, head_dim = _check(q, k_cache, v_cache, block_tables, query_start, seq_lens, k_type, v_type)
+    num_seqs, n_heads, n_kv_heads, head_dim = _check(
+        q, k_cache, v_cache, block_tables, query_start, seq_lens, k_type, v_type
+    )
     group = n_heads // n_kv_heads
     block_size = k_cache.shape[1]
     out = torch.empty_like(q)

@@ -8,6 +8,7 @@ Cache tensors are `[num_blocks, block_size, n_kv_heads, row]`: float formats kee
 dtype with row = head_dim, ggml formats are uint8 with row = the row's bytes (see
 `engine.kernels.kv_codec.row_width`).
 """
+
 from __future__ import annotations
 
 import torch
@@ -20,25 +21,50 @@ from engine.quant import quantize
 
 @triton.jit
 def _store_kv_kernel(
-    key_ptr, value_ptr, k_cache_ptr, v_cache_ptr, slot_mapping_ptr,
-    stride_key_token, stride_key_head, stride_value_token, stride_value_head,
-    N_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
-    K_ROW: tl.constexpr, V_ROW: tl.constexpr, K_FORMAT: tl.constexpr, V_FORMAT: tl.constexpr,
+    key_ptr,
+    value_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    slot_mapping_ptr,
+    stride_key_token,
+    stride_key_head,
+    stride_value_token,
+    stride_value_head,
+    N_KV_HEADS: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    K_ROW: tl.constexpr,
+    V_ROW: tl.constexpr,
+    K_FORMAT: tl.constexpr,
+    V_FORMAT: tl.constexpr,
 ):
     token = tl.program_id(0)
     head = tl.program_id(1)
     slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
     keep = (slot >= 0).to(tl.int32)
-    store_row(k_cache_ptr, (slot * N_KV_HEADS + head) * K_ROW,
-              key_ptr + token * stride_key_token + head * stride_key_head, keep, HEAD_DIM, K_FORMAT)
-    store_row(v_cache_ptr, (slot * N_KV_HEADS + head) * V_ROW,
-              value_ptr + token * stride_value_token + head * stride_value_head, keep, HEAD_DIM, V_FORMAT)
+    store_row(
+        k_cache_ptr,
+        (slot * N_KV_HEADS + head) * K_ROW,
+        key_ptr + token * stride_key_token + head * stride_key_head,
+        keep,
+        HEAD_DIM,
+        K_FORMAT,
+    )
+    store_row(
+        v_cache_ptr,
+        (slot * N_KV_HEADS + head) * V_ROW,
+        value_ptr + token * stride_value_token + head * stride_value_head,
+        keep,
+        HEAD_DIM,
+        V_FORMAT,
+    )
 
 
 def _check(key: torch.Tensor, value: torch.Tensor, cache: torch.Tensor, qtype: str, slot_mapping: torch.Tensor) -> None:
     tokens, heads, head_dim = key.shape
     if value.shape != key.shape or slot_mapping.shape != (tokens,):
-        raise ValueError(f"key {tuple(key.shape)}, value {tuple(value.shape)} and slot_mapping {tuple(slot_mapping.shape)} disagree")
+        raise ValueError(
+            f"key {tuple(key.shape)}, value {tuple(value.shape)} and slot_mapping {tuple(slot_mapping.shape)} disagree"
+        )
     if cache.dim() != 4 or cache.shape[2] != heads or cache.shape[3] != row_width(qtype, head_dim):
         raise ValueError(f"{qtype} cache of shape {tuple(cache.shape)} cannot hold rows of {heads} heads x {head_dim}")
     if not cache.is_contiguous():
@@ -63,11 +89,21 @@ def store_kv(
     if key.stride(2) != 1 or value.stride(2) != 1:
         key, value = key.contiguous(), value.contiguous()
     _store_kv_kernel[(tokens, heads)](
-        key, value, k_cache, v_cache, slot_mapping,
-        key.stride(0), key.stride(1), value.stride(0), value.stride(1),
-        N_KV_HEADS=heads, HEAD_DIM=head_dim,
-        K_ROW=k_cache.shape[3], V_ROW=v_cache.shape[3],
-        K_FORMAT=format_code(k_type), V_FORMAT=format_code(v_type),
+        key,
+        value,
+        k_cache,
+        v_cache,
+        slot_mapping,
+        key.stride(0),
+        key.stride(1),
+        value.stride(0),
+        value.stride(1),
+        N_KV_HEADS=heads,
+        HEAD_DIM=head_dim,
+        K_ROW=k_cache.shape[3],
+        V_ROW=v_cache.shape[3],
+        K_FORMAT=format_code(k_type),
+        V_FORMAT=format_code(v_type),
     )
 
 

@@ -11,6 +11,7 @@ ordered patches and the resulting commit. A re-run whose marker matches, on a tr
 no local change, is a no-op; a stale marker (other rev, other patches, moved HEAD) is
 detected and never trusted.
 """
+
 from __future__ import annotations
 
 import json
@@ -76,7 +77,9 @@ class ApplyFailed(CheckFailed):
     def __init__(self, result: ApplyResult):
         failure = result.failure
         assert failure is not None
-        super().__init__(f"series {', '.join(result.series)} does not apply to {result.rev[:12]}: {failure.describe()}; {result.tree} left as it was")
+        super().__init__(
+            f"series {', '.join(result.series)} does not apply to {result.rev[:12]}: {failure.describe()}; {result.tree} left as it was"
+        )
         self.result = result
 
 
@@ -105,7 +108,15 @@ def plan(config: Config, names: tuple[str, ...], into: Path | None) -> list[Appl
     return [ApplyJob(selected, selected[0].upstream, Path(into).resolve())]
 
 
-def apply(config: Config, store: Store, names: tuple[str, ...] = (), *, rev: str | None = None, into: Path | None = None, force: bool = False) -> list[ApplyResult]:
+def apply(
+    config: Config,
+    store: Store,
+    names: tuple[str, ...] = (),
+    *,
+    rev: str | None = None,
+    into: Path | None = None,
+    force: bool = False,
+) -> list[ApplyResult]:
     """Apply the named series (all when NAMES is empty). Raises ApplyFailed on the first
     series that does not apply, after leaving its target tree untouched."""
     results = []
@@ -121,7 +132,9 @@ def apply(config: Config, store: Store, names: tuple[str, ...] = (), *, rev: str
     return results
 
 
-def apply_job(store: Store, mirror: Mirror, job: ApplyJob, rev: str, patches: list[PatchFile], *, force: bool = False) -> ApplyResult:
+def apply_job(
+    store: Store, mirror: Mirror, job: ApplyJob, rev: str, patches: list[PatchFile], *, force: bool = False
+) -> ApplyResult:
     names = [s.name for s in job.series]
     digest = series_digest(patches)
     result = ApplyResult(names, job.upstream, rev, job.tree, "failed")
@@ -170,7 +183,9 @@ def _existing_tree_state(tree: Path, force: bool) -> Marker | None:
     if marker is None:
         if force:
             return None
-        raise UsageError(f"{tree} exists and was not made by patchctl apply; choose another --into or pass --force to replace it")
+        raise UsageError(
+            f"{tree} exists and was not made by patchctl apply; choose another --into or pass --force to replace it"
+        )
     head = git.run(["rev-parse", "HEAD"], tree, check=False).stdout.strip()
     clean = is_clean(tree)
     if head == marker.head and clean:

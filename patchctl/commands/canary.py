@@ -17,13 +17,14 @@ For every series on the upstream:
 
 The canary is red (exit 1) when any patch fails strictly or any compile fails.
 """
+
 from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 from .. import git
 from ..applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree
@@ -135,7 +136,14 @@ def canary(
     workspace = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="patchctl-canary-"))
     _refuse_inside(config, workspace)
     workspace.mkdir(parents=True, exist_ok=True)
-    report = CanaryReport(name, up.pin, tip, rev or f"tip of {up.branch}", _count_commits(mirror.path, up.pin, tip), work_dir=str(workspace))
+    report = CanaryReport(
+        name,
+        up.pin,
+        tip,
+        rev or f"tip of {up.branch}",
+        _count_commits(mirror.path, up.pin, tip),
+        work_dir=str(workspace),
+    )
     heads: dict[str, str | None] = {}
     for series in config.series_on(name):
         say(f"applying {series.name} at {tip[:12]}")
@@ -148,7 +156,9 @@ def canary(
         for toolchain in selected:
             for series in config.series_on(name):
                 say(f"compiling {series.name} with {toolchain.name}")
-                report.compiles.append(_compile(store, mirror, series, toolchain, heads.get(series.name), workspace, say))
+                report.compiles.append(
+                    _compile(store, mirror, series, toolchain, heads.get(series.name), workspace, say)
+                )
     report.duration_s = time.monotonic() - start
     return report
 
@@ -165,7 +175,9 @@ def _trial(store: Store, mirror: Mirror, series: Series, tip: str, tree: Path) -
     try:
         for patch in read_series(series):
             strict = apply_in_worktree(tree, patch, three_way=False, commit=True)
-            entry = CanaryPatch(patch.name, strict.status.value, "" if strict.ok else strict.describe().split(": ", 1)[-1])
+            entry = CanaryPatch(
+                patch.name, strict.status.value, "" if strict.ok else strict.describe().split(": ", 1)[-1]
+            )
             if not strict.ok:
                 entry.trial, entry.verdict = _three_way_trial(tree, patch, strict)
             result.patches.append(entry)
@@ -212,7 +224,9 @@ def _bisect_failures(mirror: Mirror, series: Series, result: CanarySeries, pin: 
             continue
         first_bad = _first_failing(line, lambda commit: not applies_at(mirror.path, commit, patches, index))
         if first_bad is None:
-            entry.bisect_note = "it applies at every commit on the line from pin to tip (it fails only on top of other changes)"
+            entry.bisect_note = (
+                "it applies at every commit on the line from pin to tip (it fails only on top of other changes)"
+            )
             continue
         subject = git.run(["log", "-1", "--format=%s", first_bad], mirror.path).stdout.strip()
         entry.breaking_commit = {"sha": first_bad, "subject": subject}
@@ -264,16 +278,22 @@ def _toolchains(config: Config, upstream: str, names: tuple[str, ...] = ()) -> l
     section = from_config(config).canary
     if section is None or section.upstream != upstream or not section.toolchains:
         if names:
-            raise UsageError(f"--toolchain {names[0]}: matrix.yaml declares no canary toolchains for upstream {upstream}")
+            raise UsageError(
+                f"--toolchain {names[0]}: matrix.yaml declares no canary toolchains for upstream {upstream}"
+            )
         return [Toolchain("declared", None)]
     known = [Toolchain(t.name, t.image) for t in section.toolchains]
     unknown = [n for n in names if n not in {t.name for t in known}]
     if unknown:
-        raise UsageError(f"unknown canary toolchain {unknown[0]!r} (matrix.yaml declares: {', '.join(t.name for t in known)})")
+        raise UsageError(
+            f"unknown canary toolchain {unknown[0]!r} (matrix.yaml declares: {', '.join(t.name for t in known)})"
+        )
     return [t for t in known if not names or t.name in names]
 
 
-def _compile(store: Store, mirror: Mirror, series: Series, toolchain: Toolchain, head: str | None, workspace: Path, say: Progress) -> CompileRecord:
+def _compile(
+    store: Store, mirror: Mirror, series: Series, toolchain: Toolchain, head: str | None, workspace: Path, say: Progress
+) -> CompileRecord:
     record = CompileRecord(toolchain.name, series.name, toolchain.image, "skipped")
     if head is None:
         record.detail = "the series does not apply at the tip, even with 3-way"
@@ -314,7 +334,9 @@ def _pick_upstream(config: Config, name: str | None) -> str:
         return section.upstream
     roots = [u.name for u in config.upstreams.values() if u.tracks is None]
     if len(roots) != 1:
-        raise UsageError(f"name the upstream for the canary (matrix.yaml defines: {', '.join(sorted(config.upstreams)) or 'none'})")
+        raise UsageError(
+            f"name the upstream for the canary (matrix.yaml defines: {', '.join(sorted(config.upstreams)) or 'none'})"
+        )
     return roots[0]
 
 

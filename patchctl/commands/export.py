@@ -14,6 +14,7 @@ config says. Churn is avoided on purpose:
 Before anything is written, the new series is applied strictly to a private index at
 the base and the result must equal the work tree's HEAD on every non-excluded path.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,33 +28,68 @@ from ..patchset import PatchFile, hunk_fingerprint, is_excluded, read_series, sl
 from ..paths import atomic_write_bytes
 
 FORMAT_PATCH_CONFIG = [
-    "-c", "diff.noprefix=false",
-    "-c", "diff.mnemonicPrefix=false",
-    "-c", "diff.relative=false",
-    "-c", "diff.renames=false",
-    "-c", "diff.algorithm=myers",
-    "-c", "diff.indentHeuristic=true",
-    "-c", "diff.context=3",
-    "-c", "diff.interHunkContext=0",
-    "-c", "diff.suppressBlankEmpty=false",
-    "-c", "diff.orderFile=/dev/null",
-    "-c", "core.quotePath=true",
-    "-c", "core.abbrev=12",
-    "-c", "format.signature=",
-    "-c", "format.numbered=false",
-    "-c", "format.coverLetter=false",
-    "-c", "format.thread=false",
-    "-c", "format.signOff=false",
-    "-c", "format.useAutoBase=false",
-    "-c", "format.forceInBodyFrom=false",
-    "-c", "i18n.commitEncoding=UTF-8",
-    "-c", "i18n.logOutputEncoding=UTF-8",
+    "-c",
+    "diff.noprefix=false",
+    "-c",
+    "diff.mnemonicPrefix=false",
+    "-c",
+    "diff.relative=false",
+    "-c",
+    "diff.renames=false",
+    "-c",
+    "diff.algorithm=myers",
+    "-c",
+    "diff.indentHeuristic=true",
+    "-c",
+    "diff.context=3",
+    "-c",
+    "diff.interHunkContext=0",
+    "-c",
+    "diff.suppressBlankEmpty=false",
+    "-c",
+    "diff.orderFile=/dev/null",
+    "-c",
+    "core.quotePath=true",
+    "-c",
+    "core.abbrev=12",
+    "-c",
+    "format.signature=",
+    "-c",
+    "format.numbered=false",
+    "-c",
+    "format.coverLetter=false",
+    "-c",
+    "format.thread=false",
+    "-c",
+    "format.signOff=false",
+    "-c",
+    "format.useAutoBase=false",
+    "-c",
+    "format.forceInBodyFrom=false",
+    "-c",
+    "i18n.commitEncoding=UTF-8",
+    "-c",
+    "i18n.logOutputEncoding=UTF-8",
 ]
 FORMAT_PATCH_ARGS = [
-    "format-patch", "-1", "--stdout", "--zero-commit", "--no-signature", "--full-index",
-    "--no-renames", "--diff-algorithm=myers", "--no-stat", "--subject-prefix=PATCH", "--no-numbered",
-    "--no-attach", "--no-thread", "--binary", "--no-color",
-    "--no-add-header", "--no-to", "--no-cc",
+    "format-patch",
+    "-1",
+    "--stdout",
+    "--zero-commit",
+    "--no-signature",
+    "--full-index",
+    "--no-renames",
+    "--diff-algorithm=myers",
+    "--no-stat",
+    "--subject-prefix=PATCH",
+    "--no-numbered",
+    "--no-attach",
+    "--no-thread",
+    "--binary",
+    "--no-color",
+    "--no-add-header",
+    "--no-to",
+    "--no-cc",
 ]
 
 
@@ -96,7 +132,9 @@ class ExportResult:
 
 class ExportOutOfDate(CheckFailed):
     def __init__(self, result: ExportResult):
-        super().__init__(f"series {result.series} is out of date: {', '.join(result.out_of_date)} (run patchctl export without --check)")
+        super().__init__(
+            f"series {result.series} is out of date: {', '.join(result.out_of_date)} (run patchctl export without --check)"
+        )
         self.result = result
 
 
@@ -107,7 +145,9 @@ class GeneratedPatch:
     keep_existing: bool  # the file on disk already says the same: leave its bytes alone
 
 
-def export(config: Config, series_name: str, from_dir: Path, *, base: str | None = None, check: bool = False) -> ExportResult:
+def export(
+    config: Config, series_name: str, from_dir: Path, *, base: str | None = None, check: bool = False
+) -> ExportResult:
     """Regenerate SERIES from FROM_DIR's commits on top of BASE (default: the pin)."""
     series = config.get_series(series_name)
     upstream = config.get_upstream(series.upstream)
@@ -166,7 +206,9 @@ def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> N
     produced = {p: v for p, v in write_tree_listing(tree, head).items() if not is_excluded(p, series.exclude)}
     if expected != produced:
         differing = sorted(p for p in expected.keys() | produced.keys() if expected.get(p) != produced.get(p))
-        raise CheckFailed(f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])}); nothing written")
+        raise CheckFailed(
+            f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])}); nothing written"
+        )
 
 
 def write_series(directory: Path, planned: list[GeneratedPatch], deleted: list[str]) -> None:
@@ -212,7 +254,9 @@ def _format_commit(series: Series, tree: Path, commit: str) -> tuple[bytes | Non
     """COMMIT as a patch without its excluded paths: (bytes or None when nothing is left,
     subject, dropped paths)."""
     subject = git.run(["log", "-1", "--format=%s", commit], tree).stdout.strip()
-    changed = git.run(["diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", f"{commit}^", commit], tree).stdout
+    changed = git.run(
+        ["diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", f"{commit}^", commit], tree
+    ).stdout
     paths = [p for p in changed.split("\0") if p]
     dropped = sorted(p for p in paths if is_excluded(p, series.exclude))
     if paths and len(dropped) == len(paths):
@@ -224,4 +268,3 @@ def _format_commit(series: Series, tree: Path, commit: str) -> tuple[bytes | Non
 
 def default_from(config: Config, series: Series) -> Path:
     return config.root / ".patchctl" / "trees" / series.name
-

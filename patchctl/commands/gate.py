@@ -15,6 +15,7 @@ contents, in path order). `--update-baseline` records the new digest in matrix.y
 changing nothing else in the file. Lines a gate prints as `PASS <case>` or
 `FAIL <case>: <why>` are reported per case.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -85,10 +86,19 @@ def check_tree(tree: Path, series: Series) -> None:
         raise UsageError(f"{tree} does not exist: run `patchctl apply {series.name}` first")
     marker = read_marker(tree)
     if marker is None or series.name not in marker.series:
-        raise UsageError(f"{tree} is not a tree patchctl applied {series.name} to: run `patchctl apply {series.name}` first")
+        raise UsageError(
+            f"{tree} is not a tree patchctl applied {series.name} to: run `patchctl apply {series.name}` first"
+        )
 
 
-def run_gates(config: Config, series_name: str, tree: Path | None = None, *, update_baseline: bool = False, log_dir: Path | None = None) -> list[GateResult]:
+def run_gates(
+    config: Config,
+    series_name: str,
+    tree: Path | None = None,
+    *,
+    update_baseline: bool = False,
+    log_dir: Path | None = None,
+) -> list[GateResult]:
     """Run every gate of the series in order; stop at the first failure. Raises GatesFailed."""
     series = config.get_series(series_name)
     if not series.gates:
@@ -122,12 +132,26 @@ def _run_one(gate: Gate, tree: Path, env: dict[str, str], log_path: Path) -> Gat
     with open(log_path, "wb") as log:
         log.write(f"$ {gate.command}\n".encode())
         log.flush()
-        process = subprocess.Popen(["/bin/sh", "-c", gate.command], cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", gate.command],
+            cwd=tree,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             returncode = process.wait(timeout=gate.timeout)
         except subprocess.TimeoutExpired:
             _kill_group(process)
-            return GateResult(gate.name, False, None, time.monotonic() - start, log_path, f"timed out after {gate.timeout} s (log: {log_path})")
+            return GateResult(
+                gate.name,
+                False,
+                None,
+                time.monotonic() - start,
+                log_path,
+                f"timed out after {gate.timeout} s (log: {log_path})",
+            )
         except KeyboardInterrupt:
             _kill_group(process)
             raise
@@ -136,7 +160,11 @@ def _run_one(gate: Gate, tree: Path, env: dict[str, str], log_path: Path) -> Gat
     result = GateResult(gate.name, returncode == 0, returncode, duration, log_path, cases=cases)
     if returncode != 0:
         failed = next((c for c in cases if not c.ok), None)
-        result.reason = f"exit {returncode}" + (f", first failing case {failed.name}: {failed.detail}" if failed else "") + f" (log: {log_path})"
+        result.reason = (
+            f"exit {returncode}"
+            + (f", first failing case {failed.name}: {failed.detail}" if failed else "")
+            + f" (log: {log_path})"
+        )
     return result
 
 
@@ -167,7 +195,9 @@ def output_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def _check_baseline(config: Config, series: Series, index: int, gate: Gate, out: Path, result: GateResult, update: bool) -> None:
+def _check_baseline(
+    config: Config, series: Series, index: int, gate: Gate, out: Path, result: GateResult, update: bool
+) -> None:
     keypath = ("series", series.name, "gates", index, "baseline")
     baseline = gate.baseline or {}
     rel = baseline.get("path")

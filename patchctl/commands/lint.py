@@ -14,6 +14,7 @@ build. Each rule has an id; findings carry `file:line`.
     PC011  every `tracks` constraint holds
     PC012  no patch writes outside the tree
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 from ..applier import Status, apply_series_to_index, unsafe_path_reason
 from ..config import Config, Series
 from ..findings import Finding
-from ..patchset import PATCH_NAME_RE, MalformedPatch, PatchFile, is_excluded, read_series
+from ..patchset import MalformedPatch, PatchFile, is_excluded, read_series
 from ..store import Store
 
 RULES = {
@@ -40,7 +41,9 @@ RULES = {
 }
 
 
-def lint(config: Config, store: Store | None, series_names: tuple[str, ...] = (), *, apply_check: bool = True) -> list[Finding]:
+def lint(
+    config: Config, store: Store | None, series_names: tuple[str, ...] = (), *, apply_check: bool = True
+) -> list[Finding]:
     """All findings, sorted by file and line. STORE may be None when APPLY_CHECK is off."""
     findings: list[Finding] = []
     for series in config.select_series(series_names):
@@ -66,14 +69,38 @@ def _numbering(config: Config, patches: list[PatchFile]) -> list[Finding]:
     numbers: dict[int, str] = {}
     for patch in patches:
         if patch.number is None:
-            findings.append(Finding(_rel(config, patch.path), 1, "PC002", f"file name {patch.name!r} is not NNNN-slug.patch (lower-case slug)", patch.name))
+            findings.append(
+                Finding(
+                    _rel(config, patch.path),
+                    1,
+                    "PC002",
+                    f"file name {patch.name!r} is not NNNN-slug.patch (lower-case slug)",
+                    patch.name,
+                )
+            )
             continue
         if patch.number in numbers:
-            findings.append(Finding(_rel(config, patch.path), 1, "PC001", f"number {patch.number:04d} is also used by {numbers[patch.number]}", patch.name))
+            findings.append(
+                Finding(
+                    _rel(config, patch.path),
+                    1,
+                    "PC001",
+                    f"number {patch.number:04d} is also used by {numbers[patch.number]}",
+                    patch.name,
+                )
+            )
         numbers.setdefault(patch.number, patch.name)
     for expected, number in enumerate(sorted(numbers), 1):
         if number != expected:
-            findings.append(Finding(_rel(config, patches[0].path.parent / numbers[number]), 1, "PC001", f"numbering is not contiguous: expected {expected:04d}, found {number:04d}", numbers[number]))
+            findings.append(
+                Finding(
+                    _rel(config, patches[0].path.parent / numbers[number]),
+                    1,
+                    "PC001",
+                    f"numbering is not contiguous: expected {expected:04d}, found {number:04d}",
+                    numbers[number],
+                )
+            )
             break
     return findings
 
@@ -121,7 +148,15 @@ def _apply_findings(config: Config, store: Store, series: Series, patches: list[
         return []
     patch = next(p for p in patches if p.name == failed.patch)
     rule = "PC012" if failed.status is Status.UNSAFE_PATH else "PC003" if failed.status is Status.MALFORMED else "PC009"
-    return [Finding(_rel(config, patch.path), failed.patch_line or 1, rule, f"does not apply to the pin {pin[:12]}: {failed.describe()}", patch.name)]
+    return [
+        Finding(
+            _rel(config, patch.path),
+            failed.patch_line or 1,
+            rule,
+            f"does not apply to the pin {pin[:12]}: {failed.describe()}",
+            patch.name,
+        )
+    ]
 
 
 def _pin_findings(config: Config) -> list[Finding]:
@@ -132,7 +167,15 @@ def _pin_findings(config: Config) -> list[Finding]:
             tracked = config.upstreams[upstream.tracks]
             if upstream.pin != tracked.pin:
                 line = config.doc.line_of(("upstreams", name, "pin"))
-                found.append(Finding(matrix, line, "PC011", f"upstream {name} tracks {tracked.name} but pins {upstream.pin[:12]}, not {tracked.pin[:12]}", name))
+                found.append(
+                    Finding(
+                        matrix,
+                        line,
+                        "PC011",
+                        f"upstream {name} tracks {tracked.name} but pins {upstream.pin[:12]}, not {tracked.pin[:12]}",
+                        name,
+                    )
+                )
         for index, pin_file in enumerate(upstream.pin_files):
             path = config.root / pin_file.path
             where = config.doc.line_of(("upstreams", name, "pin_files", index, "path"))
@@ -142,9 +185,25 @@ def _pin_findings(config: Config) -> list[Finding]:
             text = path.read_text(errors="replace")
             matches = list(pin_file.pattern.finditer(text))
             if not matches:
-                found.append(Finding(pin_file.path, 1, "PC010", f"pattern {pin_file.pattern.pattern!r} matches nothing; expected the pin of {name}", name))
+                found.append(
+                    Finding(
+                        pin_file.path,
+                        1,
+                        "PC010",
+                        f"pattern {pin_file.pattern.pattern!r} matches nothing; expected the pin of {name}",
+                        name,
+                    )
+                )
             for match in matches:
                 if match.group("pin") != upstream.pin:
                     line = text.count("\n", 0, match.start("pin")) + 1
-                    found.append(Finding(pin_file.path, line, "PC010", f"{match.group('pin')!r} differs from the pin of {name} ({upstream.pin})", name))
+                    found.append(
+                        Finding(
+                            pin_file.path,
+                            line,
+                            "PC010",
+                            f"{match.group('pin')!r} differs from the pin of {name} ({upstream.pin})",
+                            name,
+                        )
+                    )
     return found

@@ -1,9 +1,10 @@
 """`patchctl matrix render|check|changed`: the domain side of the matrix commands."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .. import config as config_mod
 from .. import git
@@ -84,12 +85,16 @@ def check(
     return report
 
 
-def changed(config: config_mod.Config, *, base: str | None = None, files: tuple[str, ...] = (), everything: bool = False) -> ChangedRows:
+def changed(
+    config: config_mod.Config, *, base: str | None = None, files: tuple[str, ...] = (), everything: bool = False
+) -> ChangedRows:
     """The rows to rebuild for FILES, or for what changed since BASE (uncommitted changes without either)."""
     matrix = sources.from_config(config)
     if everything:
         return select(matrix, [], everything=True)
-    changed_files = [f.replace("\\", "/").removeprefix("./") for f in files] if files else files_since(config.root, base)
+    changed_files = (
+        [f.replace("\\", "/").removeprefix("./") for f in files] if files else files_since(config.root, base)
+    )
     config_name = sources.display_path(config.path, config.root)
     matrix_changed = config_name in changed_files
     old_text = None

@@ -15,15 +15,16 @@
 
 matrix.yaml and patches/ are not touched before step 4; `--dry-run` never reaches it.
 """
+
 from __future__ import annotations
 
 import json
 import re
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .. import git, pinfile
 from ..applier import PatchOutcome, Status, apply_in_worktree, commit_worktree, is_clean
@@ -101,7 +102,7 @@ class SyncState:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> "SyncState":
+    def from_json(cls, data: dict) -> SyncState:
         return cls(
             upstream=data["upstream"],
             old_pin=data["old_pin"],
@@ -201,7 +202,9 @@ def pin_sync(
         )
     state_path = _state_path(config, name)
     if state_path.exists():
-        raise UsageError(f"a pin-sync of {name} is in progress ({state_path.parent}); finish it with --continue or drop it with --abort")
+        raise UsageError(
+            f"a pin-sync of {name} is in progress ({state_path.parent}); finish it with --continue or drop it with --abort"
+        )
     seconds: dict[str, float] = {}
     timer = _Timer(seconds)
     with timer.phase("resolve"):
@@ -211,14 +214,30 @@ def pin_sync(
     moved = [u.name for u in pinfile.moved_upstreams(config, name)]
     commits, note = upstream_commits(mirror.path, up.pin, target)
     if target == up.pin:
-        return SyncReport("up-to-date", name, up.pin, target, spec, moved, [], "the pin is already at the target", phase_seconds=seconds)
+        return SyncReport(
+            "up-to-date",
+            name,
+            up.pin,
+            target,
+            spec,
+            moved,
+            [],
+            "the pin is already at the target",
+            phase_seconds=seconds,
+        )
 
     pinfile.pin_changes(config, name, target)  # a broken pin_files entry fails now, not after the gates
     series_list = [s for u in moved for s in config.series_on(u)]
-    state = SyncState(name, up.pin, target, spec, [
-        SeriesProgress(s.name, s.upstream, str(_sync_root(config, name) / s.name), series_digest(read_series(s)))
-        for s in series_list
-    ])
+    state = SyncState(
+        name,
+        up.pin,
+        target,
+        spec,
+        [
+            SeriesProgress(s.name, s.upstream, str(_sync_root(config, name) / s.name), series_digest(read_series(s)))
+            for s in series_list
+        ],
+    )
     sync_root = _sync_root(config, name)
     _remove_sync_root(config, store, sync_root, state)
     sync_root.mkdir(parents=True, exist_ok=True)
@@ -242,7 +261,9 @@ def pin_sync(
     return result
 
 
-def continue_sync(config: Config, store: Store, upstream: str | None = None, *, progress: Progress | None = None) -> SyncReport:
+def continue_sync(
+    config: Config, store: Store, upstream: str | None = None, *, progress: Progress | None = None
+) -> SyncReport:
     """Resume a stopped sync after the user resolved the conflict (and committed) or fixed
     what made a gate fail."""
     say = progress or (lambda _line: None)
@@ -260,7 +281,17 @@ def continue_sync(config: Config, store: Store, upstream: str | None = None, *, 
     commits, note = upstream_commits(mirror.path, state.old_pin, state.target)
     moved = [u.name for u in pinfile.moved_upstreams(config, state.upstream)]
     seconds: dict[str, float] = {}
-    report = SyncReport("synced", state.upstream, state.old_pin, state.target, state.target_spec, moved, commits, note, phase_seconds=seconds)
+    report = SyncReport(
+        "synced",
+        state.upstream,
+        state.old_pin,
+        state.target,
+        state.target_spec,
+        moved,
+        commits,
+        note,
+        phase_seconds=seconds,
+    )
     return _run(config, store, state, report, _Timer(seconds), say, dry_run=False)
 
 
@@ -269,14 +300,23 @@ def abort_sync(config: Config, store: Store, upstream: str | None = None) -> Syn
     name = _pick_in_progress(config, upstream)
     state = _load_state(config, name)
     _remove_sync_root(config, store, _sync_root(config, name), state)
-    return SyncReport("aborted", name, state.old_pin, state.target, state.target_spec, patches=state.records,
-                      next_steps=[f"removed {_rel(config, _sync_root(config, name))}; matrix.yaml and patches/ were never changed"])
+    return SyncReport(
+        "aborted",
+        name,
+        state.old_pin,
+        state.target,
+        state.target_spec,
+        patches=state.records,
+        next_steps=[f"removed {_rel(config, _sync_root(config, name))}; matrix.yaml and patches/ were never changed"],
+    )
 
 
 # ---------------------------------------------------------------- the run
 
 
-def _run(config: Config, store: Store, state: SyncState, report: SyncReport, timer: _Timer, say: Progress, *, dry_run: bool) -> SyncReport:
+def _run(
+    config: Config, store: Store, state: SyncState, report: SyncReport, timer: _Timer, say: Progress, *, dry_run: bool
+) -> SyncReport:
     with timer.phase("replay"):
         stopped = _replay(config, state, say)
     report.patches = list(state.records)
@@ -307,19 +347,26 @@ def _run(config: Config, store: Store, state: SyncState, report: SyncReport, tim
                     f"fix the series in {_rel(config, Path(entry.tree))} (commit there), then run `patchctl pin-sync --continue`",
                     "or drop the sync with `patchctl pin-sync --abort`",
                 ]
-            raise SyncStopped(report, f"pin-sync of {state.upstream}: gate {failed.name} of series {failed.series} failed: {failed.detail}; nothing written")
+            raise SyncStopped(
+                report,
+                f"pin-sync of {state.upstream}: gate {failed.name} of series {failed.series} failed: {failed.detail}; nothing written",
+            )
 
     with timer.phase("write"):
         changes = _changes(config, state, planned)
         report.files_changed = [_rel(config, c.path) for c in changes]
         if dry_run:
             report.state = "dry-run"
-            report.next_steps = ["dry run: every gate passed; nothing was written (run without --dry-run to write the files listed)"]
+            report.next_steps = [
+                "dry run: every gate passed; nothing was written (run without --dry-run to write the files listed)"
+            ]
             return report
         pinfile.FileSet(config.root / JOURNAL_DIR, changes).commit()
         _remove_sync_root(config, store, _sync_root(config, state.upstream), state)
     report.state = "synced"
-    report.next_steps = [f"review and commit: git add {' '.join(report.files_changed)} && git commit"] if changes else []
+    report.next_steps = (
+        [f"review and commit: git add {' '.join(report.files_changed)} && git commit"] if changes else []
+    )
     return report
 
 
@@ -340,7 +387,9 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
                 entry.next += 1
                 entry.head_before = None
                 continue
-            return f"{series.name}/{patch.name}: {record.classification}" + (f" ({record.detail})" if record.detail else "")
+            return f"{series.name}/{patch.name}: {record.classification}" + (
+                f" ({record.detail})" if record.detail else ""
+            )
     return None
 
 
@@ -397,11 +446,20 @@ def _take_resolution(config: Config, state: SyncState) -> None:
     patch = read_series(config.get_series(entry.name))[entry.next]
     unmerged = git.run(["diff", "--name-only", "--diff-filter=U"], tree).stdout.split()
     if unmerged:
-        raise UsageError(f"still unmerged in {_rel(config, tree)}: {', '.join(unmerged)}; resolve them and `git add` them, then --continue")
+        raise UsageError(
+            f"still unmerged in {_rel(config, tree)}: {', '.join(unmerged)}; resolve them and `git add` them, then --continue"
+        )
     changed = git.run(["diff", "HEAD", "--name-only"], tree).stdout.split()
-    marked = [name for name in changed if (tree / name).is_file() and re.search(r"^(<<<<<<<|>>>>>>>) ", (tree / name).read_text(errors="replace"), re.MULTILINE)]
+    marked = [
+        name
+        for name in changed
+        if (tree / name).is_file()
+        and re.search(r"^(<<<<<<<|>>>>>>>) ", (tree / name).read_text(errors="replace"), re.MULTILINE)
+    ]
     if marked:
-        raise UsageError(f"conflict markers left in {', '.join(marked)} ({_rel(config, tree)}); finish resolving, then --continue")
+        raise UsageError(
+            f"conflict markers left in {', '.join(marked)} ({_rel(config, tree)}); finish resolving, then --continue"
+        )
     head = git.rev_parse(tree, "HEAD")
     if head == entry.head_before:
         if changed:
@@ -412,22 +470,47 @@ def _take_resolution(config: Config, state: SyncState) -> None:
             label = "dropped by hand (nothing left to apply)"
     else:
         if not git.run(["merge-base", "--is-ancestor", entry.head_before, "HEAD"], tree, check=False).ok:
-            raise UsageError(f"HEAD of {_rel(config, tree)} no longer builds on the replayed patches; --abort and start again")
+            raise UsageError(
+                f"HEAD of {_rel(config, tree)} no longer builds on the replayed patches; --abort and start again"
+            )
         if not is_clean(tree):
-            raise UsageError(f"uncommitted changes in {_rel(config, tree)}: commit them (or discard them), then --continue")
+            raise UsageError(
+                f"uncommitted changes in {_rel(config, tree)}: commit them (or discard them), then --continue"
+            )
         label = "resolved by hand"
     record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
-    record.classification, record.detail = label, f"was: {record.classification}" + (f" ({record.detail})" if record.detail else "")
+    record.classification, record.detail = (
+        label,
+        f"was: {record.classification}" + (f" ({record.detail})" if record.detail else ""),
+    )
     entry.next += 1
     entry.head_before = None
     state.phase = "replaying"
     _save_state(config, state)
 
 
-def _gate_series(config: Config, store: Store, state: SyncState, series: Series, tree: Path, report: SyncReport,
-                 planned: dict, timer: _Timer, say: Progress) -> bool:
+def _gate_series(
+    config: Config,
+    store: Store,
+    state: SyncState,
+    series: Series,
+    tree: Path,
+    report: SyncReport,
+    planned: dict,
+    timer: _Timer,
+    say: Progress,
+) -> bool:
     if not is_clean(tree):
-        report.gates.append(GateRecord(series.name, "strict-apply", "strict-apply", False, 0.0, f"uncommitted changes in {_rel(config, tree)}: commit them first"))
+        report.gates.append(
+            GateRecord(
+                series.name,
+                "strict-apply",
+                "strict-apply",
+                False,
+                0.0,
+                f"uncommitted changes in {_rel(config, tree)}: commit them first",
+            )
+        )
         return False
     mirror = _mirror_of(config, store, series.upstream)
     gate_tree = _sync_root(config, state.upstream) / f"gate-{series.name}"
@@ -441,16 +524,33 @@ def _gate_series(config: Config, store: Store, state: SyncState, series: Series,
             patches = [PatchFile(series.dir / p.name, p.data) for p in patches_plan]
         with timer.phase("strict-apply"):
             detail = _strict_apply(config, store, mirror, series, tree, state.target, patches, gate_tree)
-        report.gates.append(GateRecord(series.name, "strict-apply", "strict-apply", detail is None, time.monotonic() - start,
-                                       detail or f"{len(patches)} patch(es) applied strictly to {state.target[:12]}"))
+        report.gates.append(
+            GateRecord(
+                series.name,
+                "strict-apply",
+                "strict-apply",
+                detail is None,
+                time.monotonic() - start,
+                detail or f"{len(patches)} patch(es) applied strictly to {state.target[:12]}",
+            )
+        )
         if detail is not None:
             return False
         for index, step in enumerate(series.build):
             say(f"gate build {step.name}: {series.name}")
             with timer.phase("build"):
                 result = run_build(step, gate_tree, logs / f"build-{index + 1:02d}-{_safe(step.name)}.log", say)
-            report.gates.append(GateRecord(series.name, "build", step.name, result.ok, result.duration_s,
-                                           result.reason or f"{step.runner} build passed", str(result.log_path)))
+            report.gates.append(
+                GateRecord(
+                    series.name,
+                    "build",
+                    step.name,
+                    result.ok,
+                    result.duration_s,
+                    result.reason or f"{step.runner} build passed",
+                    str(result.log_path),
+                )
+            )
             if not result.ok:
                 return False
         if series.gates:
@@ -461,8 +561,17 @@ def _gate_series(config: Config, store: Store, state: SyncState, series: Series,
                 except GatesFailed as failed:
                     results = failed.results
             for result in results:
-                report.gates.append(GateRecord(series.name, "gate", result.name, result.ok, result.duration_s,
-                                               result.reason or "passed", str(result.log)))
+                report.gates.append(
+                    GateRecord(
+                        series.name,
+                        "gate",
+                        result.name,
+                        result.ok,
+                        result.duration_s,
+                        result.reason or "passed",
+                        str(result.log),
+                    )
+                )
             if not all(r.ok for r in results):
                 return False
         planned[series.name] = (patches_plan, export_result)
@@ -471,8 +580,16 @@ def _gate_series(config: Config, store: Store, state: SyncState, series: Series,
         store.remove_worktree(mirror, gate_tree)
 
 
-def _strict_apply(config: Config, store: Store, mirror: Mirror, series: Series, tree: Path, target: str,
-                  patches: list[PatchFile], gate_tree: Path) -> str | None:
+def _strict_apply(
+    config: Config,
+    store: Store,
+    mirror: Mirror,
+    series: Series,
+    tree: Path,
+    target: str,
+    patches: list[PatchFile],
+    gate_tree: Path,
+) -> str | None:
     """Re-exported series applied strictly on a clean checkout of TARGET; why not, or None."""
     try:
         export_mod.verify(series, tree, target, patches)
@@ -509,7 +626,11 @@ def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None,
     ancestor = git.run(["merge-base", "--is-ancestor", old, new], repo, check=False).ok
     out = git.run(["log", "--reverse", "--topo-order", "--format=%H%x09%s", f"{old}..{new}"], repo).stdout
     commits = [dict(zip(("sha", "subject"), line.split("\t", 1))) for line in out.splitlines() if line]
-    note = "" if ancestor else f"the new rev does not descend from {old[:12]} (history was rewritten); listing commits only in the new rev"
+    note = (
+        ""
+        if ancestor
+        else f"the new rev does not descend from {old[:12]} (history was rewritten); listing commits only in the new rev"
+    )
     if len(commits) > MAX_LISTED_COMMITS:
         note = (note + "; " if note else "") + f"{len(commits)} commits, the newest {MAX_LISTED_COMMITS} listed"
         commits = commits[-MAX_LISTED_COMMITS:]
@@ -525,7 +646,9 @@ def _pick_upstream(config: Config, name: str | None) -> str:
         return name
     roots = [u.name for u in config.upstreams.values() if u.tracks is None]
     if len(roots) != 1:
-        raise UsageError(f"name the upstream to sync (matrix.yaml defines: {', '.join(sorted(config.upstreams)) or 'none'})")
+        raise UsageError(
+            f"name the upstream to sync (matrix.yaml defines: {', '.join(sorted(config.upstreams)) or 'none'})"
+        )
     return roots[0]
 
 

@@ -1,11 +1,12 @@
 """Known findings a project has decided to live with, silenced by rule and subject.
 
-    # matrix-allow.yaml
-    allow:
-      - rule: MX101
-        subject: -tinygrad          # exact, or a glob such as '-cpu-*'
-        reason: one image serves every device; it has no toolchain in its name
+# matrix-allow.yaml
+allow:
+  - rule: MX101
+    subject: -tinygrad          # exact, or a glob such as '-cpu-*'
+    reason: one image serves every device; it has no toolchain in its name
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -4,6 +4,7 @@ A row is rebuilt when a changed file matches one of its backend's `paths` or `sh
 globs (a shared path rebuilds every backend that lists it), or when the row itself was
 added or edited in matrix.yaml since the base revision.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -80,11 +81,20 @@ def edited_rows(matrix: BuildMatrix, old_text: str | None) -> list[Row]:
     for section in (LINUX, DARWIN):
         for values in old.get(section) or []:
             if isinstance(values, dict):
-                before[_row_key(section, values)] = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()}
+                before[_row_key(section, values)] = {
+                    k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()
+                }
     return [r for r in matrix.rows if before.get(_row_key(r.section, r.values)) != r.values]
 
 
-def select(matrix: BuildMatrix, files: list[str], *, everything: bool = False, base_matrix_text: str | None = None, matrix_changed: bool = False) -> ChangedRows:
+def select(
+    matrix: BuildMatrix,
+    files: list[str],
+    *,
+    everything: bool = False,
+    base_matrix_text: str | None = None,
+    matrix_changed: bool = False,
+) -> ChangedRows:
     result = ChangedRows(files=sorted(set(files)))
     if everything:
         result.rows = list(matrix.rows)

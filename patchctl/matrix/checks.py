@@ -20,10 +20,11 @@ that an allowlist can name.
     MX502  a tracking pin is not listed for nightly auto-bumping
     MX601  every built backend declares the paths it is built from, and every declared one is built
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable
+from collections.abc import Callable
 
 from ..config import Config
 from ..findings import Finding
@@ -69,7 +70,7 @@ def split_tag(tag: str | None) -> tuple[str, str] | None:
     """`latest-cpu-llama-cpp` -> ('latest', '-cpu-llama-cpp'); None for other tags."""
     for prefix in TAG_PREFIXES:
         if tag and tag.startswith(prefix + "-"):
-            return prefix, tag[len(prefix):]
+            return prefix, tag[len(prefix) :]
     return None
 
 
@@ -85,7 +86,9 @@ def variant_rows(matrix: BuildMatrix, variant: Variant) -> list[Row]:
 def toolchain_row(matrix: BuildMatrix, toolchain: CanaryToolchain) -> Row | None:
     """The shipped row a canary toolchain stands for (its tag-suffix, and platform if given)."""
     for row in matrix.rows:
-        if row.tag_suffix == toolchain.tag_suffix and (not toolchain.platform or toolchain.platform in row.platform.split(",")):
+        if row.tag_suffix == toolchain.tag_suffix and (
+            not toolchain.platform or toolchain.platform in row.platform.split(",")
+        ):
             return row
     return None
 
@@ -98,16 +101,44 @@ def tag_suffix_convention(matrix: BuildMatrix) -> list[Finding]:
     for row in matrix.rows:
         toolchain = row_toolchain(row)
         if toolchain is None:
-            found.append(Finding(row.file, row.line, "MX101", f"{row.describe()}: no naming convention for build-type {row.build_type!r}", row.subject))
+            found.append(
+                Finding(
+                    row.file,
+                    row.line,
+                    "MX101",
+                    f"{row.describe()}: no naming convention for build-type {row.build_type!r}",
+                    row.subject,
+                )
+            )
             continue
         if row.build_type == "l4t" and row.platform != "linux/arm64":
-            found.append(Finding(row.file, row.line, "MX101", f"{row.describe()}: build-type l4t builds linux/arm64 images, not {row.platform}", row.subject))
+            found.append(
+                Finding(
+                    row.file,
+                    row.line,
+                    "MX101",
+                    f"{row.describe()}: build-type l4t builds linux/arm64 images, not {row.platform}",
+                    row.subject,
+                )
+            )
         if toolchain.kind in ("cuda", "l4t") and not toolchain.cuda_major:
-            found.append(Finding(row.file, row.line, "MX101", f"{row.describe()}: a CUDA build needs cuda-major-version", row.subject))
+            found.append(
+                Finding(
+                    row.file, row.line, "MX101", f"{row.describe()}: a CUDA build needs cuda-major-version", row.subject
+                )
+            )
             continue
         expected = expected_tag_suffix(toolchain, row.backend)
         if row.tag_suffix != expected:
-            found.append(Finding(row.file, row.line, "MX101", f"{row.describe()}: {toolchain.describe()} builds of {row.backend} are tagged {expected!r}", row.subject))
+            found.append(
+                Finding(
+                    row.file,
+                    row.line,
+                    "MX101",
+                    f"{row.describe()}: {toolchain.describe()} builds of {row.backend} are tagged {expected!r}",
+                    row.subject,
+                )
+            )
     return found
 
 
@@ -119,7 +150,15 @@ def tag_suffix_unique(matrix: BuildMatrix) -> list[Finding]:
             key = (platform, row.tag_suffix)
             if key in seen:
                 first = seen[key]
-                found.append(Finding(row.file, row.line, "MX102", f"{row.describe()}: tag-suffix {row.tag_suffix!r} on {platform} is also built by {first.section}[{first.position}] (line {first.line})", row.subject))
+                found.append(
+                    Finding(
+                        row.file,
+                        row.line,
+                        "MX102",
+                        f"{row.describe()}: tag-suffix {row.tag_suffix!r} on {platform} is also built by {first.section}[{first.position}] (line {first.line})",
+                        row.subject,
+                    )
+                )
             else:
                 seen[key] = row
     return found
@@ -130,9 +169,25 @@ def arm_runners(matrix: BuildMatrix) -> list[Finding]:
     for row in matrix.linux_rows():
         arm_row, arm_runner = row.platform == "linux/arm64", is_arm_runner(row.get("runs-on"))
         if arm_row and not arm_runner:
-            found.append(Finding(row.file, row.line, "MX103", f"{row.describe()}: a linux/arm64 row must run on an arm runner, not {row.get('runs-on')!r}", row.subject))
+            found.append(
+                Finding(
+                    row.file,
+                    row.line,
+                    "MX103",
+                    f"{row.describe()}: a linux/arm64 row must run on an arm runner, not {row.get('runs-on')!r}",
+                    row.subject,
+                )
+            )
         elif arm_runner and not arm_row:
-            found.append(Finding(row.file, row.line, "MX103", f"{row.describe()}: only linux/arm64 rows run on an arm runner ({row.get('runs-on')!r})", row.subject))
+            found.append(
+                Finding(
+                    row.file,
+                    row.line,
+                    "MX103",
+                    f"{row.describe()}: only linux/arm64 rows run on an arm runner ({row.get('runs-on')!r})",
+                    row.subject,
+                )
+            )
     return found
 
 
@@ -145,16 +200,40 @@ def platform_pairs(matrix: BuildMatrix) -> list[Finding]:
         last = rows[-1]
         platforms = sorted(r.platform for r in rows)
         if platforms != ["linux/amd64", "linux/arm64"]:
-            found.append(Finding(last.file, last.line, "MX104", f"rows sharing tag-suffix {suffix!r} must be exactly one linux/amd64 and one linux/arm64 row, got {', '.join(platforms)}", suffix))
+            found.append(
+                Finding(
+                    last.file,
+                    last.line,
+                    "MX104",
+                    f"rows sharing tag-suffix {suffix!r} must be exactly one linux/amd64 and one linux/arm64 row, got {', '.join(platforms)}",
+                    suffix,
+                )
+            )
             continue
         for row in rows:
             arch = row.platform.split("/")[1]
             if row.get("platform-tag") != arch:
-                found.append(Finding(row.file, row.line, "MX104", f"{row.describe()}: a row of an amd64/arm64 pair needs platform-tag {arch!r}, got {row.get('platform-tag')!r}", suffix))
+                found.append(
+                    Finding(
+                        row.file,
+                        row.line,
+                        "MX104",
+                        f"{row.describe()}: a row of an amd64/arm64 pair needs platform-tag {arch!r}, got {row.get('platform-tag')!r}",
+                        suffix,
+                    )
+                )
         for key in ("backend", "dockerfile", "tag-latest"):
             values = [r.get(key) for r in rows]
             if len(set(values)) > 1:
-                found.append(Finding(last.file, last.line, "MX104", f"the {suffix!r} pair disagrees on {key}: {' vs '.join(map(repr, values))}", suffix))
+                found.append(
+                    Finding(
+                        last.file,
+                        last.line,
+                        "MX104",
+                        f"the {suffix!r} pair disagrees on {key}: {' vs '.join(map(repr, values))}",
+                        suffix,
+                    )
+                )
     return found
 
 
@@ -175,10 +254,26 @@ def index_coverage(matrix: BuildMatrix) -> list[Finding]:
         for prefix in TAG_PREFIXES:
             variants = counts.get((suffix, prefix), [])
             if not variants:
-                found.append(Finding(row.file, row.line, "MX201", f"{row.describe()}: no index variant has a {prefix}{suffix} image ({matrix.index_file})", suffix))
+                found.append(
+                    Finding(
+                        row.file,
+                        row.line,
+                        "MX201",
+                        f"{row.describe()}: no index variant has a {prefix}{suffix} image ({matrix.index_file})",
+                        suffix,
+                    )
+                )
             elif len(variants) > 1:
                 names = ", ".join(f"{v.name} (line {v.line})" for v in variants)
-                found.append(Finding(variants[1].file, variants[1].line, "MX201", f"{len(variants)} index variants have the {prefix}{suffix} image: {names}", suffix))
+                found.append(
+                    Finding(
+                        variants[1].file,
+                        variants[1].line,
+                        "MX201",
+                        f"{len(variants)} index variants have the {prefix}{suffix} image: {names}",
+                        suffix,
+                    )
+                )
     return found
 
 
@@ -189,10 +284,30 @@ def variants_have_rows(matrix: BuildMatrix) -> list[Finding]:
         tag = image_tag(variant.uri)
         parts = split_tag(tag)
         if parts is None:
-            what = f"image tag {tag!r} does not start with latest- or master-" if tag else f"image {variant.uri} has no tag"
-            found.append(Finding(variant.file, variant.line, "MX202", f"variant {variant.name}: {what}, so no row can build it", variant.name))
+            what = (
+                f"image tag {tag!r} does not start with latest- or master-"
+                if tag
+                else f"image {variant.uri} has no tag"
+            )
+            found.append(
+                Finding(
+                    variant.file,
+                    variant.line,
+                    "MX202",
+                    f"variant {variant.name}: {what}, so no row can build it",
+                    variant.name,
+                )
+            )
         elif parts[1] not in suffixes:
-            found.append(Finding(variant.file, variant.line, "MX202", f"variant {variant.name}: no build row has tag-suffix {parts[1]!r}", variant.name))
+            found.append(
+                Finding(
+                    variant.file,
+                    variant.line,
+                    "MX202",
+                    f"variant {variant.name}: no build row has tag-suffix {parts[1]!r}",
+                    variant.name,
+                )
+            )
     return found
 
 
@@ -204,15 +319,39 @@ def development_names(matrix: BuildMatrix) -> list[Finding]:
             continue
         development = variant.name.endswith("-development")
         if development and parts[0] != "master":
-            found.append(Finding(variant.file, variant.line, "MX203", f"variant {variant.name} is a -development name but its image is {parts[0]}{parts[1]}, not master{parts[1]}", variant.name))
+            found.append(
+                Finding(
+                    variant.file,
+                    variant.line,
+                    "MX203",
+                    f"variant {variant.name} is a -development name but its image is {parts[0]}{parts[1]}, not master{parts[1]}",
+                    variant.name,
+                )
+            )
         elif not development and parts[0] == "master":
-            found.append(Finding(variant.file, variant.line, "MX203", f"variant {variant.name} has the master{parts[1]} image, so its name must end in -development", variant.name))
+            found.append(
+                Finding(
+                    variant.file,
+                    variant.line,
+                    "MX203",
+                    f"variant {variant.name} has the master{parts[1]} image, so its name must end in -development",
+                    variant.name,
+                )
+            )
     for meta in matrix.metas:
         development = meta.name.endswith("-development")
         for key, target in meta.capabilities.items():
             if target.endswith("-development") != development and matrix.variant(target) is not None:
                 kind = "a -development" if development else "a released"
-                found.append(Finding(meta.file, meta.capability_lines[key], "MX203", f"{kind} meta backend {meta.name} maps {key} to {target}", f"{meta.name}/{key}"))
+                found.append(
+                    Finding(
+                        meta.file,
+                        meta.capability_lines[key],
+                        "MX203",
+                        f"{kind} meta backend {meta.name} maps {key} to {target}",
+                        f"{meta.name}/{key}",
+                    )
+                )
     return found
 
 
@@ -222,7 +361,15 @@ def mirror_tags(matrix: BuildMatrix) -> list[Finding]:
         tag = image_tag(variant.uri)
         for mirror in variant.mirrors:
             if image_tag(mirror) != tag:
-                found.append(Finding(variant.file, variant.line, "MX204", f"variant {variant.name}: mirror {mirror} is not tagged {tag!r} like its uri", variant.name))
+                found.append(
+                    Finding(
+                        variant.file,
+                        variant.line,
+                        "MX204",
+                        f"variant {variant.name}: mirror {mirror} is not tagged {tag!r} like its uri",
+                        variant.name,
+                    )
+                )
     return found
 
 
@@ -231,7 +378,15 @@ def unique_index_names(matrix: BuildMatrix) -> list[Finding]:
     seen: dict[str, int] = {}
     for entry in [*matrix.metas, *matrix.variants]:
         if entry.name in seen:
-            found.append(Finding(entry.file, entry.line, "MX205", f"index name {entry.name!r} is also used at line {seen[entry.name]}", entry.name))
+            found.append(
+                Finding(
+                    entry.file,
+                    entry.line,
+                    "MX205",
+                    f"index name {entry.name!r} is also used at line {seen[entry.name]}",
+                    entry.name,
+                )
+            )
         else:
             seen[entry.name] = entry.line
     return found
@@ -242,7 +397,15 @@ def capability_targets(matrix: BuildMatrix) -> list[Finding]:
     for meta in matrix.metas:
         for key, target in meta.capabilities.items():
             if matrix.variant(target) is None:
-                found.append(Finding(meta.file, meta.capability_lines[key], "MX301", f"meta backend {meta.name}: capability {key} points at {target!r}, which is not a variant in the index", f"{meta.name}/{key}"))
+                found.append(
+                    Finding(
+                        meta.file,
+                        meta.capability_lines[key],
+                        "MX301",
+                        f"meta backend {meta.name}: capability {key} points at {target!r}, which is not a variant in the index",
+                        f"{meta.name}/{key}",
+                    )
+                )
     return found
 
 
@@ -251,7 +414,15 @@ def capability_keys(matrix: BuildMatrix) -> list[Finding]:
     for meta in matrix.metas:
         for key in meta.capabilities:
             if key not in KNOWN_CAPABILITIES:
-                found.append(Finding(meta.file, meta.capability_lines[key], "MX302", f"meta backend {meta.name}: unknown capability {key!r} (known: {', '.join(KNOWN_CAPABILITIES)})", f"{meta.name}/{key}"))
+                found.append(
+                    Finding(
+                        meta.file,
+                        meta.capability_lines[key],
+                        "MX302",
+                        f"meta backend {meta.name}: unknown capability {key!r} (known: {', '.join(KNOWN_CAPABILITIES)})",
+                        f"{meta.name}/{key}",
+                    )
+                )
     return found
 
 
@@ -263,7 +434,15 @@ def capability_toolchains(matrix: BuildMatrix) -> list[Finding]:
             rows = variant_rows(matrix, variant) if variant else []
             toolchain = row_toolchain(rows[0]) if rows else None
             if toolchain is not None and not capability_accepts(key, toolchain):
-                found.append(Finding(meta.file, meta.capability_lines[key], "MX303", f"meta backend {meta.name}: capability {key} points at {target}, a {toolchain.describe()} image ({rows[0].tag_suffix})", f"{meta.name}/{key}"))
+                found.append(
+                    Finding(
+                        meta.file,
+                        meta.capability_lines[key],
+                        "MX303",
+                        f"meta backend {meta.name}: capability {key} points at {target}, a {toolchain.describe()} image ({rows[0].tag_suffix})",
+                        f"{meta.name}/{key}",
+                    )
+                )
     return found
 
 
@@ -276,7 +455,15 @@ def variant_names(matrix: BuildMatrix) -> list[Finding]:
             continue
         broken = name_promise_broken(variant.name, rows[0].backend, toolchain)
         if broken:
-            found.append(Finding(variant.file, variant.line, "MX304", f"variant {variant.name} promises {broken} but its image {image_tag(variant.uri)} is a {toolchain.describe()} build", variant.name))
+            found.append(
+                Finding(
+                    variant.file,
+                    variant.line,
+                    "MX304",
+                    f"variant {variant.name} promises {broken} but its image {image_tag(variant.uri)} is a {toolchain.describe()} build",
+                    variant.name,
+                )
+            )
     return found
 
 
@@ -292,31 +479,71 @@ def canary_toolchains(matrix: BuildMatrix) -> list[Finding]:
         where = f"canary toolchain {toolchain.name}"
         if row is None:
             platform = f" on {toolchain.platform}" if toolchain.platform else ""
-            found.append(Finding(toolchain.file, toolchain.line, "MX401", f"{where}: no shipped row has tag-suffix {toolchain.tag_suffix!r}{platform}", toolchain.name))
+            found.append(
+                Finding(
+                    toolchain.file,
+                    toolchain.line,
+                    "MX401",
+                    f"{where}: no shipped row has tag-suffix {toolchain.tag_suffix!r}{platform}",
+                    toolchain.name,
+                )
+            )
             continue
         if toolchain.cuda_major != row.cuda_major:
-            found.append(Finding(toolchain.file, toolchain.line, "MX401", f"{where} compiles with CUDA major {toolchain.cuda_major or 'none'!s} but the shipped {row.tag_suffix} images use {row.cuda_major or 'none'}", toolchain.name))
+            found.append(
+                Finding(
+                    toolchain.file,
+                    toolchain.line,
+                    "MX401",
+                    f"{where} compiles with CUDA major {toolchain.cuda_major or 'none'!s} but the shipped {row.tag_suffix} images use {row.cuda_major or 'none'}",
+                    toolchain.name,
+                )
+            )
         if toolchain.image not in row.images():
-            found.append(Finding(toolchain.file, toolchain.line, "MX401", f"{where} compiles in {toolchain.image} but {row.describe()} builds in {' / '.join(row.images())}", toolchain.name))
+            found.append(
+                Finding(
+                    toolchain.file,
+                    toolchain.line,
+                    "MX401",
+                    f"{where} compiles in {toolchain.image} but {row.describe()} builds in {' / '.join(row.images())}",
+                    toolchain.name,
+                )
+            )
     return found
 
 
 def tracking_pins_equal(config: Config | None, matrix_file: str) -> list[Finding]:
     found = []
-    for name, upstream in (config.upstreams.items() if config else ()):
+    for name, upstream in config.upstreams.items() if config else ():
         tracked = config.upstreams.get(upstream.tracks) if upstream.tracks else None
         if tracked is not None and upstream.pin != tracked.pin:
             line = config.doc.line_of(("upstreams", name, "pin"))
-            found.append(Finding(matrix_file, line, "MX501", f"upstream {name} tracks {tracked.name} but pins {upstream.pin[:12]}, not {tracked.pin[:12]}", name))
+            found.append(
+                Finding(
+                    matrix_file,
+                    line,
+                    "MX501",
+                    f"upstream {name} tracks {tracked.name} but pins {upstream.pin[:12]}, not {tracked.pin[:12]}",
+                    name,
+                )
+            )
     return found
 
 
 def tracking_pins_not_bumped(config: Config | None, matrix_file: str) -> list[Finding]:
     found = []
-    for name, upstream in (config.upstreams.items() if config else ()):
+    for name, upstream in config.upstreams.items() if config else ():
         if upstream.tracks and upstream.auto_bump:
             line = config.doc.line_of(("upstreams", name, "auto_bump"))
-            found.append(Finding(matrix_file, line, "MX502", f"upstream {name} tracks {upstream.tracks}, so it must move with it, not be auto-bumped on its own", name))
+            found.append(
+                Finding(
+                    matrix_file,
+                    line,
+                    "MX502",
+                    f"upstream {name} tracks {upstream.tracks}, so it must move with it, not be auto-bumped on its own",
+                    name,
+                )
+            )
     return found
 
 
@@ -329,18 +556,39 @@ def backend_paths(matrix: BuildMatrix) -> list[Finding]:
         built.setdefault(row.backend, row)
     for backend, row in built.items():
         if backend not in matrix.backends:
-            found.append(Finding(row.file, row.line, "MX601", f"backend {backend} is built but `backends:` declares no paths for it, so no change would ever rebuild it", backend))
+            found.append(
+                Finding(
+                    row.file,
+                    row.line,
+                    "MX601",
+                    f"backend {backend} is built but `backends:` declares no paths for it, so no change would ever rebuild it",
+                    backend,
+                )
+            )
     for name, paths in matrix.backends.items():
         if name not in built:
-            found.append(Finding(paths.file, paths.line, "MX601", f"backends: {name} declares paths but no row builds it", name))
+            found.append(
+                Finding(paths.file, paths.line, "MX601", f"backends: {name} declares paths but no row builds it", name)
+            )
     return found
 
 
 MATRIX_CHECKS: tuple[Callable[[BuildMatrix], list[Finding]], ...] = (
-    tag_suffix_convention, tag_suffix_unique, arm_runners, platform_pairs,
-    index_coverage, variants_have_rows, development_names, mirror_tags, unique_index_names,
-    capability_targets, capability_keys, capability_toolchains, variant_names,
-    canary_toolchains, backend_paths,
+    tag_suffix_convention,
+    tag_suffix_unique,
+    arm_runners,
+    platform_pairs,
+    index_coverage,
+    variants_have_rows,
+    development_names,
+    mirror_tags,
+    unique_index_names,
+    capability_targets,
+    capability_keys,
+    capability_toolchains,
+    variant_names,
+    canary_toolchains,
+    backend_paths,
 )
 
 

@@ -4,6 +4,7 @@ A row's toolchain (CPU, CUDA N, L4T CUDA N, ROCm, Intel, SYCL f16/f32, Vulkan, M
 derived from its build type, CUDA major and platform. Tag suffixes, index capabilities
 and variant names all have to agree with it.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,19 @@ from .model import DARWIN, Row
 ARM_RUNNER = re.compile(r"(^|[-_.])(arm|arm64|aarch64)($|[-_.])", re.IGNORECASE)
 
 KNOWN_CAPABILITIES = (
-    "default", "nvidia", "amd", "intel", "metal", "darwin-x86", "vulkan", "nvidia-l4t",
-    "nvidia-cuda-12", "nvidia-cuda-13", "nvidia-l4t-cuda-12", "nvidia-l4t-cuda-13", "cpu",
+    "default",
+    "nvidia",
+    "amd",
+    "intel",
+    "metal",
+    "darwin-x86",
+    "vulkan",
+    "nvidia-l4t",
+    "nvidia-cuda-12",
+    "nvidia-cuda-13",
+    "nvidia-l4t-cuda-12",
+    "nvidia-l4t-cuda-13",
+    "cpu",
 )
 
 
@@ -29,11 +41,25 @@ class Toolchain:
             return f"CUDA {self.cuda_major or '?'}"
         if self.kind == "l4t":
             return f"L4T CUDA {self.cuda_major or '12'} arm64"
-        return {"cpu": "CPU", "rocm": "ROCm", "intel": "Intel", "sycl-f16": "SYCL f16", "sycl-f32": "SYCL f32",
-                "vulkan": "Vulkan", "metal": "Metal (darwin arm64)"}[self.kind]
+        return {
+            "cpu": "CPU",
+            "rocm": "ROCm",
+            "intel": "Intel",
+            "sycl-f16": "SYCL f16",
+            "sycl-f32": "SYCL f32",
+            "vulkan": "Vulkan",
+            "metal": "Metal (darwin arm64)",
+        }[self.kind]
 
 
-_SIMPLE_BUILD_TYPES = {"": "cpu", "hipblas": "rocm", "intel": "intel", "sycl_f16": "sycl-f16", "sycl_f32": "sycl-f32", "vulkan": "vulkan"}
+_SIMPLE_BUILD_TYPES = {
+    "": "cpu",
+    "hipblas": "rocm",
+    "intel": "intel",
+    "sycl_f16": "sycl-f16",
+    "sycl_f32": "sycl-f32",
+    "vulkan": "vulkan",
+}
 
 
 def row_toolchain(row: Row) -> Toolchain | None:
@@ -98,9 +124,19 @@ def capability_accepts(capability: str, toolchain: Toolchain) -> bool:
     return rules.get(capability, True)
 
 
-_GPU_CAPABILITIES = frozenset({
-    "nvidia", "nvidia-cuda-12", "nvidia-cuda-13", "nvidia-l4t", "nvidia-l4t-cuda-12", "nvidia-l4t-cuda-13", "amd", "intel", "vulkan",
-})
+_GPU_CAPABILITIES = frozenset(
+    {
+        "nvidia",
+        "nvidia-cuda-12",
+        "nvidia-cuda-13",
+        "nvidia-l4t",
+        "nvidia-l4t-cuda-12",
+        "nvidia-l4t-cuda-13",
+        "amd",
+        "intel",
+        "vulkan",
+    }
+)
 _CUDA_TOKEN = re.compile(r"(?:^|-)cuda-?(\d+)(?=-|$)")
 
 

@@ -1,4 +1,5 @@
 """Write several files so that either all of them change or none does."""
+
 from __future__ import annotations
 
 import os

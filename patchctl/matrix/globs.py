@@ -1,6 +1,7 @@
 """Path globs as `backends:` declares them: `*` and `?` stay inside one directory, `**`
 crosses directories (`a/**` is everything under a/, `**/x.h` is x.h anywhere), and a
 pattern ending in `/` names a directory and everything under it."""
+
 from __future__ import annotations
 
 import re

@@ -1,7 +1,9 @@
 """The CI build matrix as data: build rows, the backend index, the canary, backend paths."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 LINUX = "include"
 DARWIN = "includeDarwin"
 

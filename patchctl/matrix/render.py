@@ -10,6 +10,7 @@ document) and refuses any value containing `${{`. Each output must parse as YAML
 
 A template that renders to nothing but whitespace produces no file.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -87,7 +88,9 @@ class RenderedFile:
 
     def diff(self) -> str:
         old = [] if self.current is None else self.current.splitlines(keepends=True)
-        return "".join(difflib.unified_diff(old, self.text.splitlines(keepends=True), f"a/{self.display}", f"b/{self.display}"))
+        return "".join(
+            difflib.unified_diff(old, self.text.splitlines(keepends=True), f"a/{self.display}", f"b/{self.display}")
+        )
 
 
 @dataclass(frozen=True)
@@ -124,19 +127,24 @@ def environment(templates_dir: Path) -> jinja2.Environment:
 
 
 def context(config: Config, matrix: BuildMatrix) -> dict[str, Any]:
-    registries = sorted({v.uri.rsplit(":", 1)[0] for v in matrix.variants} | {m.rsplit(":", 1)[0] for v in matrix.variants for m in v.mirrors})
+    registries = sorted(
+        {v.uri.rsplit(":", 1)[0] for v in matrix.variants}
+        | {m.rsplit(":", 1)[0] for v in matrix.variants for m in v.mirrors}
+    )
     toolchains = []
     if matrix.canary is not None:
         for toolchain in matrix.canary.toolchains:
             row = toolchain_row(matrix, toolchain)
-            toolchains.append({
-                "name": toolchain.name,
-                "tag-suffix": toolchain.tag_suffix,
-                "platform": toolchain.platform or (row.platform if row else ""),
-                "cuda-major-version": toolchain.cuda_major,
-                "image": toolchain.image,
-                "runs-on": toolchain.runs_on or (row.get("runs-on") if row else "") or DEFAULT_RUNNER,
-            })
+            toolchains.append(
+                {
+                    "name": toolchain.name,
+                    "tag-suffix": toolchain.tag_suffix,
+                    "platform": toolchain.platform or (row.platform if row else ""),
+                    "cuda-major-version": toolchain.cuda_major,
+                    "image": toolchain.image,
+                    "runs-on": toolchain.runs_on or (row.get("runs-on") if row else "") or DEFAULT_RUNNER,
+                }
+            )
     paths = sorted({p for b in (matrix.backends or {}).values() for p in (*b.paths, *b.shared)})
     return {
         "config_file": config.path.name,
@@ -164,7 +172,9 @@ def targets(templates_dir: Path, matrix: BuildMatrix) -> list[tuple[str, Path]]:
         elif template.endswith(WORKFLOW_SUFFIX):
             found.append((template, WORKFLOWS_DIR / template.removesuffix(".j2")))
         else:
-            raise ConfigError(f"{templates_dir / template}: templates are named NAME.yml.j2 (a workflow) or {INDEX_TEMPLATE}")
+            raise ConfigError(
+                f"{templates_dir / template}: templates are named NAME.yml.j2 (a workflow) or {INDEX_TEMPLATE}"
+            )
     return found
 
 
@@ -190,7 +200,9 @@ def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = Non
             yaml.load(text, Loader=_VALIDATING_LOADER)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            raise ConfigError(f"templates/{template}: rendered output is not valid YAML (line {mark.line + 1 if mark else '?'}): {getattr(exc, 'problem', exc)}") from None
+            raise ConfigError(
+                f"templates/{template}: rendered output is not valid YAML (line {mark.line + 1 if mark else '?'}): {getattr(exc, 'problem', exc)}"
+            ) from None
         path = config.root / relative
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         files.append(RenderedFile(path, relative.as_posix(), text, current))

@@ -33,6 +33,7 @@ Every value that can reach a rendered workflow is restricted to a safe character
 no value can open a GitHub expression (`${{`), start a YAML construct or a shell word
 split. Errors name the file, the key path and the line.
 """
+
 from __future__ import annotations
 
 import re
@@ -65,8 +66,17 @@ OPTIONAL_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$")
 ANY_WORD = re.compile(r"^\S*$")
 
 LINUX_REQUIRED = (
-    "build-type", "cuda-major-version", "cuda-minor-version", "platforms", "tag-latest",
-    "tag-suffix", "runs-on", "base-image", "backend", "dockerfile", "context",
+    "build-type",
+    "cuda-major-version",
+    "cuda-minor-version",
+    "platforms",
+    "tag-latest",
+    "tag-suffix",
+    "runs-on",
+    "base-image",
+    "backend",
+    "dockerfile",
+    "context",
 )
 LINUX_OPTIONAL = ("platform-tag", "builder-base-image", "skip-drivers", "ubuntu-version")
 DARWIN_REQUIRED = ("backend", "tag-suffix")
@@ -104,7 +114,9 @@ class Section:
             raise self.error(keypath, f"must be a list, got {_kind(value)}")
         return value
 
-    def scalar(self, value: Any, keypath: KeyPath, *, pattern: re.Pattern[str] = SAFE_VALUE, non_empty: bool = False) -> str:
+    def scalar(
+        self, value: Any, keypath: KeyPath, *, pattern: re.Pattern[str] = SAFE_VALUE, non_empty: bool = False
+    ) -> str:
         if isinstance(value, bool):
             text = "true" if value else "false"
         elif isinstance(value, int):
@@ -116,7 +128,9 @@ class Section:
         if non_empty and not text:
             raise self.error(keypath, "must not be empty")
         if not pattern.match(text):
-            raise self.error(keypath, f"unsafe value {text!r}: only letters, digits and . _ : / @ + = , ~ - are allowed")
+            raise self.error(
+                keypath, f"unsafe value {text!r}: only letters, digits and . _ : / @ + = , ~ - are allowed"
+            )
         return text
 
     # ------------------------------------------------------------ build rows
@@ -124,14 +138,18 @@ class Section:
     def rows(self, value: Any, keypath: KeyPath, section: str) -> list[Row]:
         if value is None:
             return []
-        required, optional = (LINUX_REQUIRED, LINUX_OPTIONAL) if section == LINUX else (DARWIN_REQUIRED, DARWIN_OPTIONAL)
+        required, optional = (
+            (LINUX_REQUIRED, LINUX_OPTIONAL) if section == LINUX else (DARWIN_REQUIRED, DARWIN_OPTIONAL)
+        )
         rows = []
         for i, item in enumerate(self.sequence(value, keypath)):
             where = keypath + (i,)
             self.mapping(item, where, required + optional, required)
             values = {key: self.scalar(item[key], where + (key,), non_empty=key in NON_EMPTY) for key in item}
             if not values["tag-suffix"].startswith("-"):
-                raise self.error(where + ("tag-suffix",), f"tag-suffix must start with '-', got {values['tag-suffix']!r}")
+                raise self.error(
+                    where + ("tag-suffix",), f"tag-suffix must start with '-', got {values['tag-suffix']!r}"
+                )
             if not SAFE_NAME.match(values["backend"]):
                 raise self.error(where + ("backend",), f"invalid backend name {values['backend']!r}")
             for key in ("cuda-major-version", "cuda-minor-version"):
@@ -140,7 +158,10 @@ class Section:
             if section == LINUX:
                 for platform in values["platforms"].split(","):
                     if not PLATFORM.match(platform):
-                        raise self.error(where + ("platforms",), f"invalid platform {platform!r} (expected os/arch, e.g. linux/amd64)")
+                        raise self.error(
+                            where + ("platforms",),
+                            f"invalid platform {platform!r} (expected os/arch, e.g. linux/amd64)",
+                        )
             rows.append(Row(section, i, self.display, self.line(where), values))
         return rows
 
@@ -178,7 +199,9 @@ class Section:
             file=self.display,
             line=self.line(where),
             uri=self.scalar(item["uri"], where + ("uri",), pattern=pattern, non_empty=True),
-            mirrors=tuple(self.scalar(m, where + ("mirrors", j), pattern=pattern, non_empty=True) for j, m in enumerate(mirrors)),
+            mirrors=tuple(
+                self.scalar(m, where + ("mirrors", j), pattern=pattern, non_empty=True) for j, m in enumerate(mirrors)
+            ),
         )
 
     def index_section(self, value: Any, keypath: KeyPath) -> tuple[str, list[Meta], list[Variant]]:
@@ -218,10 +241,19 @@ class Section:
         self.mapping(value, keypath, ("upstream", "schedule", "toolchains"), ("upstream", "toolchains"))
         upstream = self.scalar(value["upstream"], keypath + ("upstream",), pattern=SAFE_NAME)
         if upstream not in upstreams:
-            raise self.error(keypath + ("upstream",), f"unknown upstream {upstream!r} (known: {', '.join(sorted(upstreams)) or 'none'})")
+            raise self.error(
+                keypath + ("upstream",),
+                f"unknown upstream {upstream!r} (known: {', '.join(sorted(upstreams)) or 'none'})",
+            )
         schedule = value.get("schedule", DEFAULT_SCHEDULE)
-        if not isinstance(schedule, str) or len(schedule.split()) != 5 or not all(CRON_FIELD.match(f) for f in schedule.split()):
-            raise self.error(keypath + ("schedule",), f"must be a 5-field cron expression of digits and * / , -, got {schedule!r}")
+        if (
+            not isinstance(schedule, str)
+            or len(schedule.split()) != 5
+            or not all(CRON_FIELD.match(f) for f in schedule.split())
+        ):
+            raise self.error(
+                keypath + ("schedule",), f"must be a 5-field cron expression of digits and * / , -, got {schedule!r}"
+            )
         toolchains = []
         names: set[str] = set()
         items = self.sequence(value["toolchains"], keypath + ("toolchains",))
@@ -260,7 +292,10 @@ class Section:
             self.mapping(item, where, ("paths", "shared"))
             lists = {}
             for key in ("paths", "shared"):
-                lists[key] = tuple(self.glob(g, where + (key, j)) for j, g in enumerate(self.sequence(item.get(key, []), where + (key,))))
+                lists[key] = tuple(
+                    self.glob(g, where + (key, j))
+                    for j, g in enumerate(self.sequence(item.get(key, []), where + (key,)))
+                )
             if not lists["paths"] and not lists["shared"]:
                 raise self.error(where, "list at least one path under 'paths' or 'shared'")
             result[name] = BackendPaths(name, self.display, self.line(where), lists["paths"], lists["shared"])
@@ -289,6 +324,11 @@ def from_sections(doc: LocatedDocument, display: str, data: dict, upstreams: set
 
 
 def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}.get(
-        type(value), "nothing" if value is None else type(value).__name__
-    )
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }.get(type(value), "nothing" if value is None else type(value).__name__)

@@ -1,13 +1,14 @@
 """Where a build matrix comes from: patchctl's matrix.yaml, or LocalAI-format files
 (`.github/backend-matrix.yml` with top-level `include:`/`includeDarwin:`, and
 `backend/index.yaml`, a list of meta backends and concrete variants)."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from .. import config as config_mod
-from ..errors import ConfigError
 from .. import yamlloc
+from ..errors import ConfigError
 from .model import DARWIN, LINUX, BuildMatrix
 from .schema import Section
 
@@ -40,7 +41,9 @@ def load_localai_matrix(path: Path, base: Path) -> BuildMatrix:
     if LINUX not in doc.data and DARWIN not in doc.data:
         raise ConfigError(f"{display}:1: neither 'include:' nor 'includeDarwin:' found: not a backend matrix")
     matrix = BuildMatrix(matrix_file=display)
-    matrix.rows = reader.rows(doc.data.get(LINUX), (LINUX,), LINUX) + reader.rows(doc.data.get(DARWIN), (DARWIN,), DARWIN)
+    matrix.rows = reader.rows(doc.data.get(LINUX), (LINUX,), LINUX) + reader.rows(
+        doc.data.get(DARWIN), (DARWIN,), DARWIN
+    )
     return matrix
 
 

@@ -1,5 +1,6 @@
 """Engine tests run Triton kernels on the CPU: the interpreter must be chosen before triton
 loads. Tiny tensors run fastest on one thread, and pytest-xdist already runs one worker per core."""
+
 from __future__ import annotations
 
 import os

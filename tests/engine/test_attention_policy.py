@@ -1,4 +1,5 @@
 """The flash-attention rules of llama.cpp, through the API, the environment and the engine."""
+
 from __future__ import annotations
 
 import logging
@@ -82,14 +83,20 @@ def test_support_depends_on_head_dim_and_backend() -> None:
 
 def odd_head_model() -> LlamaModel:
     """head_dim 96: valid for the model and for ggml blocks, not for the paged kernels."""
-    config = LlamaConfig(vocab_size=98, hidden_size=64, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=96)
+    config = LlamaConfig(
+        vocab_size=98, hidden_size=64, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=96
+    )
     return LlamaModel(config, random_weights(config, seed=5))
 
 
-def test_engine_falls_back_once_and_keeps_serving(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_engine_falls_back_once_and_keeps_serving(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("FLASH_ATTN", raising=False)
     with caplog.at_level(logging.WARNING, logger="engine"):
-        engine = LLMEngine(odd_head_model(), EngineConfig(cache_type_k="q8_0", cache_type_v="q8_0", block_size=4, num_blocks=32))
+        engine = LLMEngine(
+            odd_head_model(), EngineConfig(cache_type_k="q8_0", cache_type_v="q8_0", block_size=4, num_blocks=32)
+        )
         outputs = engine.generate(["abc", "hello"], SamplingParams(max_tokens=5, ignore_eos=True))
     assert [len(o.token_ids) for o in outputs] == [5, 5]
     assert (engine.plan.flash_attn, engine.plan.k_type, engine.plan.v_type) == (False, "f16", "f16")

@@ -1,4 +1,5 @@
 """The block-manager benchmark runs its whole trace and reports every operation (not timed)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """vLLM's prefix-caching scenarios (tests/v1/core/test_prefix_caching.py), restated for the
 engine's block manager, with their expected block ids in both free orders; plus the free
 queue, the pool and the hash encoding on their own."""
+
 from __future__ import annotations
 
 import hashlib
@@ -123,12 +124,17 @@ def test_eviction_order_and_hits_from_the_middle_of_the_queue(free_order: str) -
     assert manager.get_num_free_blocks() == 1
 
     manager.free(r0)
-    assert free_ids(manager) == {"prepend-unhashed": [6, 10, 5, 4, 3, 2, 1], "append": [10, 6, 5, 4, 3, 2, 1]}[free_order]
+    assert (
+        free_ids(manager) == {"prepend-unhashed": [6, 10, 5, 4, 3, 2, 1], "append": [10, 6, 5, 4, 3, 2, 1]}[free_order]
+    )
     manager.free(r1)
-    assert free_ids(manager) == {
-        "prepend-unhashed": [6, 10, 5, 4, 3, 2, 1, 9, 8, 7],
-        "append": [10, 6, 5, 4, 3, 2, 1, 9, 8, 7],
-    }[free_order]
+    assert (
+        free_ids(manager)
+        == {
+            "prepend-unhashed": [6, 10, 5, 4, 3, 2, 1, 9, 8, 7],
+            "append": [10, 6, 5, 4, 3, 2, 1, 9, 8, 7],
+        }[free_order]
+    )
 
     r2 = manager.make_request("2", list(range(35)))
     assert prefill(manager, r2) == ([1, 2], [{"prepend-unhashed": 6, "append": 10}[free_order]])
@@ -403,11 +409,16 @@ def test_block_encoding_matches_the_documented_layout() -> None:
         NONE_HASH
         + struct.pack("<I4i", 4, 0, 1, 2, -1)
         + struct.pack("<I", 2)
-        + struct.pack("<BI", 1, 6) + b"lora-a"
-        + struct.pack("<BI", 2, 4) + b"salt"
+        + struct.pack("<BI", 1, 6)
+        + b"lora-a"
+        + struct.pack("<BI", 2, 4)
+        + b"salt"
     )
     assert encoded == expected
-    assert hash_block_tokens(None, [0, 1, 2, 3]).hex() == "6e3e5bf90d247ae5ae24ee853740e4f2c037dff91af20403d61deeac0bb0db49"
+    assert (
+        hash_block_tokens(None, [0, 1, 2, 3]).hex()
+        == "6e3e5bf90d247ae5ae24ee853740e4f2c037dff91af20403d61deeac0bb0db49"
+    )
 
 
 def test_hashing_rejects_ids_outside_int32_and_bad_parents() -> None:

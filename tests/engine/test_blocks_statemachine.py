@@ -2,6 +2,7 @@
 ref counts never negative and equal to the number of holders; no block both free and owned;
 free queue, block hashes and the cached-block map consistent; the null block never handed out;
 a refused allocation changes nothing."""
+
 from __future__ import annotations
 
 from hypothesis import HealthCheck, settings

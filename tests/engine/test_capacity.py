@@ -1,4 +1,5 @@
 """The capacity benchmark: both ratios from running the block manager, and the command's output."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,7 +18,9 @@ def test_default_workload_reproduces_the_published_concurrency_ratio() -> None:
 def test_concurrency_follows_the_workload() -> None:
     long = measure_concurrency(ConcurrencyParams(max_context=2048, prompt_tokens=1000, output_tokens=1048))
     assert long.paged_sequences == long.reserved_sequences == 3
-    short = measure_concurrency(ConcurrencyParams(num_blocks=65, block_size=8, max_context=64, prompt_tokens=3, output_tokens=2))
+    short = measure_concurrency(
+        ConcurrencyParams(num_blocks=65, block_size=8, max_context=64, prompt_tokens=3, output_tokens=2)
+    )
     assert (short.paged_sequences, short.reserved_sequences) == (64, 8)
     with pytest.raises(ValueError, match="exceeds the max context"):
         measure_concurrency(ConcurrencyParams(max_context=100))

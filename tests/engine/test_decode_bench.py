@@ -1,4 +1,5 @@
 """The decode benchmark runs end to end on a tiny setting and reports its ratio (not timed)."""
+
 from __future__ import annotations
 
 import pytest

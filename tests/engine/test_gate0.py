@@ -1,4 +1,5 @@
 """Gate 0 on a small configuration: it passes on the real kernels and fails on a broken one."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,11 +23,15 @@ def test_gate0_passes_and_covers_batches_prefix_hits_preemption_and_q8_0() -> No
     assert "prefix hits" in names and "preemption" in names and "q8_0 KV logits" in names
 
 
-def test_gate0_fails_when_the_decode_kernel_ignores_the_block_table(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_gate0_fails_when_the_decode_kernel_ignores_the_block_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     real = paged_decode.paged_decode_attention_reference
 
     def reads_blocks_in_order(q, k_cache, v_cache, block_tables, *args, **kwargs):  # type: ignore[no-untyped-def]
-        in_order = torch.arange(1, block_tables.shape[1] + 1, dtype=block_tables.dtype).expand_as(block_tables).contiguous()
+        in_order = (
+            torch.arange(1, block_tables.shape[1] + 1, dtype=block_tables.dtype).expand_as(block_tables).contiguous()
+        )
         return real(q, k_cache, v_cache, in_order, *args, **kwargs)
 
     monkeypatch.setattr(paged_decode, "paged_decode_attention_reference", reads_blocks_in_order)

@@ -1,5 +1,6 @@
 """Every Triton kernel against its plain-torch reference and against naive attention,
 run in interpreter mode on tiny shapes."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,7 +17,9 @@ SCALE = HEAD_DIM**-0.5
 FLOAT_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
-def empty_cache(qtype: str, num_blocks: int = NUM_BLOCKS, kv_heads: int = KV_HEADS, head_dim: int = HEAD_DIM) -> torch.Tensor:
+def empty_cache(
+    qtype: str, num_blocks: int = NUM_BLOCKS, kv_heads: int = KV_HEADS, head_dim: int = HEAD_DIM
+) -> torch.Tensor:
     dtype = torch.uint8 if get_format(qtype).quantized else FLOAT_DTYPES[qtype]
     return torch.zeros(num_blocks, BLOCK_SIZE, kv_heads, row_width(qtype, head_dim), dtype=dtype)
 
@@ -35,7 +38,9 @@ class PagedBatch:
             self.tables.append([free.pop() for _ in range(need)])
             k = torch.randn(length, kv_heads, HEAD_DIM, generator=gen)
             v = torch.randn(length, kv_heads, HEAD_DIM, generator=gen)
-            store_kv_reference(k, v, self.k_cache, self.v_cache, self.slots(len(self.tables) - 1, 0, length), k_type, v_type)
+            store_kv_reference(
+                k, v, self.k_cache, self.v_cache, self.slots(len(self.tables) - 1, 0, length), k_type, v_type
+            )
         width = max(len(t) for t in self.tables)
         self.block_tables = torch.zeros(len(lens), width, dtype=torch.int32)
         for row, table in enumerate(self.tables):
@@ -82,7 +87,14 @@ def test_store_kernel_writes_the_bytes_quant_writes(qtype: str) -> None:
     flat = ours_k.view(-1, KV_HEADS, ours_k.shape[3])
     if get_format(qtype).quantized:
         assert torch.equal(flat[30], quantize(key[4], qtype))
-    assert torch.count_nonzero(ours_k.view(torch.uint8).view(NUM_BLOCKS * BLOCK_SIZE, -1)[[s for s in range(NUM_BLOCKS * BLOCK_SIZE) if s not in (5, 7, 17, 30, 63)]]) == 0, "a padding slot or an unlisted slot was written"
+    assert (
+        torch.count_nonzero(
+            ours_k.view(torch.uint8).view(NUM_BLOCKS * BLOCK_SIZE, -1)[
+                [s for s in range(NUM_BLOCKS * BLOCK_SIZE) if s not in (5, 7, 17, 30, 63)]
+            ]
+        )
+        == 0
+    ), "a padding slot or an unlisted slot was written"
 
 
 def test_store_kernel_mixes_formats_for_k_and_v() -> None:
@@ -98,20 +110,40 @@ def test_store_kernel_mixes_formats_for_k_and_v() -> None:
 
 def test_store_rejects_a_cache_of_the_wrong_row_width() -> None:
     with pytest.raises(ValueError, match="cannot hold rows"):
-        store_kv(torch.zeros(1, KV_HEADS, HEAD_DIM), torch.zeros(1, KV_HEADS, HEAD_DIM), empty_cache("f32"), empty_cache("f32"), torch.tensor([1]), "q8_0", "f32")
+        store_kv(
+            torch.zeros(1, KV_HEADS, HEAD_DIM),
+            torch.zeros(1, KV_HEADS, HEAD_DIM),
+            empty_cache("f32"),
+            empty_cache("f32"),
+            torch.tensor([1]),
+            "q8_0",
+            "f32",
+        )
 
 
 # --- decode --------------------------------------------------------------------------
 
-FORMAT_PAIRS = [("f32", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("q8_0", "q8_0"), ("f16", "q4_0"), ("q4_1", "q5_0"), ("q5_1", "q8_0")]
+FORMAT_PAIRS = [
+    ("f32", "f32"),
+    ("f16", "f16"),
+    ("bf16", "bf16"),
+    ("q8_0", "q8_0"),
+    ("f16", "q4_0"),
+    ("q4_1", "q5_0"),
+    ("q5_1", "q8_0"),
+]
 
 
 @pytest.mark.parametrize(("k_type", "v_type"), FORMAT_PAIRS)
 def test_decode_kernel_matches_reference_and_naive_attention(k_type: str, v_type: str) -> None:
     batch = PagedBatch([1, 7, 16, 21], k_type, v_type, seed=3)
     q = torch.randn(4, HEADS, HEAD_DIM, generator=torch.Generator().manual_seed(4))
-    ours = paged_decode_attention(q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, SCALE, k_type, v_type)
-    ref = paged_decode_attention_reference(q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, SCALE, k_type, v_type)
+    ours = paged_decode_attention(
+        q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, SCALE, k_type, v_type
+    )
+    ref = paged_decode_attention_reference(
+        q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, SCALE, k_type, v_type
+    )
     naive = torch.stack([batch.naive(i, q[i : i + 1])[0] for i in range(4)])
     torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ours, naive, rtol=1e-5, atol=1e-5)
@@ -128,8 +160,12 @@ def test_decode_kernel_groups_query_heads_by_kv_head() -> None:
 def test_decode_kernel_is_bit_identical_across_batches_and_block_placement() -> None:
     batch = PagedBatch([5, 23, 11], "q8_0", "q8_0", seed=6)
     q = torch.randn(3, HEADS, HEAD_DIM, generator=torch.Generator().manual_seed(8))
-    together = paged_decode_attention(q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, SCALE, "q8_0", "q8_0")
-    alone = paged_decode_attention(q[1:2], batch.k_cache, batch.v_cache, batch.block_tables[1:2], batch.seq_lens[1:2], SCALE, "q8_0", "q8_0")
+    together = paged_decode_attention(
+        q, batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, SCALE, "q8_0", "q8_0"
+    )
+    alone = paged_decode_attention(
+        q[1:2], batch.k_cache, batch.v_cache, batch.block_tables[1:2], batch.seq_lens[1:2], SCALE, "q8_0", "q8_0"
+    )
     assert torch.equal(together[1], alone[0])
     # move sequence 1's blocks elsewhere: same bytes, other block ids
     moved_k, moved_v = batch.k_cache.clone(), batch.v_cache.clone()
@@ -174,12 +210,16 @@ def test_prefill_last_row_equals_decode_of_that_token() -> None:
     batch = PagedBatch([14], "f32", "f32", seed=13)
     q = torch.randn(3, HEADS, HEAD_DIM)
     query_start = torch.tensor([0, 3], dtype=torch.int32)
-    prefill = paged_prefill_attention(q, batch.k_cache, batch.v_cache, batch.block_tables, query_start, batch.seq_lens, SCALE)
+    prefill = paged_prefill_attention(
+        q, batch.k_cache, batch.v_cache, batch.block_tables, query_start, batch.seq_lens, SCALE
+    )
     decode = paged_decode_attention(q[2:], batch.k_cache, batch.v_cache, batch.block_tables, batch.seq_lens, SCALE)
     torch.testing.assert_close(prefill[2:], decode, rtol=1e-6, atol=1e-6)
     # and the rows before it ignore the future: changing the last key leaves them alone
     slot = batch.slots(0, 13, 1)
     batch.k_cache.view(-1, KV_HEADS, HEAD_DIM)[slot] += 5.0
-    again = paged_prefill_attention(q, batch.k_cache, batch.v_cache, batch.block_tables, query_start, batch.seq_lens, SCALE)
+    again = paged_prefill_attention(
+        q, batch.k_cache, batch.v_cache, batch.block_tables, query_start, batch.seq_lens, SCALE
+    )
     assert torch.equal(again[:2], prefill[:2])
     assert not torch.equal(again[2], prefill[2])

@@ -1,9 +1,10 @@
 """LLMEngine end to end: continuous batching, chunked prefill, preemption, prefix reuse,
 sampling, quantized KV, and the Triton kernels wired in (interpreted)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 
 import pytest
 import torch
@@ -21,12 +22,19 @@ GREEDY = SamplingParams(max_tokens=10, ignore_eos=True)
 
 
 def exact_engine(**overrides: object) -> LLMEngine:
-    config = dict(block_size=4, num_blocks=128, cache_type_k="f32", cache_type_v="f32", attention_backend="torch", flash_attn="enabled")
+    config = dict(
+        block_size=4,
+        num_blocks=128,
+        cache_type_k="f32",
+        cache_type_v="f32",
+        attention_backend="torch",
+        flash_attn="enabled",
+    )
     config.update(overrides)
     return LLMEngine(MODEL, EngineConfig(**config))  # type: ignore[arg-type]
 
 
-@lru_cache(maxsize=None)
+@cache
 def reference_tokens(prompt_token_ids: tuple[int, ...], max_tokens: int) -> list[int]:
     return contiguous_greedy(MODEL, [list(prompt_token_ids)], max_tokens).token_ids[0]
 
@@ -81,7 +89,11 @@ def test_seeded_sampling_is_reproducible_and_batch_independent() -> None:
     params = SamplingParams(max_tokens=12, temperature=0.9, top_k=40, top_p=0.95, seed=7, ignore_eos=True)
     alone = exact_engine().generate(["sample me"], params)[0].token_ids
     batched = exact_engine().generate(["other", "sample me", "x"], [GREEDY, params, GREEDY])[1].token_ids
-    other_seed = exact_engine().generate(["sample me"], SamplingParams(max_tokens=12, temperature=0.9, seed=8, ignore_eos=True))[0].token_ids
+    other_seed = (
+        exact_engine()
+        .generate(["sample me"], SamplingParams(max_tokens=12, temperature=0.9, seed=8, ignore_eos=True))[0]
+        .token_ids
+    )
     assert alone == batched
     assert alone != other_seed
     assert len(set(alone)) > 1
@@ -90,7 +102,9 @@ def test_seeded_sampling_is_reproducible_and_batch_independent() -> None:
 @pytest.mark.parametrize("kv_type", ["q8_0", "q4_1", "bf16"])
 def test_quantized_kv_cache_serves_close_to_f32(kv_type: str) -> None:
     exact = exact_engine(record_logits=True).generate(PROMPTS[:2], GREEDY)
-    quantized = exact_engine(cache_type_k=kv_type, cache_type_v=kv_type, record_logits=True).generate(PROMPTS[:2], GREEDY)
+    quantized = exact_engine(cache_type_k=kv_type, cache_type_v=kv_type, record_logits=True).generate(
+        PROMPTS[:2], GREEDY
+    )
     tolerance = {"q8_0": 0.1, "q4_1": 1.0, "bf16": 0.1}[kv_type]
     first_step = max(float((e.logits[0] - q.logits[0]).abs().max()) for e, q in zip(exact, quantized))
     assert 0 < first_step <= tolerance
@@ -99,10 +113,16 @@ def test_quantized_kv_cache_serves_close_to_f32(kv_type: str) -> None:
 def test_triton_kernels_serve_the_engine_in_interpreter_mode() -> None:
     params = SamplingParams(max_tokens=3, ignore_eos=True)
     prompts = ["Hi there", "abc"]
-    triton_out = exact_engine(attention_backend="triton", cache_type_k="q8_0", cache_type_v="q8_0", record_logits=True,
-                              max_num_batched_tokens=5).generate(prompts, params)
-    torch_out = exact_engine(cache_type_k="q8_0", cache_type_v="q8_0", record_logits=True,
-                             max_num_batched_tokens=5).generate(prompts, params)
+    triton_out = exact_engine(
+        attention_backend="triton",
+        cache_type_k="q8_0",
+        cache_type_v="q8_0",
+        record_logits=True,
+        max_num_batched_tokens=5,
+    ).generate(prompts, params)
+    torch_out = exact_engine(
+        cache_type_k="q8_0", cache_type_v="q8_0", record_logits=True, max_num_batched_tokens=5
+    ).generate(prompts, params)
     for a, b in zip(triton_out, torch_out):
         assert a.token_ids == b.token_ids
         for x, y in zip(a.logits, b.logits):
@@ -160,7 +180,9 @@ def test_generate_cli_produces_text_from_the_embedded_model(capsys: pytest.Captu
         (["--temperature", "-1"], "temperature must be >= 0"),
     ],
 )
-def test_generate_cli_rejects_bad_settings_in_one_line(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_generate_cli_rejects_bad_settings_in_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert engine_main(["generate", *args, "hi"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err

@@ -1,4 +1,5 @@
 """The llama decoder against an independent formulation, and GGUF loading with validation."""
+
 from __future__ import annotations
 
 import struct
@@ -26,7 +27,9 @@ def independent_forward(model: LlamaModel, ids: torch.Tensor) -> torch.Tensor:
         return t / torch.sqrt((t * t).mean(-1, keepdim=True) + c.rms_eps) * weight.double()
 
     freqs = torch.tensor([c.rope_theta ** (-2.0 * i / c.head_dim) for i in range(c.head_dim // 2)], dtype=torch.float64)
-    rot = torch.polar(torch.ones(n, c.head_dim // 2, dtype=torch.float64), torch.arange(n, dtype=torch.float64)[:, None] * freqs)
+    rot = torch.polar(
+        torch.ones(n, c.head_dim // 2, dtype=torch.float64), torch.arange(n, dtype=torch.float64)[:, None] * freqs
+    )
 
     def rope(t: torch.Tensor) -> torch.Tensor:
         as_complex = torch.view_as_complex(t.reshape(n, t.shape[1], -1, 2).contiguous())
@@ -68,7 +71,10 @@ def test_model_matches_an_independent_llama() -> None:
 
 def test_rope_depends_only_on_relative_position() -> None:
     q, k = torch.randn(1, 1, 32), torch.randn(1, 1, 32)
-    dots = [float((apply_rope(q, torch.tensor([m]), 10000.0) * apply_rope(k, torch.tensor([m - 3]), 10000.0)).sum()) for m in (3, 10, 50)]
+    dots = [
+        float((apply_rope(q, torch.tensor([m]), 10000.0) * apply_rope(k, torch.tensor([m - 3]), 10000.0)).sum())
+        for m in (3, 10, 50)
+    ]
     assert dots[0] == pytest.approx(dots[1], rel=1e-5) == pytest.approx(dots[2], rel=1e-5)
     assert torch.equal(apply_rope(q, torch.tensor([0]), 10000.0), q)
 
@@ -90,11 +96,16 @@ def test_gguf_round_trip_keeps_weights_config_and_tokens(tmp_path: Path) -> None
     assert all(torch.equal(loaded.weights[n], model.weights[n]) for n in model.weights)
     params = SamplingParams(max_tokens=6, ignore_eos=True)
     cfg = EngineConfig(block_size=4, num_blocks=32)
-    assert LLMEngine(loaded, cfg).generate(["hi"], params)[0].token_ids == LLMEngine(model, cfg).generate(["hi"], params)[0].token_ids
+    assert (
+        LLMEngine(loaded, cfg).generate(["hi"], params)[0].token_ids
+        == LLMEngine(model, cfg).generate(["hi"], params)[0].token_ids
+    )
 
 
 def small_model() -> LlamaModel:
-    config = LlamaConfig(vocab_size=98, hidden_size=32, intermediate_size=48, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16)
+    config = LlamaConfig(
+        vocab_size=98, hidden_size=32, intermediate_size=48, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=16
+    )
     return LlamaModel(config, random_weights(config, seed=3))
 
 
@@ -158,7 +169,9 @@ def test_missing_and_misshapen_tensors_are_rejected(tmp_path: Path) -> None:
     wrong = dict(arrays)
     wrong["blk.0.attn_q.weight"] = np.zeros((16, 32), dtype=np.float32)
     write_custom(tmp_path / "wrong.gguf", model.config, wrong)
-    with pytest.raises(GGUFError, match=r"tensor blk.0.attn_q.weight has shape \(16, 32\), the config needs \(32, 32\)"):
+    with pytest.raises(
+        GGUFError, match=r"tensor blk.0.attn_q.weight has shape \(16, 32\), the config needs \(32, 32\)"
+    ):
         load_gguf(tmp_path / "wrong.gguf")
     write_custom(tmp_path / "arch.gguf", model.config, arrays, arch="gpt2")
     with pytest.raises(GGUFError, match="architecture 'gpt2' is not supported"):
@@ -172,9 +185,14 @@ def test_quantized_weights_load_through_gguf_dequantize(tmp_path: Path) -> None:
     path = tmp_path / "q8.gguf"
     writer = gguf.GGUFWriter(str(path), "llama")
     c = model.config
-    for add, value in ((writer.add_block_count, c.num_layers), (writer.add_context_length, c.max_position),
-                       (writer.add_embedding_length, c.hidden_size), (writer.add_feed_forward_length, c.intermediate_size),
-                       (writer.add_head_count, c.num_heads), (writer.add_head_count_kv, c.num_kv_heads)):
+    for add, value in (
+        (writer.add_block_count, c.num_layers),
+        (writer.add_context_length, c.max_position),
+        (writer.add_embedding_length, c.hidden_size),
+        (writer.add_feed_forward_length, c.intermediate_size),
+        (writer.add_head_count, c.num_heads),
+        (writer.add_head_count_kv, c.num_kv_heads),
+    ):
         add(value)
     writer.add_layer_norm_rms_eps(c.rms_eps)
     for name, array in arrays.items():

@@ -1,5 +1,6 @@
 """Paged KV storage: slots, writes through a slot mapping, reads by block table, driven by the
 real block manager's block tables."""
+
 from __future__ import annotations
 
 import pytest

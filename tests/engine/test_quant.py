@@ -1,4 +1,5 @@
 """engine.quant against gguf-py's gguf.quants: the bytes must be identical, the values too."""
+
 from __future__ import annotations
 
 import warnings
@@ -41,10 +42,17 @@ def assert_same_as_gguf(x: np.ndarray, qtype: str) -> None:
     theirs = gguf_bytes(x, qtype)
     assert ours.shape == theirs.shape
     mismatch = np.argwhere(ours != theirs)
-    assert mismatch.size == 0, f"{qtype}: first differing byte at {mismatch[0].tolist()}: {ours[tuple(mismatch[0])]} != {theirs[tuple(mismatch[0])]}"
+    assert mismatch.size == 0, (
+        f"{qtype}: first differing byte at {mismatch[0].tolist()}: {ours[tuple(mismatch[0])]} != {theirs[tuple(mismatch[0])]}"
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        expected = gguf_dequantize(theirs if GGML[qtype] not in (GGML["f32"], GGML["f16"]) else theirs.view(np.float32 if qtype == "f32" else np.float16), GGML[qtype])
+        expected = gguf_dequantize(
+            theirs
+            if GGML[qtype] not in (GGML["f32"], GGML["f16"])
+            else theirs.view(np.float32 if qtype == "f32" else np.float16),
+            GGML[qtype],
+        )
     back = dequantize(torch.from_numpy(ours.copy()), qtype, x.shape).numpy()
     np.testing.assert_array_equal(back.view(np.uint32), np.asarray(expected, dtype=np.float32).view(np.uint32))
 
@@ -127,7 +135,9 @@ def test_block_sizes_match_ggml() -> None:
 
 
 def test_unknown_type_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown KV cache type 'q3_0'; valid types: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1"):
+    with pytest.raises(
+        ValueError, match=r"unknown KV cache type 'q3_0'; valid types: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1"
+    ):
         quantize(torch.zeros(32), "q3_0")
 
 

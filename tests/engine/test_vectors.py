@@ -1,5 +1,6 @@
 """The checked-in conformance vectors: regenerated they must not drift, the two twins must say
 the same thing, and the command must run without torch."""
+
 from __future__ import annotations
 
 import json
@@ -58,8 +59,9 @@ def test_every_vector_covers_both_free_orders_and_they_differ_somewhere() -> Non
     scenarios = {name.rsplit(".", 1)[0] for name in names}
     assert names == {f"{s}.{order}" for s in scenarios for order in ("prepend-unhashed", "append")}
     differing = [
-        s for s in scenarios
-        if _body((CHECKED_IN_DIR / f"{s}.append.txt")) != _body(CHECKED_IN_DIR / f"{s}.prepend-unhashed.txt")
+        s
+        for s in scenarios
+        if _body(CHECKED_IN_DIR / f"{s}.append.txt") != _body(CHECKED_IN_DIR / f"{s}.prepend-unhashed.txt")
     ]
     assert len(differing) >= len(scenarios) // 2
 
@@ -74,7 +76,10 @@ def test_text_twin_says_what_the_json_says(path: Path) -> None:
     lines = path.with_suffix(".txt").read_text().splitlines()
     assert lines[0] == f"{data['format']} {data['version']}"
     config = data["config"]
-    assert lines[2] == f"config {config['num_blocks']} {config['block_size']} {int(config['enable_caching'])} {config['free_order']}"
+    assert (
+        lines[2]
+        == f"config {config['num_blocks']} {config['block_size']} {int(config['enable_caching'])} {config['free_order']}"
+    )
     assert lines[3] == f"none_hash {data['hash']['none_hash']}"
     assert lines[4] == f"steps {len(data['steps'])}" and lines[-1] == "end"
     blocks = "\n".join(lines[5:-1]).split("\nstep ")

@@ -4,6 +4,7 @@
 repository with a matrix.yaml pinned to it and a patch series; `cli` runs patchctl's real
 entry point (`patchctl.cli.main`) in-process and captures what it prints and returns.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,7 +31,9 @@ def real_cache_dir() -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_cache(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each test gets its own cache, except the real-upstream tier, which shares one."""
     monkeypatch.delenv("PATCHCTL_UPSTREAM_URL", raising=False)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
@@ -83,7 +86,9 @@ class Repo:
             else:
                 target.write_text(content)
 
-    def commit(self, files: dict[str, str | bytes | None], message: str = "change", *, date: str = git.FIXED_DATE) -> str:
+    def commit(
+        self, files: dict[str, str | bytes | None], message: str = "change", *, date: str = git.FIXED_DATE
+    ) -> str:
         self.write(files)
         return git.commit_all(self.path, message, date=date)
 
@@ -119,7 +124,15 @@ def upstream(tmp_path: Path) -> Repo:
     return repo
 
 
-def make_patch(upstream: Repo, base: str, files: dict[str, str | bytes | None], subject: str, body: str = "Why this change.", *, edit=None) -> str:
+def make_patch(
+    upstream: Repo,
+    base: str,
+    files: dict[str, str | bytes | None],
+    subject: str,
+    body: str = "Why this change.",
+    *,
+    edit=None,
+) -> str:
     """A mail-format patch taking BASE to BASE+FILES, made by git itself in a scratch clone.
     EDIT, when given, is called with the clone's path to make arbitrary changes."""
     scratch = upstream.path.parent / f"scratch-{abs(hash((base, subject)))}"
@@ -132,7 +145,9 @@ def make_patch(upstream: Repo, base: str, files: dict[str, str | bytes | None], 
         if edit:
             edit(scratch)
         git.commit_all(scratch, f"{subject}\n\n{body}")
-        return git.run(["format-patch", "-1", "--stdout", "--zero-commit", "--no-signature", "--full-index", "HEAD"], scratch).stdout
+        return git.run(
+            ["format-patch", "-1", "--stdout", "--zero-commit", "--no-signature", "--full-index", "HEAD"], scratch
+        ).stdout
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -180,7 +195,9 @@ class Project(Repo):
         return {
             str(p.relative_to(self.path)): p.read_bytes()
             for p in sorted(self.path.rglob("*"))
-            if p.is_file() and ".git" not in p.relative_to(self.path).parts and ".patchctl" not in p.relative_to(self.path).parts
+            if p.is_file()
+            and ".git" not in p.relative_to(self.path).parts
+            and ".patchctl" not in p.relative_to(self.path).parts
         }
 
 

@@ -7,6 +7,7 @@ once per Docker engine: the image is reused whenever the engine already has the 
 the build runs under a file lock so that parallel pytest-xdist workers wait for one build
 instead of racing.
 """
+
 from __future__ import annotations
 
 import os

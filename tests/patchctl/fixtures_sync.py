@@ -6,6 +6,7 @@ real upstream does: unrelated work, lines inserted above (offsets), a change nea
 patch (context drift that 3-way resolves), the same line changed (a true conflict), or
 the patch's own change taken upstream.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,9 @@ def main_c(changes: dict[int, str] | None = None, *, prepend: int = 0) -> str:
     return "".join(f"top {i}\n" for i in range(prepend)) + "".join(line + "\n" for line in lines)
 
 
-def write_config(project: Project, pin: str, *, series_extra: str = "", upstreams_extra: str = "", up_extra: str = "", tail: str = "") -> None:
+def write_config(
+    project: Project, pin: str, *, series_extra: str = "", upstreams_extra: str = "", up_extra: str = "", tail: str = ""
+) -> None:
     """matrix.yaml with comments and odd spacing, so byte-identity of the rest is tested."""
     text = textwrap.dedent(
         f"""\
@@ -55,13 +58,21 @@ def write_config(project: Project, pin: str, *, series_extra: str = "", upstream
 
 
 def add_line20_patch(project: Project, upstream: Repo, base: str) -> str:
-    text = make_patch(upstream, base, {"src/main.c": main_c({20: "MAIN 20 patched"})}, "Patch line twenty", "Downstream needs line 20 changed.")
+    text = make_patch(
+        upstream,
+        base,
+        {"src/main.c": main_c({20: "MAIN 20 patched"})},
+        "Patch line twenty",
+        "Downstream needs line 20 changed.",
+    )
     project.add_patch("0001-patch-line-twenty.patch", text)
     return text
 
 
 def add_hello_patch(project: Project, upstream: Repo, base: str, name: str = "0002-add-hello.patch") -> str:
-    text = make_patch(upstream, base, {"src/hello.c": HELLO_C, "src/hello.h": HELLO_H}, "Add hello", "A program the build compiles.")
+    text = make_patch(
+        upstream, base, {"src/hello.c": HELLO_C, "src/hello.h": HELLO_H}, "Add hello", "A program the build compiles."
+    )
     project.add_patch(name, text)
     return text
 
@@ -70,4 +81,13 @@ def load_json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-__all__ = ["HELLO_C", "HELLO_H", "add_hello_patch", "add_line20_patch", "load_json", "main_c", "numbered", "write_config"]
+__all__ = [
+    "HELLO_C",
+    "HELLO_H",
+    "add_hello_patch",
+    "add_line20_patch",
+    "load_json",
+    "main_c",
+    "numbered",
+    "write_config",
+]

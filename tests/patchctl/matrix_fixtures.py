@@ -1,5 +1,6 @@
 """Shared helpers for the matrix tests: fixture paths, a project with matrix.yaml and the
 repository's templates, and the `# <- RULE` markers the invariant fixtures carry."""
+
 from __future__ import annotations
 
 import re

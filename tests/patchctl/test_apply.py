@@ -1,4 +1,5 @@
 """`patchctl apply`: strict, transactional, classified failures, idempotent re-runs."""
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,10 @@ def edit_line(text: str, old: str, new: str) -> str:
 def two_patches(project: Project, upstream: Repo) -> Project:
     base = upstream.head
     main_c = upstream.read("src/main.c")
-    project.add_patch("0001-tune-main.patch", make_patch(upstream, base, {"src/main.c": edit_line(main_c, "main 5\n", "main five\n")}, "Tune main"))
+    project.add_patch(
+        "0001-tune-main.patch",
+        make_patch(upstream, base, {"src/main.c": edit_line(main_c, "main 5\n", "main five\n")}, "Tune main"),
+    )
     project.add_patch("0002-add-paged.patch", make_patch(upstream, base, {"src/paged.c": "int paged;\n"}, "Add paged"))
     return project
 
@@ -51,7 +55,10 @@ def test_rerun_is_a_noop_and_a_stale_marker_is_not_trusted(two_patches: Project,
     assert git.rev_parse(tree, "HEAD") == head
 
     main_c = upstream.read("src/main.c")
-    two_patches.add_patch("0001-tune-main.patch", make_patch(upstream, upstream.head, {"src/main.c": edit_line(main_c, "main 5\n", "main FIVE\n")}, "Tune main"))
+    two_patches.add_patch(
+        "0001-tune-main.patch",
+        make_patch(upstream, upstream.head, {"src/main.c": edit_line(main_c, "main 5\n", "main FIVE\n")}, "Tune main"),
+    )
     rerun = cli("-C", two_patches.path, "apply")
     assert rerun.exit_code == 0 and "nothing to do" not in rerun.stdout
     assert "main FIVE" in (tree / "src/main.c").read_text()
@@ -74,7 +81,14 @@ def test_offsets_are_allowed_and_reported(project: Project, upstream: Repo, cli)
 def test_missing_file_names_patch_and_file_and_touches_nothing(two_patches: Project, upstream: Repo, cli) -> None:
     # A dev-doc hunk against a file a clean upstream checkout does not have.
     doc = make_patch(upstream, upstream.head, {"docs/dev.md": "notes\n"}, "Dev notes")
-    doc = doc.replace("new file mode 100644\nindex 0000000000000000000000000000000000000000", "index 1111111111111111111111111111111111111111").replace("--- /dev/null", "--- a/docs/dev.md").replace("@@ -0,0 +1 @@", "@@ -1 +1,2 @@\n old")
+    doc = (
+        doc.replace(
+            "new file mode 100644\nindex 0000000000000000000000000000000000000000",
+            "index 1111111111111111111111111111111111111111",
+        )
+        .replace("--- /dev/null", "--- a/docs/dev.md")
+        .replace("@@ -0,0 +1 @@", "@@ -1 +1,2 @@\n old")
+    )
     two_patches.add_patch("0003-dev-notes.patch", doc)
     result = cli("-C", two_patches.path, "apply")
     assert result.exit_code == 1
@@ -110,7 +124,10 @@ def test_already_applied_patch_is_classified(project: Project, upstream: Repo, c
 
 
 def test_malformed_patch_is_classified(project: Project, cli) -> None:
-    project.add_patch("0001-bad.patch", "Subject: [PATCH] bad\n\nwhy\n---\ndiff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n garbage\n")
+    project.add_patch(
+        "0001-bad.patch",
+        "Subject: [PATCH] bad\n\nwhy\n---\ndiff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n garbage\n",
+    )
     result = cli("-C", project.path, "apply")
     assert result.exit_code == 1
     assert "0001-bad.patch: malformed patch" in result.stderr
@@ -118,7 +135,11 @@ def test_malformed_patch_is_classified(project: Project, cli) -> None:
 
 @pytest.mark.parametrize(
     "path, reason",
-    [("../outside.txt", "escapes the tree"), ("/tmp/patchctl-abs-target.txt", "absolute path"), ("linkdir/evil.txt", "through a symlink")],
+    [
+        ("../outside.txt", "escapes the tree"),
+        ("/tmp/patchctl-abs-target.txt", "absolute path"),
+        ("linkdir/evil.txt", "through a symlink"),
+    ],
 )
 def test_patch_never_writes_outside_the_tree(tmp_path: Path, upstream: Repo, path: str, reason: str, cli) -> None:
     outside = tmp_path / "outside"
@@ -187,7 +208,9 @@ def test_apply_inside_a_parent_repository_really_applies(two_patches: Project, t
 
 def test_hostile_git_environment_changes_nothing(two_patches: Project, tmp_path: Path, monkeypatch, cli) -> None:
     hostile = tmp_path / "hostile.gitconfig"
-    hostile.write_text("[apply]\n\twhitespace = error-all\n[core]\n\tautocrlf = true\n[diff]\n\tnoprefix = true\n[user]\n\tname = Someone Else\n")
+    hostile.write_text(
+        "[apply]\n\twhitespace = error-all\n[core]\n\tautocrlf = true\n[diff]\n\tnoprefix = true\n[user]\n\tname = Someone Else\n"
+    )
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(hostile))
     monkeypatch.setenv("GIT_DIR", str(tmp_path / "nowhere"))
     monkeypatch.setenv("GIT_AUTHOR_DATE", "2001-01-01T00:00:00")
@@ -202,7 +225,9 @@ def test_hostile_git_environment_changes_nothing(two_patches: Project, tmp_path:
 def test_apply_at_another_rev(project: Project, upstream: Repo, cli) -> None:
     old = upstream.head
     new = upstream.commit({"src/new.c": "x\n"}, "more")
-    project.add_patch("0001-hdr.patch", make_patch(upstream, old, {"include/util.h": numbered(11, "decl")}, "Grow header"))
+    project.add_patch(
+        "0001-hdr.patch", make_patch(upstream, old, {"include/util.h": numbered(11, "decl")}, "Grow header")
+    )
     result = cli("-C", project.path, "apply", "--rev", new, "--json")
     assert result.exit_code == 0
     assert json.loads(result.stdout)["results"][0]["rev"] == new

@@ -1,4 +1,5 @@
 """`patchctl canary`: signal only, on scripted upstream drift in real temporary repositories."""
+
 from __future__ import annotations
 
 import shutil
@@ -32,14 +33,18 @@ def test_green_canary_changes_nothing_in_the_repository(project: Project, upstre
     assert result.exit_code == 0, result.output
     assert payload["red"] is False and payload["tip"] == tip and payload["commits_since_pin"] == 2
     assert [(p["patch"], p["strict"], p["verdict"]) for p in payload["series"][0]["patches"]] == [
-        ("0001-patch-line-twenty.patch", "applied-with-offset", "ok"), ("0002-add-hello.patch", "applied", "ok")]
+        ("0001-patch-line-twenty.patch", "applied-with-offset", "ok"),
+        ("0002-add-hello.patch", "applied", "ok"),
+    ]
     assert "canary up: ✅ green" in result.stdout
     assert project.snapshot() == before
     assert project.git("status", "--porcelain", "--ignored") == git_state
     assert not (project.path / ".patchctl").exists()
 
 
-def test_mechanical_drift_is_red_and_bisect_names_the_breaking_commit(project: Project, upstream: Repo, cli, monkeypatch) -> None:
+def test_mechanical_drift_is_red_and_bisect_names_the_breaking_commit(
+    project: Project, upstream: Repo, cli, monkeypatch
+) -> None:
     pin = upstream.head
     add_line20_patch(project, upstream, pin)
     add_hello_patch(project, upstream, pin)
@@ -92,7 +97,9 @@ def test_patch_taken_upstream_is_mechanical(project: Project, upstream: Repo, cl
     result, payload = run_canary(cli, project, "--no-bisect")
     assert result.exit_code == 1
     patch = payload["series"][0]["patches"][0]
-    assert patch["strict"] == "already-applied" and patch["verdict"] == "mechanical" and patch["breaking_commit"] is None
+    assert (
+        patch["strict"] == "already-applied" and patch["verdict"] == "mechanical" and patch["breaking_commit"] is None
+    )
 
 
 def test_rev_selects_an_older_commit(project: Project, upstream: Repo, cli) -> None:
@@ -110,7 +117,11 @@ def test_rev_selects_an_older_commit(project: Project, upstream: Repo, cli) -> N
 def test_compile_runs_the_build_steps_in_a_clean_tree(project: Project, upstream: Repo, cli) -> None:
     pin = upstream.head
     add_hello_patch(project, upstream, pin, name="0001-add-hello.patch")
-    write_config(project, pin, series_extra="build:\n  - name: cc\n    command: cc -o hello-bin src/hello.c && ./hello-bin && test ! -e stale\n")
+    write_config(
+        project,
+        pin,
+        series_extra="build:\n  - name: cc\n    command: cc -o hello-bin src/hello.c && ./hello-bin && test ! -e stale\n",
+    )
     upstream.commit({"src/util.c": "x\n"}, "Drift")
     result, payload = run_canary(cli, project, "--compile")
     assert result.exit_code == 0, result.output
@@ -124,7 +135,9 @@ def test_compile_runs_the_build_steps_in_a_clean_tree(project: Project, upstream
 def test_failing_compile_makes_the_canary_red(project: Project, upstream: Repo, cli) -> None:
     pin = upstream.head
     add_hello_patch(project, upstream, pin, name="0001-add-hello.patch")
-    write_config(project, pin, series_extra="build:\n  - name: cc\n    command: cc -Werror=unused-variable -c src/extra.c\n")
+    write_config(
+        project, pin, series_extra="build:\n  - name: cc\n    command: cc -Werror=unused-variable -c src/extra.c\n"
+    )
     upstream.commit({"src/extra.c": "int f(void) { int unused; return 0; }\n"}, "Upstream adds a warning")
     result, payload = run_canary(cli, project, "--compile")
     assert result.exit_code == 1

@@ -1,4 +1,5 @@
 """`patchctl export`: deterministic, minimal churn, excluded paths reported, verified."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,13 @@ def tree_of(project: Project) -> Path:
 
 def seeded(project: Project, upstream: Repo) -> Project:
     main_c = upstream.read("src/main.c")
-    project.add_patch("0001-tune-main.patch", make_patch(upstream, upstream.head, {"src/main.c": main_c.replace("main 5\n", "main five\n")}, "Tune main"))
-    project.add_patch("0002-add-paged.patch", make_patch(upstream, upstream.head, {"src/paged.c": "int paged;\n"}, "Add paged"))
+    project.add_patch(
+        "0001-tune-main.patch",
+        make_patch(upstream, upstream.head, {"src/main.c": main_c.replace("main 5\n", "main five\n")}, "Tune main"),
+    )
+    project.add_patch(
+        "0002-add-paged.patch", make_patch(upstream, upstream.head, {"src/paged.c": "int paged;\n"}, "Add paged")
+    )
     return project
 
 
@@ -32,7 +38,9 @@ def test_export_of_an_unchanged_tree_changes_nothing(project: Project, upstream:
     seeded(project, upstream)
     # Short index lines and another Date: same hunks, so no churn.
     path = project.series_dir / "0001-tune-main.patch"
-    text = re.sub(r"^index ([0-9a-f]{7})[0-9a-f]{33}\.\.([0-9a-f]{7})[0-9a-f]{33}", r"index \1..\2", path.read_text(), flags=re.M)
+    text = re.sub(
+        r"^index ([0-9a-f]{7})[0-9a-f]{33}\.\.([0-9a-f]{7})[0-9a-f]{33}", r"index \1..\2", path.read_text(), flags=re.M
+    )
     path.write_text(text.replace("Date: ", "Date: Mon, 1 Jan 2024 00:00:00 +0000\nX-Old-Date: "))
     before = project.snapshot()
     assert cli("-C", project.path, "apply").exit_code == 0
@@ -72,7 +80,11 @@ def test_changed_patch_keeps_its_name_and_removed_one_is_deleted(project: Projec
     tree = tree_of(project)
     # Rewrite history: drop "Add paged", change "Tune main".
     git.run(["reset", "-q", "--hard", upstream.head], tree)
-    commit_in(tree, {"src/main.c": upstream.read("src/main.c").replace("main 5\n", "main FIVE\n")}, "Tune main\n\nWhy this change.")
+    commit_in(
+        tree,
+        {"src/main.c": upstream.read("src/main.c").replace("main 5\n", "main FIVE\n")},
+        "Tune main\n\nWhy this change.",
+    )
     result = cli("-C", project.path, "export", "main", "--json")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
@@ -97,17 +109,25 @@ def test_excluded_paths_are_dropped_and_reported(project: Project, upstream: Rep
     assert project.patch_names()[-1] == "0003-shrink-util.patch"
 
 
-def test_export_is_byte_identical_whatever_the_git_config(project: Project, upstream: Repo, tmp_path: Path, monkeypatch, cli) -> None:
+def test_export_is_byte_identical_whatever_the_git_config(
+    project: Project, upstream: Repo, tmp_path: Path, monkeypatch, cli
+) -> None:
     seeded(project, upstream)
     assert cli("-C", project.path, "apply").exit_code == 0
     tree = tree_of(project)
-    commit_in(tree, {"src/util.c": numbered(12, "util") + "inserted\n" + numbered(30, "util")[len(numbered(12, "util")):]}, "Insert util")
+    commit_in(
+        tree,
+        {"src/util.c": numbered(12, "util") + "inserted\n" + numbered(30, "util")[len(numbered(12, "util")) :]},
+        "Insert util",
+    )
     assert cli("-C", project.path, "export", "main").exit_code == 0
     reference = (project.series_dir / "0003-insert-util.patch").read_bytes()
     (project.series_dir / "0003-insert-util.patch").unlink()
 
     hostile = tmp_path / "hostile.gitconfig"
-    hostile.write_text("[diff]\n\tnoprefix = true\n\talgorithm = patience\n\tcontext = 7\n[format]\n\tsignature = evil\n\tnumbered = true\n[core]\n\tabbrev = 7\n")
+    hostile.write_text(
+        "[diff]\n\tnoprefix = true\n\talgorithm = patience\n\tcontext = 7\n[format]\n\tsignature = evil\n\tnumbered = true\n[core]\n\tabbrev = 7\n"
+    )
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(hostile))
     # The repository's own config cannot change the output either.
     git.run(["config", "--worktree", "diff.mnemonicPrefix", "true"], tree, check=False)
@@ -149,7 +169,12 @@ def test_export_from_a_tree_not_on_the_pin(project: Project, tmp_path: Path, cli
 
 
 FILES = ["src/main.c", "src/util.c", "include/util.h", "src/new.c", "docs/x.md"]
-edit = st.tuples(st.sampled_from(FILES), st.integers(0, 45), st.sampled_from(["insert", "delete", "replace"]), st.text("abc xyz", min_size=1, max_size=8))
+edit = st.tuples(
+    st.sampled_from(FILES),
+    st.integers(0, 45),
+    st.sampled_from(["insert", "delete", "replace"]),
+    st.text("abc xyz", min_size=1, max_size=8),
+)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,4 +1,5 @@
 """`patchctl gate`: ordered gates with timeouts, per-case reports and digest baselines."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,9 @@ CHECKER = textwrap.dedent(
 
 
 def with_gates(project: Project, upstream: Repo, gates: str) -> Project:
-    project.add_patch("0001-add-checker.patch", make_patch(upstream, upstream.head, {"src/checker.c": CHECKER}, "Add checker"))
+    project.add_patch(
+        "0001-add-checker.patch", make_patch(upstream, upstream.head, {"src/checker.c": CHECKER}, "Add checker")
+    )
     project.write_config(upstream.head, "    gates:\n" + textwrap.indent(textwrap.dedent(gates), "      "))
     return project
 
@@ -61,7 +64,9 @@ def test_failing_gate_names_the_case_and_stops(project: Project, upstream: Repo,
 
 
 def test_gate_timeout_kills_the_command(project: Project, upstream: Repo, cli) -> None:
-    with_gates(project, upstream, "- name: hangs\n  command: sleep 30; echo done > $PATCHCTL_ROOT/finished\n  timeout: 1\n")
+    with_gates(
+        project, upstream, "- name: hangs\n  command: sleep 30; echo done > $PATCHCTL_ROOT/finished\n  timeout: 1\n"
+    )
     assert cli("-C", project.path, "apply").exit_code == 0
     result = cli("-C", project.path, "gate", "main")
     assert result.exit_code == 1 and "timed out after 1 s" in result.stderr

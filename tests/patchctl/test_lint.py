@@ -1,4 +1,5 @@
 """`patchctl lint`: one test per rule, each with its file:line."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,18 @@ from .conftest import Project, Repo, make_patch
 
 @pytest.fixture
 def good(project: Project, upstream: Repo) -> Project:
-    project.add_patch("0001-tune-main.patch", make_patch(upstream, upstream.head, {"src/main.c": upstream.read("src/main.c").replace("main 5\n", "main five\n")}, "Tune main"))
-    project.add_patch("0002-add-paged.patch", make_patch(upstream, upstream.head, {"src/paged.c": "int paged;\n"}, "Add paged"))
+    project.add_patch(
+        "0001-tune-main.patch",
+        make_patch(
+            upstream,
+            upstream.head,
+            {"src/main.c": upstream.read("src/main.c").replace("main 5\n", "main five\n")},
+            "Tune main",
+        ),
+    )
+    project.add_patch(
+        "0002-add-paged.patch", make_patch(upstream, upstream.head, {"src/paged.c": "int paged;\n"}, "Add paged")
+    )
     return project
 
 
@@ -29,7 +40,9 @@ def test_clean_series_has_no_findings(good: Project, cli) -> None:
 
 def test_numbering_and_names(good: Project, cli) -> None:
     (good.series_dir / "0002-add-paged.patch").rename(good.series_dir / "0003-add-paged.patch")
-    (good.series_dir / "0001-dup.patch").write_text((good.series_dir / "0001-tune-main.patch").read_text().replace("Tune main", "Dup"))
+    (good.series_dir / "0001-dup.patch").write_text(
+        (good.series_dir / "0001-tune-main.patch").read_text().replace("Tune main", "Dup")
+    )
     (good.series_dir / "Fix Things.patch").write_text("x")
     rules = {(f["rule"], f["file"]) for f in findings(cli, good, "--no-apply")}
     assert ("PC001", "patches/main/0001-tune-main.patch") in rules  # duplicate number
@@ -62,13 +75,17 @@ def test_excluded_path_crlf_and_binary(good: Project, upstream: Repo, cli) -> No
 
 
 def test_allowing_crlf_and_binary_on_the_series(good: Project, upstream: Repo, cli) -> None:
-    good.add_patch("0003-windows-file.patch", make_patch(upstream, upstream.head, {"src/win.c": "int a;\r\n"}, "Windows file"))
+    good.add_patch(
+        "0003-windows-file.patch", make_patch(upstream, upstream.head, {"src/win.c": "int a;\r\n"}, "Windows file")
+    )
     good.write_config(upstream.head, "    allow_crlf: true\n")
     assert findings(cli, good) == []
 
 
 def test_series_must_apply_to_the_pin(good: Project, upstream: Repo, cli) -> None:
-    upstream.commit({"src/main.c": upstream.read("src/main.c").replace("main 5\n", "main cinq\n")}, "conflicting upstream change")
+    upstream.commit(
+        {"src/main.c": upstream.read("src/main.c").replace("main 5\n", "main cinq\n")}, "conflicting upstream change"
+    )
     good.write_config(upstream.head)
     found = findings(cli, good)
     assert [f["rule"] for f in found] == ["PC009"]
@@ -79,7 +96,10 @@ def test_series_must_apply_to_the_pin(good: Project, upstream: Repo, cli) -> Non
 
 
 def test_unsafe_path(good: Project, cli) -> None:
-    good.add_patch("0003-escape.patch", "Subject: [PATCH] escape\n\nx\n---\ndiff --git a/../x b/../x\nnew file mode 100644\n--- /dev/null\n+++ b/../x\n@@ -0,0 +1 @@\n+x\n")
+    good.add_patch(
+        "0003-escape.patch",
+        "Subject: [PATCH] escape\n\nx\n---\ndiff --git a/../x b/../x\nnew file mode 100644\n--- /dev/null\n+++ b/../x\n@@ -0,0 +1 @@\n+x\n",
+    )
     found = findings(cli, good)
     assert any(f["rule"] == "PC012" and f["file"] == "patches/main/0003-escape.patch" for f in found)
 
@@ -115,4 +135,7 @@ def test_github_annotations(good: Project, monkeypatch, cli) -> None:
     result = cli("-C", good.path, "lint", "--no-apply")
     assert result.exit_code == 1
     assert "patches/main/0007-add-paged.patch:1: PC001: numbering is not contiguous" in result.stdout
-    assert "::error file=patches/main/0007-add-paged.patch,line=1,title=PC001::numbering is not contiguous" in result.stdout
+    assert (
+        "::error file=patches/main/0007-add-paged.patch,line=1,title=PC001::numbering is not contiguous"
+        in result.stdout
+    )

@@ -1,6 +1,7 @@
 """This repository's own llama.cpp series, on the real llama.cpp trees (0.3.30 and 0.3.33):
 it applies strictly to its pin, lints clean, and the gate proves the C++ port bit-exact
 against the engine's conformance vectors."""
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,9 @@ def applied(repo_copy: Path, cli) -> Path:
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)["results"][0]
     assert payload["rev"] == REAL_PIN
-    assert [p["status"] for p in payload["patches"]] == ["applied"] * len(payload["patches"]) and len(payload["patches"]) == 3
+    assert [p["status"] for p in payload["patches"]] == ["applied"] * len(payload["patches"]) and len(
+        payload["patches"]
+    ) == 3
     return repo_copy
 
 

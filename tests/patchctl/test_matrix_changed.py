@@ -1,5 +1,6 @@
 """`patchctl matrix changed`: rows selected from real git history, shared paths rebuilding
 every backend that depends on them, edited rows, and output ready for fromJSON."""
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,13 @@ from .matrix_fixtures import make_project
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     project = make_project(tmp_path)
-    for name in ("backend/cpp/llama-cpp/grpc-server.cpp", "backend/go/whisper/main.go", "backend/backend.proto", "README.md", "patches/llama.cpp/0001-a.patch"):
+    for name in (
+        "backend/cpp/llama-cpp/grpc-server.cpp",
+        "backend/go/whisper/main.go",
+        "backend/backend.proto",
+        "README.md",
+        "patches/llama.cpp/0001-a.patch",
+    ):
         (project / name).parent.mkdir(parents=True, exist_ok=True)
         (project / name).write_text("v1\n")
     git.init_repo(project)
@@ -39,16 +46,30 @@ def plan(cli, repo: Path, *args: str) -> dict:
 
 
 def suffixes(payload: dict) -> list[str]:
-    return [r["tag-suffix"] for r in payload["linux"]["include"]] + [r["tag-suffix"] for r in payload["darwin"]["include"]]
+    return [r["tag-suffix"] for r in payload["linux"]["include"]] + [
+        r["tag-suffix"] for r in payload["darwin"]["include"]
+    ]
 
 
 def test_a_backend_path_rebuilds_that_backend_only(cli, repo: Path) -> None:
     edit_and_commit(repo, "backend/cpp/llama-cpp/grpc-server.cpp")
     payload = plan(cli, repo, "--base", "HEAD~1")
     assert payload["backends"] == ["llama-cpp"]
-    assert suffixes(payload) == ["-cpu-llama-cpp", "-cpu-llama-cpp", "-gpu-nvidia-cuda-13-llama-cpp", "-metal-darwin-arm64-llama-cpp"]
+    assert suffixes(payload) == [
+        "-cpu-llama-cpp",
+        "-cpu-llama-cpp",
+        "-gpu-nvidia-cuda-13-llama-cpp",
+        "-metal-darwin-arm64-llama-cpp",
+    ]
     assert payload["pairs"] == ["-cpu-llama-cpp"]
-    assert payload["reasons"] == [{"backend": "llama-cpp", "file": "backend/cpp/llama-cpp/grpc-server.cpp", "pattern": "backend/cpp/llama-cpp/**", "shared": False}]
+    assert payload["reasons"] == [
+        {
+            "backend": "llama-cpp",
+            "file": "backend/cpp/llama-cpp/grpc-server.cpp",
+            "pattern": "backend/cpp/llama-cpp/**",
+            "shared": False,
+        }
+    ]
 
 
 def test_a_shared_path_rebuilds_every_backend_that_lists_it(cli, repo: Path) -> None:
@@ -83,7 +104,12 @@ def test_directory_pattern_and_merge_base(cli, repo: Path) -> None:
 
 def test_an_edited_row_is_rebuilt_alone(cli, repo: Path) -> None:
     matrix = repo / "matrix.yaml"
-    matrix.write_text(matrix.read_text().replace("    tag-suffix: -cpu-whisper\n    runs-on: ubuntu-latest\n    base-image: ubuntu:24.04", "    tag-suffix: -cpu-whisper\n    runs-on: ubuntu-latest\n    base-image: ubuntu:24.10"))
+    matrix.write_text(
+        matrix.read_text().replace(
+            "    tag-suffix: -cpu-whisper\n    runs-on: ubuntu-latest\n    base-image: ubuntu:24.04",
+            "    tag-suffix: -cpu-whisper\n    runs-on: ubuntu-latest\n    base-image: ubuntu:24.10",
+        )
+    )
     git.commit_all(repo, "bump whisper base image")
     payload = plan(cli, repo, "--base", "HEAD~1")
     assert suffixes(payload) == ["-cpu-whisper"]

@@ -1,6 +1,7 @@
 """`patchctl matrix check`: every invariant fails on its own fixture at the marked lines,
 the good fixture and this repository pass, LocalAI-format files work, and the allowlist
 silences exactly what it names."""
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,9 @@ def test_text_output_is_file_line_rule(cli) -> None:
     result = cli("matrix", "check", *check_args(case))
     assert result.exit_code == 1
     first = result.stdout.splitlines()[0]
-    assert first.endswith("index.yaml:7: MX303: meta backend a: capability nvidia-cuda-12 points at gpu-nvidia-cuda-13-a, a CUDA 13 image (-gpu-nvidia-cuda-13-a)")
+    assert first.endswith(
+        "index.yaml:7: MX303: meta backend a: capability nvidia-cuda-12 points at gpu-nvidia-cuda-13-a, a CUDA 13 image (-gpu-nvidia-cuda-13-a)"
+    )
     assert "patchctl: error: 2 finding(s)" in result.stderr
 
 
@@ -83,7 +86,9 @@ def test_localai_index_merge_keys_are_resolved() -> None:
     attach_localai_index(matrix, LOCALAI / "backend" / "index.yaml", LOCALAI)
     assert [m.name for m in matrix.metas] == ["llama-cpp", "llama-cpp-development", "whisper"]
     development = matrix.metas[1]
-    assert development.capabilities["default"] == "cpu-llama-cpp-development"  # the explicit map wins over the merged one
+    assert (
+        development.capabilities["default"] == "cpu-llama-cpp-development"
+    )  # the explicit map wins over the merged one
     assert matrix.variant("cuda12-llama-cpp").uri.endswith(":latest-gpu-nvidia-cuda-12-llama-cpp")
     assert matrix.variant("cpu-llama-cpp").mirrors == ("example/ai-backends:latest-cpu-llama-cpp",)
     assert matrix.linux_rows()[0].values["platforms"] == "linux/amd64"
@@ -92,7 +97,9 @@ def test_localai_index_merge_keys_are_resolved() -> None:
 
 def test_allowlist_silences_by_rule_and_subject_glob(cli) -> None:
     matrix, index = LOCALAI / ".github" / "backend-matrix.yml", LOCALAI / "backend" / "index.yaml"
-    result = cli("-C", LOCALAI, "matrix", "check", "--matrix", matrix, "--index", index, "--allow", LOCALAI / "allow.yaml")
+    result = cli(
+        "-C", LOCALAI, "matrix", "check", "--matrix", matrix, "--index", index, "--allow", LOCALAI / "allow.yaml"
+    )
     assert result.exit_code == 1
     assert result.stdout.splitlines() == [
         "allow.yaml:12: note: allowlist entry MX304 'legacy-*' matched nothing; delete it",
@@ -102,7 +109,10 @@ def test_allowlist_silences_by_rule_and_subject_glob(cli) -> None:
 
 def test_allowlist_can_make_the_check_pass(cli, tmp_path: Path) -> None:
     allow = tmp_path / "allow.yaml"
-    allow.write_text((LOCALAI / "allow.yaml").read_text() + "  - {rule: MX303, subject: 'llama-cpp-development/*', reason: fixed upstream next release}\n")
+    allow.write_text(
+        (LOCALAI / "allow.yaml").read_text()
+        + "  - {rule: MX303, subject: 'llama-cpp-development/*', reason: fixed upstream next release}\n"
+    )
     matrix, index = LOCALAI / ".github" / "backend-matrix.yml", LOCALAI / "backend" / "index.yaml"
     result = cli("-C", LOCALAI, "matrix", "check", "--matrix", matrix, "--index", index, "--allow", allow, "--json")
     assert result.exit_code == 0, result.output
@@ -113,7 +123,9 @@ def test_allowlist_can_make_the_check_pass(cli, tmp_path: Path) -> None:
 
 def test_allowlist_a_different_subject_does_not_silence(cli, tmp_path: Path) -> None:
     allow = tmp_path / "allow.yaml"
-    allow.write_text("allow:\n  - {rule: MX103, subject: -cpu-b, reason: not this one}\n  - {rule: MX101, subject: -cpu-a, reason: wrong rule}\n")
+    allow.write_text(
+        "allow:\n  - {rule: MX103, subject: -cpu-b, reason: not this one}\n  - {rule: MX101, subject: -cpu-a, reason: wrong rule}\n"
+    )
     result = cli("matrix", "check", *check_args(INVARIANTS / "MX103-arm-runner"), "--allow", allow, "--json")
     assert result.exit_code == 1
     assert len(json.loads(result.stdout)["findings"]) == 2
@@ -145,7 +157,9 @@ def test_pin_rules_read_the_config() -> None:
 @pytest.mark.parametrize("command", [(), ("render",), ("check",), ("changed",)])
 def test_help_texts_carry_examples(cli, command: tuple[str, ...]) -> None:
     result = cli("matrix", *command, "--help")
-    assert result.exit_code == 0 and "Examples:\n  patchctl matrix" in result.stdout.replace("Examples:\n    ", "Examples:\n  ")
+    assert result.exit_code == 0 and "Examples:\n  patchctl matrix" in result.stdout.replace(
+        "Examples:\n    ", "Examples:\n  "
+    )
 
 
 def test_gpu_capabilities_may_fall_back_to_vulkan_but_not_to_another_cuda() -> None:

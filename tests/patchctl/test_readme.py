@@ -1,4 +1,5 @@
 """The README's quick start is what CI runs, and every command it documents exists."""
+
 from __future__ import annotations
 
 import re

@@ -1,5 +1,6 @@
 """The real-upstream tier: llama.cpp trees vendored by llama-cpp-python 0.3.30 and 0.3.33
 on PyPI, turned into a reproducible local upstream (downloads cached across runs)."""
+
 from __future__ import annotations
 
 import json
@@ -37,7 +38,11 @@ def test_apply_export_round_trip_on_real_llama_cpp(tmp_path: Path, mirror_path: 
     work = tmp_path / "work"
     assert cli("-C", project.path, "apply", "--into", work).exit_code == 0
     kv = work / "src" / "llama-kv-cache.cpp"
-    kv.write_text(kv.read_text().replace("#include \"llama-kv-cache.h\"\n", "#include \"llama-kv-cache.h\"\n// downstream marker\n", 1))
+    kv.write_text(
+        kv.read_text().replace(
+            '#include "llama-kv-cache.h"\n', '#include "llama-kv-cache.h"\n// downstream marker\n', 1
+        )
+    )
     Repo(work).commit({}, "Mark the KV cache\n\nA one-line downstream change.")
     assert cli("-C", project.path, "export", "llama.cpp", "--from", work).exit_code == 0
     assert project.patch_names() == ["0001-mark-the-kv-cache.patch"]

@@ -4,6 +4,7 @@
 The series changes over time, so these tests run against whatever patches/llama.cpp holds
 and assert whichever outcome is true, with the report saying precisely what happened to
 every patch."""
+
 from __future__ import annotations
 
 import json
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import REAL_PIN, REAL_TIP, tree_files as _tree_files
+from .conftest import REAL_PIN, REAL_TIP
+from .conftest import tree_files as _tree_files
 
 pytestmark = pytest.mark.realupstream
 
@@ -88,7 +90,9 @@ def test_pin_sync_of_the_own_series_with_its_gates(tmp_path: Path, cli) -> None:
         assert result.exit_code == 0, result.output
         assert replayed == names
         gate_names = [g["name"] for g in payload["gates"]]
-        declared = [g["name"] for g in yaml.safe_load((project / "matrix.yaml").read_text())["series"][SERIES].get("gates", [])]
+        declared = [
+            g["name"] for g in yaml.safe_load((project / "matrix.yaml").read_text())["series"][SERIES].get("gates", [])
+        ]
         assert gate_names == ["strict-apply", *declared] and all(g["ok"] for g in payload["gates"])
         after = tree_files(project)
         assert after["matrix.yaml"] == before["matrix.yaml"].replace(REAL_PIN.encode(), REAL_TIP.encode())

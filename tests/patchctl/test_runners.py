@@ -1,4 +1,5 @@
 """The build runners compile real C++ files: locally, and in a Docker container."""
+
 from __future__ import annotations
 
 import os
@@ -125,9 +126,16 @@ def _containers_named(name: str) -> list:
 
 
 @pytest.mark.docker
-def test_docker_runner_compiles_in_the_image_as_the_invoking_user(toolchain_image: str, tree: Path, tmp_path: Path) -> None:
+def test_docker_runner_compiles_in_the_image_as_the_invoking_user(
+    toolchain_image: str, tree: Path, tmp_path: Path
+) -> None:
     lines: list[str] = []
-    step = BuildStep("hello", f"{COMPILE_AND_RUN} && id -u > uid.txt && g++ --version | head -n 1", runner="docker", image=toolchain_image)
+    step = BuildStep(
+        "hello",
+        f"{COMPILE_AND_RUN} && id -u > uid.txt && g++ --version | head -n 1",
+        runner="docker",
+        image=toolchain_image,
+    )
     result = run_build(step, tree, tmp_path / "docker.log", progress=lines.append)
     log = result.log_path.read_text()
     assert result.ok, log
@@ -142,7 +150,9 @@ def test_docker_runner_compiles_in_the_image_as_the_invoking_user(toolchain_imag
 @pytest.mark.docker
 def test_docker_runner_reports_a_compile_error(toolchain_image: str, tree: Path, tmp_path: Path) -> None:
     (tree / "hello.cpp").write_text(BROKEN_CPP)
-    result = run_build(BuildStep("broken", "g++ -c hello.cpp", runner="docker", image=toolchain_image), tree, tmp_path / "b.log")
+    result = run_build(
+        BuildStep("broken", "g++ -c hello.cpp", runner="docker", image=toolchain_image), tree, tmp_path / "b.log"
+    )
     assert not result.ok and result.returncode not in (0, None)
     assert "undeclared_name" in result.log_path.read_text()
     assert _containers_named(result.container) == []
@@ -166,7 +176,9 @@ def test_docker_runner_names_a_missing_image(toolchain_image: str, tree: Path, t
         run_build(step, tree, tmp_path / "x.log")
 
 
-def test_docker_runner_without_an_engine_is_an_environment_failure(tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_docker_runner_without_an_engine_is_an_environment_failure(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
     step = BuildStep("hello", COMPILE_AND_RUN, runner="docker", image="anything:1")
     with pytest.raises(EnvironmentFailure, match=r"no reachable Docker engine at tcp://127\.0\.0\.1:9") as info:
@@ -244,13 +256,16 @@ canary:
 def _canary_project(project, upstream, image: str) -> None:
     add_hello_patch(project, upstream, upstream.head, name="0001-add-hello.patch")
     write_config(
-        project, upstream.head,
+        project,
+        upstream.head,
         series_extra="build:\n  - name: cc\n    command: g++ -x c++ -o hello-bin src/hello.c && ./hello-bin\n",
         tail=CANARY_TOOLCHAIN.format(image=image),
     )
 
 
-def test_cli_without_a_docker_engine_exits_3_with_one_line(project, upstream, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_without_a_docker_engine_exits_3_with_one_line(
+    project, upstream, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _canary_project(project, upstream, "patchctl-toolchain:bookworm")
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
     result = cli("-C", project.path, "canary", "--compile", "--work-dir", project.path.parent / "work")
@@ -260,7 +275,9 @@ def test_cli_without_a_docker_engine_exits_3_with_one_line(project, upstream, cl
 
 
 @pytest.mark.docker
-def test_canary_compiles_once_per_toolchain_in_its_image(toolchain_image: str, project, upstream, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_canary_compiles_once_per_toolchain_in_its_image(
+    toolchain_image: str, project, upstream, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _canary_project(project, upstream, toolchain_image)
     upstream.commit({"src/util.c": "x\n"}, "Drift")
     out = project.path.parent / "canary.json"
@@ -283,6 +300,8 @@ def test_canary_names_a_missing_toolchain_image(toolchain_image: str, project, u
 
 def test_unknown_canary_toolchain_is_a_usage_error(project, upstream, cli) -> None:
     _canary_project(project, upstream, "patchctl-toolchain:bookworm")
-    result = cli("-C", project.path, "canary", "--compile", "--toolchain", "nope", "--work-dir", project.path.parent / "work")
+    result = cli(
+        "-C", project.path, "canary", "--compile", "--toolchain", "nope", "--work-dir", project.path.parent / "work"
+    )
     assert result.exit_code == 2
     assert "unknown canary toolchain 'nope' (matrix.yaml declares: bookworm, other)" in result.stderr

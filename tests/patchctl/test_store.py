@@ -1,4 +1,5 @@
 """The upstream cache: one mirror per URL, incremental fetches, a lock, URL overrides."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from patchctl import git, store as store_mod
+from patchctl import git
+from patchctl import store as store_mod
 from patchctl.store import Store
 
 from .conftest import Project, Repo
@@ -21,7 +23,10 @@ def _mirror_in_process(root: str, url: str, queue) -> None:
 def test_concurrent_runs_share_one_intact_mirror(tmp_path: Path, upstream: Repo) -> None:
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    workers = [ctx.Process(target=_mirror_in_process, args=(str(tmp_path / "cache"), str(upstream.path), queue)) for _ in range(3)]
+    workers = [
+        ctx.Process(target=_mirror_in_process, args=(str(tmp_path / "cache"), str(upstream.path), queue))
+        for _ in range(3)
+    ]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -42,7 +47,9 @@ def test_fetch_is_incremental_and_names_are_fetched(tmp_path: Path, upstream: Re
     assert store.branch_tip(mirror, "main") == new
 
 
-def test_file_url_and_override_by_environment(project: Project, upstream: Repo, tmp_path: Path, monkeypatch, cli) -> None:
+def test_file_url_and_override_by_environment(
+    project: Project, upstream: Repo, tmp_path: Path, monkeypatch, cli
+) -> None:
     config = project.path / "matrix.yaml"
     config.write_text(config.read_text().replace(f"url: {upstream.path}", "url: https://example.invalid/upstream.git"))
     monkeypatch.setenv("PATCHCTL_UPSTREAM_URL", f"up=file://{upstream.path}")
