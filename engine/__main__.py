@@ -10,11 +10,11 @@ import importlib
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "vectors": ("engine.vectors", "write the block manager's conformance vectors"),
-    "capacity": ("engine.capacity", "paged vs reserved KV capacity and prefix-sharing memory"),
-    "generate": ("engine.cli_generate", "generate text with the embedded tiny model"),
-    "bench": ("engine.bench", "decode throughput and block-manager benchmarks"),
-    "gate0": ("engine.gate0", "Gate 0: paged KV must match the contiguous reference"),
+    "vectors": ("engine.tools.vectors", "write the block manager's conformance vectors"),
+    "capacity": ("engine.tools.capacity", "paged vs reserved KV capacity and prefix-sharing memory"),
+    "generate": ("engine.tools.generate", "generate text with the embedded tiny model"),
+    "bench": ("engine.tools.bench", "decode throughput and block-manager benchmarks"),
+    "gate0": ("engine.tools.gate0", "Gate 0: paged KV must match the contiguous reference"),
 }
 
 

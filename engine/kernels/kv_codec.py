@@ -2,12 +2,12 @@
 
 A cache row is one token's key (or value) for one KV head. Float formats store the
 `head_dim` values in the cache tensor's own dtype (f32, f16 or bf16). The ggml formats
-store `head_dim / 32` blocks as bytes in a uint8 tensor, laid out as `engine.quant`
+store `head_dim / 32` blocks as bytes in a uint8 tensor, laid out as `engine.kv.formats`
 documents; `load_rows` decodes them with the same float32 steps as
-`engine.quant.dequantize`, and `store_row` encodes them with the same steps as
-`engine.quant.quantize` (division is round-to-nearest `div_rn`, as numpy divides).
+`engine.kv.formats.dequantize`, and `store_row` encodes them with the same steps as
+`engine.kv.formats.quantize` (division is round-to-nearest `div_rn`, as numpy divides).
 
-Byte-identity with `engine.quant` is tested in interpreter mode. On a GPU the compiler
+Byte-identity with `engine.kv.formats` is tested in interpreter mode. On a GPU the compiler
 may contract `x * id + 8.5` into one fused multiply-add, which can move a code by one on
 exact ties; the C++ port should decide explicitly whether it fuses.
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from engine.kv_cache_storage import row_width  # noqa: F401  (re-exported for the kernels)
-from engine.quant import get_format
+from engine.kv.formats import get_format
+from engine.kv.storage import row_width  # noqa: F401  (re-exported for the kernels)
 
 FLOAT = tl.constexpr(0)
 Q8_0 = tl.constexpr(1)

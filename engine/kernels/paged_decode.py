@@ -34,7 +34,7 @@ import triton
 import triton.language as tl
 
 from engine.kernels.kv_codec import format_code, load_rows, row_width
-from engine.quant import dequantize
+from engine.kv.formats import dequantize
 
 DECODE_TILE = 16
 

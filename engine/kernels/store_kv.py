@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from engine.kernels.kv_codec import format_code, row_width, store_row
-from engine.quant import quantize
+from engine.kv.formats import quantize
 
 
 @triton.jit
@@ -116,7 +116,7 @@ def store_kv_reference(
     k_type: str,
     v_type: str,
 ) -> None:
-    """Plain torch: the same writes, encoding through `engine.quant.quantize`."""
+    """Plain torch: the same writes, encoding through `engine.kv.formats.quantize`."""
     _check(key, value, k_cache, k_type, slot_mapping)
     _check(value, key, v_cache, v_type, slot_mapping)
     keep = slot_mapping >= 0

@@ -6,16 +6,16 @@ import logging
 
 import pytest
 
-from engine.attention_policy import (
+from engine.attention.policy import (
     AttentionConfigError,
     FlashAttnSupport,
     flash_attention_support,
     requested_flash_attn_mode,
     resolve_attention,
 )
-from engine.llm_engine import EngineConfig, LLMEngine
-from engine.model import LlamaConfig, LlamaModel, random_weights
-from engine.sampling import SamplingParams
+from engine.model.llama import LlamaConfig, LlamaModel, random_weights
+from engine.runtime.llm_engine import EngineConfig, LLMEngine
+from engine.runtime.sampling import SamplingParams
 
 SUPPORTED = FlashAttnSupport(True)
 UNSUPPORTED = FlashAttnSupport(False, "head_dim 96 is not a power of two between 16 and 256, the paged kernels' tile")

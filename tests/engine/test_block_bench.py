@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine import bench
-from engine.block_bench import run_block_bench
+from engine.tools import bench
+from engine.tools.bench_blocks import run_block_bench
 
 
 def test_block_bench_reports_every_operation(capsys: pytest.CaptureFixture[str]) -> None:

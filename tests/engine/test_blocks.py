@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from engine.blocks import (
+from engine.core import (
     NONE_HASH,
     NONE_HASH_SEED,
     BlockExtraKeys,

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from engine.blocks import KVCacheManager, Request
-from engine.conformance_trace import snapshot
+from engine.conformance.trace import snapshot
+from engine.core import KVCacheManager, Request
 
 # A few shared prefixes make prefix hits, duplicates and evictions common.
 PREFIXES = [[1] * 8, [2] * 5 + [3] * 6, list(range(12))]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine import capacity
-from engine.capacity_model import ConcurrencyParams, SharingParams, measure_concurrency, measure_prefix_sharing
+from engine.tools import capacity
+from engine.tools.capacity_model import ConcurrencyParams, SharingParams, measure_concurrency, measure_prefix_sharing
 
 
 def test_default_workload_reproduces_the_published_concurrency_ratio() -> None:

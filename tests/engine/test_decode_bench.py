@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine import bench
-from engine.cli_support import progress_display
-from engine.decode_bench import format_cpu_decode, run_cpu_decode
+from engine.tools import bench
+from engine.tools.bench_decode import format_cpu_decode, run_cpu_decode
+from engine.tools.common import progress_display
 
 
 def test_cpu_decode_bench_measures_both_sides() -> None:

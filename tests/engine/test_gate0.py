@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from engine.__main__ import main as engine_main
-from engine.gate0 import Gate0Config, run_gate0
 from engine.kernels import paged_decode
+from engine.tools.gate0 import Gate0Config, run_gate0
 
 SMALL = Gate0Config(max_batch=8, max_tokens=6, block_size=4)
 

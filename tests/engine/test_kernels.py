@@ -10,7 +10,7 @@ from engine.kernels.kv_codec import row_width
 from engine.kernels.paged_decode import gather_rows, paged_decode_attention, paged_decode_attention_reference
 from engine.kernels.paged_prefill import paged_prefill_attention, paged_prefill_attention_reference
 from engine.kernels.store_kv import store_kv, store_kv_reference
-from engine.quant import QTYPES, dequantize, get_format, quantize
+from engine.kv.formats import QTYPES, dequantize, get_format, quantize
 
 HEADS, KV_HEADS, HEAD_DIM, BLOCK_SIZE, NUM_BLOCKS = 4, 2, 32, 4, 40
 SCALE = HEAD_DIM**-0.5

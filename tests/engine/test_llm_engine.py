@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from engine.__main__ import main as engine_main
-from engine.cli_generate import DEFAULT_PROMPT
-from engine.llm_engine import EngineConfig, LLMEngine, RequestOutput
-from engine.model import LlamaModel
-from engine.reference import contiguous_greedy
-from engine.sampling import SamplingParams
+from engine.model.llama import LlamaModel
+from engine.model.reference import contiguous_greedy
+from engine.runtime.llm_engine import EngineConfig, LLMEngine, RequestOutput
+from engine.runtime.sampling import SamplingParams
+from engine.tools.generate import DEFAULT_PROMPT
 
 MODEL = LlamaModel.tiny()
 PROMPTS = ["Paged attention", "x", "The quick brown fox jumps over", "0123456789abcdef!"]

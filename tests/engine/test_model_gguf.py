@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from engine.__main__ import main as engine_main
-from engine.gguf_loader import GGUFError, load_gguf, write_gguf
-from engine.llm_engine import EngineConfig, LLMEngine
-from engine.model import TINY_CONFIG, LlamaConfig, LlamaModel, apply_rope, random_weights
-from engine.sampling import SamplingParams
+from engine.model.gguf import GGUFError, load_gguf, write_gguf
+from engine.model.llama import TINY_CONFIG, LlamaConfig, LlamaModel, apply_rope, random_weights
+from engine.runtime.llm_engine import EngineConfig, LLMEngine
+from engine.runtime.sampling import SamplingParams
 
 
 def independent_forward(model: LlamaModel, ids: torch.Tensor) -> torch.Tensor:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.blocks import KVCacheManager
-from engine.paged_kv import PagedKVCache, block_tables_tensor, slot_mapping_for
+from engine.core import KVCacheManager
+from engine.kv.slot_mapping import PagedKVCache, block_tables_tensor, slot_mapping_for
 
 
 def test_slot_is_block_id_times_block_size_plus_offset() -> None:

@@ -1,4 +1,4 @@
-"""engine.quant against gguf-py's gguf.quants: the bytes must be identical, the values too."""
+"""engine.kv.formats against gguf-py's gguf.quants: the bytes must be identical, the values too."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from engine.quant import QTYPES, dequantize, get_format, quantize
+from engine.kv.formats import QTYPES, dequantize, get_format, quantize
 
 GGML = {
     "f32": gguf.GGMLQuantizationType.F32,

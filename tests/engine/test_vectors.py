@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import vectors
-from engine.conformance_files import CHECKED_IN_DIR, build_vector_files, compare_vector_dir
+from engine.conformance.files import CHECKED_IN_DIR, build_vector_files, compare_vector_dir
+from engine.tools import vectors
 
 REPO = Path(__file__).resolve().parents[2]
 

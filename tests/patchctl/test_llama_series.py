@@ -49,7 +49,7 @@ def test_gate_proves_the_port_bit_exact(applied: Path, cli) -> None:
     gates = {g["name"]: g for g in json.loads(result.stdout)["gates"]}
     assert gates["engine-vectors"]["baseline"] == "match"
     cases = gates["paged-blocks-bitexact"]["cases"]
-    vectors = sorted(p.stem for p in (ROOT / "engine" / "conformance").glob("*.txt"))
+    vectors = sorted(p.stem for p in (ROOT / "engine" / "conformance" / "vectors").glob("*.txt"))
     assert sorted(c["name"] for c in cases if c["name"] in vectors) == vectors
     assert all(c["ok"] for c in cases)
 

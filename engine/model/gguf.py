@@ -1,0 +1,177 @@
+"""Load and write llama GGUF files for `engine.model.llama`, validating everything first.
+
+Loading checks, in order, each failure one `GGUFError` line naming the cause:
+the file exists and starts with the GGUF magic; its version is one gguf-py reads; the
+architecture is llama and the hyperparameters are present; every tensor's data lies
+inside the file (a write cut short leaves the header intact but the data short);
+every tensor the config needs is there with the right shape.
+
+`write_gguf` produces such a file through `gguf.GGUFWriter` (temp file + rename), which
+the tests and `python -m engine generate --model` use.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from pathlib import Path
+
+import gguf
+import numpy as np
+import torch
+from gguf.quants import dequantize as gguf_dequantize
+
+from engine.model.llama import LlamaConfig, LlamaModel
+
+GGUF_MAGIC = b"GGUF"
+SUPPORTED_VERSIONS = (2, 3)
+ARCH = "llama"
+
+
+class GGUFError(ValueError):
+    """A GGUF file that cannot be used; the message names the file and the cause."""
+
+
+class _CheckedReader(gguf.GGUFReader):
+    """GGUFReader that rejects tensors whose data runs past the end of the file before
+    building views of it (the stock reader fails there with a bare numpy reshape error)."""
+
+    def _build_tensors(self, start_offs: int, fields: list) -> None:  # type: ignore[override]
+        file_size = len(self.data)
+        for field in fields:
+            _, name_data, _, dims, raw_dtype, offset_tensor = field.parts
+            name = bytes(name_data).decode("utf-8", errors="replace")
+            try:
+                qtype = gguf.GGMLQuantizationType(int(raw_dtype[0]))
+            except ValueError:
+                raise GGUFError(f"tensor {name} has unknown ggml type {int(raw_dtype[0])}") from None
+            block_size, type_size = gguf.GGML_QUANT_SIZES[qtype]
+            n_bytes = int(np.prod(dims)) * type_size // block_size
+            start = int(start_offs + offset_tensor[0])
+            if start + n_bytes > file_size:
+                raise GGUFError(
+                    f"tensor {name} needs bytes {start}..{start + n_bytes} but the file ends at {file_size}: "
+                    "the file is truncated (an interrupted write?)"
+                )
+        super()._build_tensors(start_offs, fields)
+
+
+def _scalar(reader: gguf.GGUFReader, key: str, required: bool = True) -> float | int | None:
+    field = reader.get_field(key)
+    if field is None:
+        if required:
+            raise GGUFError(f"missing metadata key {key}")
+        return None
+    return field.contents()
+
+
+def read_config(reader: gguf.GGUFReader) -> LlamaConfig:
+    arch = _scalar(reader, "general.architecture")
+    if arch != ARCH:
+        raise GGUFError(f"architecture {arch!r} is not supported; only {ARCH!r}")
+    n_heads = int(_scalar(reader, f"{ARCH}.attention.head_count"))
+    hidden = int(_scalar(reader, f"{ARCH}.embedding_length"))
+    head_dim = _scalar(reader, f"{ARCH}.attention.key_length", required=False)
+    embd = next((t for t in reader.tensors if t.name == "token_embd.weight"), None)
+    vocab = _scalar(reader, f"{ARCH}.vocab_size", required=False)
+    if vocab is None:
+        if embd is None:
+            raise GGUFError("missing tensor token_embd.weight")
+        vocab = int(embd.shape[1])
+    try:
+        return LlamaConfig(
+            vocab_size=int(vocab),
+            hidden_size=hidden,
+            intermediate_size=int(_scalar(reader, f"{ARCH}.feed_forward_length")),
+            num_layers=int(_scalar(reader, f"{ARCH}.block_count")),
+            num_heads=n_heads,
+            num_kv_heads=int(_scalar(reader, f"{ARCH}.attention.head_count_kv", required=False) or n_heads),
+            head_dim=int(head_dim) if head_dim is not None else hidden // n_heads,
+            rope_theta=float(_scalar(reader, f"{ARCH}.rope.freq_base", required=False) or 10000.0),
+            rms_eps=float(_scalar(reader, f"{ARCH}.attention.layer_norm_rms_epsilon")),
+            max_position=int(_scalar(reader, f"{ARCH}.context_length")),
+        )
+    except ValueError as exc:
+        raise GGUFError(f"invalid hyperparameters: {exc}") from None
+
+
+def load_gguf(path: str | os.PathLike[str]) -> LlamaModel:
+    """A validated llama model from a GGUF file; raises GGUFError naming what is wrong."""
+    path = Path(path)
+    try:
+        return _load(path)
+    except GGUFError as exc:
+        raise GGUFError(f"{path}: {exc}") from None
+
+
+def _load(path: Path) -> LlamaModel:
+    if not path.is_file():
+        raise GGUFError("no such file")
+    with path.open("rb") as fh:
+        head = fh.read(8)
+    if len(head) < 8 or head[:4] != GGUF_MAGIC:
+        raise GGUFError(f"not a GGUF file (starts with {head[:4]!r}, expected {GGUF_MAGIC!r})")
+    version = struct.unpack("<I", head[4:8])[0]
+    if version not in SUPPORTED_VERSIONS:
+        raise GGUFError(
+            f"GGUF version {version} is not supported (supported: {', '.join(map(str, SUPPORTED_VERSIONS))})"
+        )
+    try:
+        reader = _CheckedReader(path, "r")
+    except GGUFError:
+        raise
+    except (ValueError, IndexError, KeyError, UnicodeDecodeError, OverflowError) as exc:
+        raise GGUFError(f"damaged GGUF metadata (truncated header?): {exc}") from None
+    config = read_config(reader)
+    tensors = {t.name: t for t in reader.tensors}
+    weights: dict[str, torch.Tensor] = {}
+    for name, shape in config.tensor_shapes().items():
+        tensor = tensors.get(name)
+        if tensor is None:
+            raise GGUFError(f"missing tensor {name}")
+        file_shape = tuple(int(d) for d in reversed(tensor.shape.tolist()))
+        if file_shape != shape:
+            raise GGUFError(f"tensor {name} has shape {file_shape}, the config needs {shape}")
+        values = gguf_dequantize(np.asarray(tensor.data), tensor.tensor_type)
+        weights[name] = torch.from_numpy(np.array(values, dtype=np.float32).reshape(shape))
+    tokens_field = reader.get_field("tokenizer.ggml.tokens")
+    tokens = tuple(tokens_field.contents()) if tokens_field is not None else None
+    if tokens is not None and len(tokens) != config.vocab_size:
+        raise GGUFError(f"tokenizer has {len(tokens)} tokens, the model {config.vocab_size}")
+    return LlamaModel(config, weights, tokens)
+
+
+def write_gguf(path: str | os.PathLike[str], model: LlamaModel) -> None:
+    """Write `model` as an f32 llama GGUF file, atomically."""
+    path = Path(path)
+    c = model.config
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        writer = gguf.GGUFWriter(tmp, ARCH)
+        writer.add_name("engine tiny llama")
+        writer.add_block_count(c.num_layers)
+        writer.add_context_length(c.max_position)
+        writer.add_embedding_length(c.hidden_size)
+        writer.add_feed_forward_length(c.intermediate_size)
+        writer.add_head_count(c.num_heads)
+        writer.add_head_count_kv(c.num_kv_heads)
+        writer.add_key_length(c.head_dim)
+        writer.add_value_length(c.head_dim)
+        writer.add_rope_freq_base(c.rope_theta)
+        writer.add_layer_norm_rms_eps(c.rms_eps)
+        writer.add_vocab_size(c.vocab_size)
+        if model.tokens is not None:
+            writer.add_tokenizer_model("engine-chars")
+            writer.add_token_list(list(model.tokens))
+        for name in c.tensor_shapes():
+            writer.add_tensor(name, model.weights[name].detach().cpu().numpy().astype(np.float32))
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,1 @@
+"""Continuous batching: the scheduler, the model runner, sampling and `LLMEngine` tying them together."""

@@ -1,0 +1,255 @@
+"""LLMEngine: continuous-batching generation over a paged (optionally quantized) KV cache.
+
+    engine = LLMEngine()                                   # the embedded tiny model
+    outputs = engine.generate(["Hello", "The sky"], SamplingParams(max_tokens=16))
+
+Each step the scheduler picks chunks (prefills and decodes mixed, chunked prefill under
+the token budget, preemption by recompute when blocks run out), the model runner runs
+them, and every request whose chunk reached its last token gets one sampled token.
+The attention path and the KV formats come from `engine.attention.policy`; a fallback
+warning is logged once, on the "engine" logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.attention.paged_attention import PagedAttention
+from engine.attention.policy import (
+    AttentionConfigError,
+    AttentionPlan,
+    flash_attention_support,
+    requested_flash_attn_mode,
+    resolve_attention,
+)
+from engine.core.free_block_queue import FreeKVCacheBlockQueue
+from engine.core.kv_cache_manager import KVCacheManager
+from engine.core.request import Request
+from engine.kv.storage import KVCacheStorage
+from engine.model.llama import LlamaModel
+from engine.model.tokenizer import CharTokenizer
+from engine.runtime.model_runner import ModelRunner
+from engine.runtime.sampling import SamplingParams, sample
+from engine.runtime.scheduler import ScheduledChunk, Scheduler, SchedulerConfig, SchedulerOutput
+
+logger = logging.getLogger("engine")
+
+ProgressFn = Callable[[int, int], None]  # (tokens generated so far, tokens requested)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    block_size: int = 16
+    num_blocks: int = 256
+    max_num_seqs: int = 8
+    max_num_batched_tokens: int = 128
+    enable_prefix_caching: bool = True
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    flash_attn: str | None = None  # auto|enabled|disabled; None: $FLASH_ATTN, else auto
+    attention_backend: str = "auto"  # triton|torch; auto: triton on CUDA, torch elsewhere
+    device: str = "cpu"
+    block_shuffle_seed: int | None = None  # hand out blocks in a random order (Gate 0)
+    record_logits: bool = False
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    text: str
+    finish_reason: str  # "length" or "stop"
+    num_cached_tokens: int  # prefix-cache hit on first admission
+    num_preemptions: int
+    logits: list[torch.Tensor] | None = None  # one per generated token, with record_logits
+
+
+@dataclass
+class EngineStats:
+    steps: int = 0
+    mixed_steps: int = 0  # steps that ran prefill and decode chunks together
+    chunked_prefills: int = 0  # prefill chunks that stopped short of the prompt's end
+    preemptions: int = 0
+    prefix_hit_tokens: int = 0
+    max_step_tokens: int = 0
+
+
+@dataclass
+class _Sequence:
+    request: Request
+    params: SamplingParams
+    generator: torch.Generator | None
+    logits: list[torch.Tensor] = field(default_factory=list)
+    num_cached_tokens: int | None = None
+    finish_reason: str | None = None
+
+
+class LLMEngine:
+    def __init__(self, model: LlamaModel | None = None, config: EngineConfig | None = None) -> None:
+        self.config = config or EngineConfig()
+        c = self.config
+        if c.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device {c.device!r} was requested but CUDA is not available")
+        self.model = (model or LlamaModel.tiny()).to(c.device)
+        mc = self.model.config
+        backend = c.attention_backend
+        if backend == "auto":
+            backend = "triton" if c.device.startswith("cuda") else "torch"
+        support = flash_attention_support(mc.head_dim, backend, c.device)
+        self.plan: AttentionPlan = resolve_attention(
+            requested_flash_attn_mode(c.flash_attn), c.cache_type_k, c.cache_type_v, support
+        )
+        if self.plan.warning:
+            logger.warning(self.plan.warning)
+        try:
+            storage = KVCacheStorage(
+                mc.num_layers,
+                c.num_blocks,
+                c.block_size,
+                mc.num_kv_heads,
+                mc.head_dim,
+                self.plan.k_type,
+                self.plan.v_type,
+                c.device,
+            )
+        except ValueError as exc:
+            raise AttentionConfigError(f"KV cache: {exc}") from None
+        self.kv_manager = KVCacheManager(
+            c.num_blocks, c.block_size, enable_caching=c.enable_prefix_caching, max_model_len=mc.max_position
+        )
+        if c.block_shuffle_seed is not None:
+            self._shuffle_free_blocks(random.Random(c.block_shuffle_seed))
+        self.scheduler = Scheduler(SchedulerConfig(c.max_num_seqs, c.max_num_batched_tokens), self.kv_manager)
+        attention = PagedAttention(storage, mc.head_dim**-0.5, self.plan.flash_attn, backend)
+        self.runner = ModelRunner(self.model, attention, self.kv_manager)
+        self.tokenizer = CharTokenizer(self.model.tokens) if self.model.tokens else CharTokenizer()
+        self.stats = EngineStats()
+        self._sequences: dict[str, _Sequence] = {}
+        self._next_id = 0
+
+    def _shuffle_free_blocks(self, rng: random.Random) -> None:
+        pool = self.kv_manager.block_pool
+        blocks = [block for block in pool.blocks if not block.is_null]
+        rng.shuffle(blocks)
+        pool.free_block_queue = FreeKVCacheBlockQueue(blocks)
+
+    # --- requests ------------------------------------------------------------------
+
+    def add_request(self, prompt: str | Sequence[int], params: SamplingParams | None = None) -> str:
+        params = params or SamplingParams()
+        token_ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
+        vocab = self.model.config.vocab_size
+        if not token_ids or any(not 0 <= t < vocab for t in token_ids):
+            raise ValueError(f"prompt token ids must be non-empty and in [0, {vocab})")
+        total = len(token_ids) + params.max_tokens
+        if total > self.model.config.max_position:
+            raise ValueError(
+                f"prompt ({len(token_ids)}) + max_tokens ({params.max_tokens}) exceeds the model's {self.model.config.max_position} positions"
+            )
+        usable = self.config.num_blocks - 1  # block 0 is the null block
+        if -(-total // self.config.block_size) > usable:
+            raise ValueError(
+                f"a request of {total} tokens needs more than the cache's {usable} blocks of {self.config.block_size}"
+            )
+        request_id = f"req-{self._next_id}"
+        self._next_id += 1
+        generator = None
+        if not params.greedy:
+            generator = torch.Generator().manual_seed(
+                params.seed if params.seed is not None else random.getrandbits(63)
+            )
+        request = self.kv_manager.make_request(request_id, token_ids)
+        self._sequences[request_id] = _Sequence(request, params, generator)
+        self.scheduler.add_request(request)
+        return request_id
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    # --- stepping ------------------------------------------------------------------
+
+    def step(self) -> list[RequestOutput]:
+        """Run one scheduled batch; the outputs of the requests it finished."""
+        plan = self.scheduler.schedule()
+        if not plan.chunks:
+            raise RuntimeError("the scheduler found nothing to run although requests are pending")
+        chunks = ModelRunner.order(plan.chunks)
+        logits = self.runner.execute(chunks)
+        self._record_stats(plan, chunks)
+        finished: list[RequestOutput] = []
+        for chunk in chunks:
+            seq = self._sequences[chunk.request.request_id]
+            if seq.num_cached_tokens is None:
+                seq.num_cached_tokens = chunk.start
+            chunk.request.num_computed_tokens = chunk.start + chunk.num_tokens
+            row = logits.get(chunk.request.request_id)
+            if row is None:
+                continue
+            if self.config.record_logits:
+                seq.logits.append(row.detach().cpu().clone())
+            token = sample(row, seq.params, seq.generator)
+            chunk.request.append_output_token_ids(token)
+            if token == self.tokenizer.eos_id and not seq.params.ignore_eos:
+                seq.finish_reason = "stop"
+            elif len(chunk.request.output_token_ids) >= seq.params.max_tokens:
+                seq.finish_reason = "length"
+            if seq.finish_reason:
+                self.scheduler.finish(chunk.request)
+                finished.append(self._output(seq))
+        return finished
+
+    def _record_stats(self, plan: SchedulerOutput, chunks: list[ScheduledChunk]) -> None:
+        s = self.stats
+        s.steps += 1
+        s.preemptions += len(plan.preempted)
+        s.prefix_hit_tokens += plan.prefix_hit_tokens
+        s.max_step_tokens = max(s.max_step_tokens, plan.num_tokens)
+        has_decode = any(c.num_tokens == 1 and c.start > 0 for c in chunks)
+        has_prefill = any(c.num_tokens > 1 for c in chunks)
+        s.mixed_steps += has_decode and has_prefill
+        s.chunked_prefills += sum(1 for c in chunks if c.num_tokens > 1 and not c.completes_sequence)
+
+    def _output(self, seq: _Sequence) -> RequestOutput:
+        r = seq.request
+        return RequestOutput(
+            request_id=r.request_id,
+            prompt_token_ids=list(r.prompt_token_ids),
+            token_ids=list(r.output_token_ids),
+            text=self.tokenizer.decode(r.output_token_ids),
+            finish_reason=seq.finish_reason or "length",
+            num_cached_tokens=seq.num_cached_tokens or 0,
+            num_preemptions=r.num_preemptions,
+            logits=seq.logits if self.config.record_logits else None,
+        )
+
+    def generate(
+        self,
+        prompts: Sequence[str | Sequence[int]],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        progress: ProgressFn | None = None,
+    ) -> list[RequestOutput]:
+        """Run the prompts to completion; outputs in prompt order."""
+        if isinstance(sampling_params, SamplingParams) or sampling_params is None:
+            params = [sampling_params or SamplingParams()] * len(prompts)
+        else:
+            params = list(sampling_params)
+            if len(params) != len(prompts):
+                raise ValueError(f"{len(params)} sampling params for {len(prompts)} prompts")
+        ids = [self.add_request(prompt, p) for prompt, p in zip(prompts, params)]
+        wanted = sum(p.max_tokens for p in params)
+        done: dict[str, RequestOutput] = {}
+        while self.has_unfinished():
+            for output in self.step():
+                done[output.request_id] = output
+            if progress is not None:
+                produced = sum(len(self._sequences[i].request.output_token_ids) for i in ids)
+                progress(produced, wanted)
+        for request_id in ids:
+            del self._sequences[request_id]
+        return [done[i] for i in ids]

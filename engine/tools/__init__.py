@@ -1,0 +1,1 @@
+"""One module per `python -m engine` command, the engine's benchmarks, and what the commands share (`common`)."""

@@ -1,0 +1,74 @@
+"""`python -m engine bench [NAME] [--requests N] [--runs R]`: the engine's benchmarks.
+
+Each benchmark is one entry of BENCHMARKS (name -> runner printing nothing, formatter);
+with no NAME all of them run. `decode` compares the paged engine's CPU decode tokens/s
+with the contiguous-KV reference as a ratio; `gpu` (the decode kernel's bandwidth) runs
+only where CUDA is available. Exit codes: 0 success, 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from engine.tools.bench_blocks import format_block_bench, run_block_bench
+from engine.tools.common import progress_display
+
+
+def _blocks(args: argparse.Namespace) -> list[str]:
+    return format_block_bench(run_block_bench(args.requests, args.runs), args.requests, args.runs)
+
+
+def _decode(args: argparse.Namespace) -> list[str]:
+    from engine.tools.bench_decode import format_cpu_decode, run_cpu_decode
+
+    # the display shows for long runs only: progress_display counts decode tokens
+    with progress_display("CPU decode", args.runs * args.batch * args.steps) as progress:
+        done = [0]
+
+        def one_run() -> None:
+            done[0] += args.batch * args.steps
+            if progress is not None:
+                progress(done[0], args.runs * args.batch * args.steps)
+
+        result = run_cpu_decode(args.batch, args.context, args.steps, args.runs, args.kv_type, one_run)
+    return format_cpu_decode(result, args.runs)
+
+
+def _gpu(args: argparse.Namespace) -> list[str]:
+    import torch
+
+    if not torch.cuda.is_available():
+        return ["GPU decode kernel: skipped, CUDA is not available"]
+    from engine.tools.bench_decode import format_gpu_decode, run_gpu_decode
+
+    return format_gpu_decode(run_gpu_decode(args.batch, args.gpu_context))
+
+
+BENCHMARKS: dict[str, tuple[str, Callable[[argparse.Namespace], list[str]]]] = {
+    "blocks": ("block manager: ops/s of allocate, decode, free, prefix hit, hashing", _blocks),
+    "decode": ("CPU decode tok/s: paged engine vs contiguous-KV reference, as a ratio", _decode),
+    "gpu": ("decode kernel GB/s vs the card's peak and SDPA (CUDA only)", _gpu),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine bench", description="Run the engine's benchmarks.")
+    parser.add_argument("name", nargs="?", choices=sorted(BENCHMARKS), help="one benchmark (default: all)")
+    parser.add_argument("--requests", type=int, default=512, help="requests in the block-manager trace (%(default)s)")
+    parser.add_argument("--runs", type=int, default=5, help="runs per benchmark; the median is reported (%(default)s)")
+    parser.add_argument("--batch", type=int, default=8, help="decode: sequences per batch (%(default)s)")
+    parser.add_argument("--context", type=int, default=64, help="decode: prompt tokens per sequence (%(default)s)")
+    parser.add_argument("--steps", type=int, default=64, help="decode: decode steps timed per run (%(default)s)")
+    parser.add_argument("--kv-type", default="f32", help="decode: paged KV cache type (%(default)s)")
+    parser.add_argument("--gpu-context", type=int, default=4096, help="gpu: tokens per sequence (%(default)s)")
+    args = parser.parse_args(argv)
+    names = [args.name] if args.name else list(BENCHMARKS)
+    try:
+        for name in names:
+            print("\n".join(BENCHMARKS[name][1](args)))
+    except ValueError as error:
+        print(f"engine bench: {error}", file=sys.stderr)
+        return 2
+    return 0

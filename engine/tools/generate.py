@@ -1,0 +1,86 @@
+"""`python -m engine generate [PROMPT ...]`: generate text, by default with the embedded tiny model.
+
+Exit codes: 0 generated; 2 bad arguments, an unusable GGUF file or an impossible
+attention/KV configuration (one `engine generate: error: ...` line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engine.tools.common import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    parse_args,
+    positive_int,
+    prepare_triton,
+    progress_display,
+    show_warnings_on_stderr,
+)
+
+DEFAULT_PROMPT = "Once upon a time"
+PROG = "engine generate"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m engine generate", description="Generate text with the paged engine.")
+    p.add_argument("prompts", nargs="*", metavar="PROMPT", help=f"prompts (default: {DEFAULT_PROMPT!r})")
+    p.add_argument("--model", metavar="GGUF", help="a llama GGUF file (default: the embedded tiny model)")
+    p.add_argument("--max-tokens", type=positive_int, default=48)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 for greedy (default)")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (sampling is reproducible with one)")
+    p.add_argument("--ignore-eos", action="store_true", help="always generate --max-tokens tokens")
+    p.add_argument("--cache-type-k", default="f16", help="K cache type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1")
+    p.add_argument("--cache-type-v", default="f16", help="V cache type (quantized V needs flash attention)")
+    p.add_argument("--flash-attn", default=None, help="auto|enabled|disabled (default: $FLASH_ATTN, else auto)")
+    p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"), help="attention kernels")
+    p.add_argument("--block-size", type=positive_int, default=16)
+    p.add_argument("--num-blocks", type=positive_int, default=256)
+    p.add_argument("--device", default="cpu")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(build_parser(), argv)
+    if isinstance(args, int):
+        return args
+    prepare_triton(args.backend, args.device)
+    show_warnings_on_stderr(PROG)
+
+    from engine.attention.policy import AttentionConfigError
+    from engine.model.gguf import GGUFError, load_gguf
+    from engine.runtime.llm_engine import EngineConfig, LLMEngine
+    from engine.runtime.sampling import SamplingParams
+
+    prompts = args.prompts or [DEFAULT_PROMPT]
+    try:
+        params = SamplingParams(
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=args.seed,
+            ignore_eos=args.ignore_eos,
+        )
+        model = load_gguf(args.model) if args.model else None
+        config = EngineConfig(
+            block_size=args.block_size,
+            num_blocks=args.num_blocks,
+            cache_type_k=args.cache_type_k,
+            cache_type_v=args.cache_type_v,
+            flash_attn=args.flash_attn,
+            attention_backend=args.backend,
+            device=args.device,
+        )
+        engine = LLMEngine(model, config)
+        with progress_display("generating", len(prompts) * args.max_tokens) as progress:
+            outputs = engine.generate(prompts, params, progress)
+    except (GGUFError, AttentionConfigError, ValueError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for prompt, output in zip(prompts, outputs):
+        print(f"{prompt}{output.text}")
+    return EXIT_OK
