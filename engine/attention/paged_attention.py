@@ -36,8 +36,8 @@ class AttentionBatch:
 
 class PagedAttention:
     def __init__(self, storage: KVCacheStorage, scale: float, flash_attn: bool, backend: str) -> None:
-        if not flash_attn and storage.v_type not in ("f32", "f16", "bf16"):
-            raise ValueError(f"the non-flash path cannot read a quantized V cache ({storage.v_type})")
+        if not flash_attn and storage.v_format.needs_flash_attn:
+            raise ValueError(f"the non-flash path cannot read a quantized V cache ({storage.v_format.name})")
         self.storage, self.scale, self.flash_attn, self.backend = storage, scale, flash_attn, backend
         triton = backend == "triton"
         self._store = store_kv.store_kv if triton else store_kv.store_kv_reference
@@ -51,7 +51,7 @@ class PagedAttention:
     ) -> torch.Tensor:
         s = self.storage
         k_cache, v_cache = s.k[layer], s.v[layer]
-        self._store(k, v, k_cache, v_cache, batch.slot_mapping, s.k_type, s.v_type)
+        self._store(k, v, k_cache, v_cache, batch.slot_mapping, s.k_format, s.v_format)
         if not self.flash_attn:
             return self._gathered(q, k_cache, v_cache, batch)
         out = torch.empty_like(q)
@@ -64,8 +64,8 @@ class PagedAttention:
                 batch.decode_block_tables,
                 batch.decode_seq_lens,
                 self.scale,
-                s.k_type,
-                s.v_type,
+                s.k_format,
+                s.v_format,
             )
         if q.shape[0] > d:
             out[d:] = self._prefill(
@@ -76,8 +76,8 @@ class PagedAttention:
                 batch.prefill_query_start,
                 batch.prefill_seq_lens,
                 self.scale,
-                s.k_type,
-                s.v_type,
+                s.k_format,
+                s.v_format,
                 batch.max_prefill_len,
             )
         return out
@@ -99,8 +99,8 @@ class PagedAttention:
         for table, seq_len, lo, hi in sequences:
             pos = torch.arange(seq_len, device=q.device)
             slots = table.to(torch.int64)[pos // s.block_size] * s.block_size + pos % s.block_size
-            keys = paged_decode.gather_rows(k_cache, s.k_type, slots, s.head_dim).repeat_interleave(group, dim=1)
-            values = paged_decode.gather_rows(v_cache, s.v_type, slots, s.head_dim).repeat_interleave(group, dim=1)
+            keys = paged_decode.gather_rows(k_cache, s.k_format, slots, s.head_dim).repeat_interleave(group, dim=1)
+            values = paged_decode.gather_rows(v_cache, s.v_format, slots, s.head_dim).repeat_interleave(group, dim=1)
             scores = torch.einsum("qhd,khd->hqk", q[lo:hi].float(), keys) * self.scale
             q_pos = torch.arange(seq_len - (hi - lo), seq_len, device=q.device)
             scores = scores.masked_fill(pos[None, None, :] > q_pos[None, :, None], float("-inf"))

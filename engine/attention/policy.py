@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.kv.formats import get_format
+from engine.kv.formats import KVCacheFormat, get_format
 
 FlashAttnMode = Literal["auto", "enabled", "disabled"]
 FLASH_ATTN_MODES: tuple[str, ...] = ("auto", "enabled", "disabled")
@@ -44,8 +44,8 @@ class FlashAttnSupport:
 @dataclass(frozen=True)
 class AttentionPlan:
     flash_attn: bool
-    k_type: str
-    v_type: str
+    k_format: KVCacheFormat
+    v_format: KVCacheFormat
     warning: str | None = None  # at most one, for the caller to log once
 
 
@@ -99,29 +99,29 @@ def flash_attention_support(
 def resolve_attention(mode: str, k_type: str, v_type: str, support: FlashAttnSupport) -> AttentionPlan:
     """Apply the rules above: the path to run and the KV types to store."""
     flash_mode = parse_flash_attn_mode(mode)
-    get_format(k_type)  # unknown type strings fail here, listing the valid ones
-    v_quantized = get_format(v_type).quantized
+    # the cache types are resolved here, once; unknown names fail listing the valid ones
+    k_format, v_format = get_format(k_type), get_format(v_type)
     if flash_mode == "enabled":
         if not support.supported:
             raise AttentionConfigError(f"flash attention is enabled but not supported here: {support.reason}")
-        return AttentionPlan(True, k_type, v_type)
+        return AttentionPlan(True, k_format, v_format)
     if flash_mode == "disabled":
-        if v_quantized:
+        if v_format.needs_flash_attn:
             raise AttentionConfigError(
-                f"a quantized V cache ({v_type}) requires flash attention, but flash attention is disabled; "
+                f"a quantized V cache ({v_format.name}) requires flash attention, but flash attention is disabled; "
                 "use flash attention auto or enabled, or an f32/f16/bf16 V cache"
             )
-        return AttentionPlan(False, k_type, v_type)
+        return AttentionPlan(False, k_format, v_format)
     if support.supported:
-        return AttentionPlan(True, k_type, v_type)
-    if v_quantized:
+        return AttentionPlan(True, k_format, v_format)
+    if v_format.needs_flash_attn:
         return AttentionPlan(
             False,
-            FALLBACK_KV_TYPE,
-            FALLBACK_KV_TYPE,
+            get_format(FALLBACK_KV_TYPE),
+            get_format(FALLBACK_KV_TYPE),
             warning=(
-                f"flash attention is not supported here ({support.reason}); a quantized V cache ({v_type}) "
-                f"needs it, so the KV cache falls back to {FALLBACK_KV_TYPE} (was K {k_type}, V {v_type})"
+                f"flash attention is not supported here ({support.reason}); a quantized V cache ({v_format.name}) "
+                f"needs it, so the KV cache falls back to {FALLBACK_KV_TYPE} (was K {k_format.name}, V {v_format.name})"
             ),
         )
-    return AttentionPlan(False, k_type, v_type)
+    return AttentionPlan(False, k_format, v_format)

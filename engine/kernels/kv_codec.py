@@ -17,7 +17,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from engine.kv.formats import get_format
+from engine.kv.formats import KVCacheFormat, get_format
 from engine.kv.storage import row_width  # noqa: F401  (re-exported for the kernels)
 
 FLOAT = tl.constexpr(0)
@@ -31,10 +31,9 @@ BF16 = tl.constexpr(6)  # loads as FLOAT; stores round explicitly (the interpret
 _CODES = {"f32": 0, "f16": 0, "bf16": 6, "q8_0": 1, "q4_0": 2, "q4_1": 3, "q5_0": 4, "q5_1": 5}
 
 
-def format_code(qtype: str) -> int:
-    """The kernels' FORMAT constant for a cache type name."""
-    get_format(qtype)  # unknown names fail with the list of valid ones
-    return _CODES[qtype]
+def format_code(qtype: KVCacheFormat | str) -> int:
+    """The kernels' FORMAT constant for a cache format (or its name)."""
+    return _CODES[get_format(qtype).name]
 
 
 @triton.jit

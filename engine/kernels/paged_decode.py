@@ -34,7 +34,7 @@ import triton
 import triton.language as tl
 
 from engine.kernels.kv_codec import format_code, load_rows, row_width
-from engine.kv.formats import dequantize
+from engine.kv.formats import KVCacheFormat, dequantize, get_format
 
 DECODE_TILE = 16
 
@@ -108,8 +108,8 @@ def _check(
     v_cache: torch.Tensor,
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
-    k_type: str,
-    v_type: str,
+    k_type: KVCacheFormat | str,
+    v_type: KVCacheFormat | str,
 ) -> tuple[int, int, int, int]:
     num_seqs, n_heads, head_dim = q.shape
     n_kv_heads = k_cache.shape[2]
@@ -118,7 +118,7 @@ def _check(
     for name, cache, qtype in (("k_cache", k_cache, k_type), ("v_cache", v_cache, v_type)):
         if cache.dim() != 4 or cache.shape[2] != n_kv_heads or cache.shape[3] != row_width(qtype, head_dim):
             raise ValueError(
-                f"{name} of shape {tuple(cache.shape)} does not hold {qtype} rows of {n_kv_heads} x {head_dim}"
+                f"{name} of shape {tuple(cache.shape)} does not hold {get_format(qtype).name} rows of {n_kv_heads} x {head_dim}"
             )
     if block_tables.shape[0] != num_seqs or seq_lens.shape != (num_seqs,):
         raise ValueError(
@@ -134,8 +134,8 @@ def paged_decode_attention(
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
     scale: float,
-    k_type: str = "f32",
-    v_type: str = "f32",
+    k_type: KVCacheFormat | str = "f32",
+    v_type: KVCacheFormat | str = "f32",
     tile: int = DECODE_TILE,
 ) -> torch.Tensor:
     """Triton: attention of `q` `[num_seqs, n_heads, head_dim]` over each sequence's first
@@ -173,7 +173,7 @@ def paged_decode_attention(
     return out
 
 
-def gather_rows(cache: torch.Tensor, qtype: str, slots: torch.Tensor, head_dim: int) -> torch.Tensor:
+def gather_rows(cache: torch.Tensor, qtype: KVCacheFormat | str, slots: torch.Tensor, head_dim: int) -> torch.Tensor:
     """Cache rows at `slots` (any shape) as float32 `[*slots.shape, n_kv_heads, head_dim]`."""
     flat = cache.view(-1, cache.shape[2], cache.shape[3])
     rows = flat[slots]
@@ -189,8 +189,8 @@ def paged_decode_attention_reference(
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
     scale: float,
-    k_type: str = "f32",
-    v_type: str = "f32",
+    k_type: KVCacheFormat | str = "f32",
+    v_type: KVCacheFormat | str = "f32",
     tile: int = DECODE_TILE,
 ) -> torch.Tensor:
     """Plain torch, the same tiles in the same order, all sequences at once."""

@@ -21,6 +21,7 @@ import triton.language as tl
 
 from engine.kernels.kv_codec import format_code, load_rows, row_width
 from engine.kernels.paged_decode import gather_rows
+from engine.kv.formats import KVCacheFormat, get_format
 
 PREFILL_BLOCK_M = 16
 PREFILL_TILE = 16
@@ -110,8 +111,8 @@ def _check(
     block_tables: torch.Tensor,
     query_start: torch.Tensor,
     seq_lens: torch.Tensor,
-    k_type: str,
-    v_type: str,
+    k_type: KVCacheFormat | str,
+    v_type: KVCacheFormat | str,
 ) -> tuple[int, int, int, int]:
     _, n_heads, head_dim = q.shape
     n_kv_heads = k_cache.shape[2]
@@ -121,7 +122,7 @@ def _check(
     for name, cache, qtype in (("k_cache", k_cache, k_type), ("v_cache", v_cache, v_type)):
         if cache.dim() != 4 or cache.shape[2] != n_kv_heads or cache.shape[3] != row_width(qtype, head_dim):
             raise ValueError(
-                f"{name} of shape {tuple(cache.shape)} does not hold {qtype} rows of {n_kv_heads} x {head_dim}"
+                f"{name} of shape {tuple(cache.shape)} does not hold {get_format(qtype).name} rows of {n_kv_heads} x {head_dim}"
             )
     if query_start.shape != (num_seqs + 1,) or block_tables.shape[0] != num_seqs:
         raise ValueError(f"query_start needs {num_seqs + 1} entries and block_tables {num_seqs} rows")
@@ -136,8 +137,8 @@ def paged_prefill_attention(
     query_start: torch.Tensor,
     seq_lens: torch.Tensor,
     scale: float,
-    k_type: str = "f32",
-    v_type: str = "f32",
+    k_type: KVCacheFormat | str = "f32",
+    v_type: KVCacheFormat | str = "f32",
     max_query_len: int | None = None,
     block_m: int = PREFILL_BLOCK_M,
     tile: int = PREFILL_TILE,
@@ -189,8 +190,8 @@ def paged_prefill_attention_reference(
     query_start: torch.Tensor,
     seq_lens: torch.Tensor,
     scale: float,
-    k_type: str = "f32",
-    v_type: str = "f32",
+    k_type: KVCacheFormat | str = "f32",
+    v_type: KVCacheFormat | str = "f32",
     max_query_len: int | None = None,
     block_m: int = PREFILL_BLOCK_M,
     tile: int = PREFILL_TILE,

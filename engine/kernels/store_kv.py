@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from engine.kernels.kv_codec import format_code, row_width, store_row
-from engine.kv.formats import quantize
+from engine.kv.formats import KVCacheFormat, get_format, quantize
 
 
 @triton.jit
@@ -59,14 +59,18 @@ def _store_kv_kernel(
     )
 
 
-def _check(key: torch.Tensor, value: torch.Tensor, cache: torch.Tensor, qtype: str, slot_mapping: torch.Tensor) -> None:
+def _check(
+    key: torch.Tensor, value: torch.Tensor, cache: torch.Tensor, qtype: KVCacheFormat | str, slot_mapping: torch.Tensor
+) -> None:
     tokens, heads, head_dim = key.shape
     if value.shape != key.shape or slot_mapping.shape != (tokens,):
         raise ValueError(
             f"key {tuple(key.shape)}, value {tuple(value.shape)} and slot_mapping {tuple(slot_mapping.shape)} disagree"
         )
     if cache.dim() != 4 or cache.shape[2] != heads or cache.shape[3] != row_width(qtype, head_dim):
-        raise ValueError(f"{qtype} cache of shape {tuple(cache.shape)} cannot hold rows of {heads} heads x {head_dim}")
+        raise ValueError(
+            f"{get_format(qtype).name} cache of shape {tuple(cache.shape)} cannot hold rows of {heads} heads x {head_dim}"
+        )
     if not cache.is_contiguous():
         raise ValueError("the cache must be contiguous")
 
@@ -77,8 +81,8 @@ def store_kv(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
-    k_type: str,
-    v_type: str,
+    k_type: KVCacheFormat | str,
+    v_type: KVCacheFormat | str,
 ) -> None:
     """Triton: store `key`/`value` `[tokens, n_kv_heads, head_dim]` at their slots, encoding as needed."""
     _check(key, value, k_cache, k_type, slot_mapping)
@@ -113,8 +117,8 @@ def store_kv_reference(
     k_cache: torch.Tensor,
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
-    k_type: str,
-    v_type: str,
+    k_type: KVCacheFormat | str,
+    v_type: KVCacheFormat | str,
 ) -> None:
     """Plain torch: the same writes, encoding through `engine.kv.formats.quantize`."""
     _check(key, value, k_cache, k_type, slot_mapping)
@@ -125,7 +129,7 @@ def store_kv_reference(
         flat = cache.view(-1, cache.shape[2], cache.shape[3])
         if cache.dtype == torch.uint8:
             flat[slots] = quantize(rows, qtype).to(cache.device)
-        elif qtype == "bf16":  # ggml's rounding, NaNs included
+        elif get_format(qtype).name == "bf16":  # ggml's rounding, NaNs included
             flat[slots] = quantize(rows, qtype).view(torch.bfloat16).to(cache.device)
         else:
             flat[slots] = rows.to(cache.dtype)

@@ -1,4 +1,5 @@
-"""ggml block quantization of KV-cache rows, byte-identical to gguf-py's `gguf.quants`.
+"""KV cache formats: `KVCacheFormat` (one per cache type) and ggml block quantization of KV-cache
+rows, byte-identical to gguf-py's `gguf.quants`.
 
 Every quantized format cuts a row into blocks of 32 values and stores each block as a
 little-endian fp16 scale `d` (and, for the `_1` formats, an fp16 minimum `m`) followed by
@@ -35,63 +36,90 @@ QK = 32  # values per ggml block of the legacy formats
 _BYTE_SHIFTS = torch.tensor([0, 8, 16, 24], dtype=torch.int64)
 
 
+FLOAT_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
 @dataclass(frozen=True)
-class QuantFormat:
+class KVCacheFormat:
+    """A KV cache type (llama.cpp's `--cache-type-k/-v`), resolved once from its name and passed around."""
+
     name: str
     block_size: int  # values per block
     type_size: int  # bytes per block
     quantized: bool
+
+    @property
+    def needs_flash_attn(self) -> bool:
+        """As the V cache: llama.cpp reads a quantized V cache only on its flash-attention path."""
+        return self.quantized
+
+    @property
+    def storage_dtype(self) -> torch.dtype:
+        """Float formats are stored in their dtype, ggml formats as their bytes."""
+        return torch.uint8 if self.quantized else FLOAT_DTYPES[self.name]
 
     def row_bytes(self, row_len: int) -> int:
         if row_len % self.block_size:
             raise ValueError(f"{self.name} needs rows that are a multiple of {self.block_size} values, got {row_len}")
         return row_len // self.block_size * self.type_size
 
+    def row_width(self, head_dim: int) -> int:
+        """Elements of one cache row in `storage_dtype`: head_dim for float formats, bytes for ggml formats."""
+        return self.row_bytes(head_dim) if self.quantized else head_dim
 
-FORMATS: dict[str, QuantFormat] = {
+    def quantize(self, x: torch.Tensor) -> torch.Tensor:
+        return quantize(x, self)
+
+    def dequantize(self, blocks: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+        return dequantize(blocks, self, shape)
+
+
+FORMATS: dict[str, KVCacheFormat] = {
     f.name: f
     for f in (
-        QuantFormat("f32", 1, 4, False),
-        QuantFormat("f16", 1, 2, False),
-        QuantFormat("bf16", 1, 2, False),
-        QuantFormat("q8_0", QK, 34, True),
-        QuantFormat("q4_0", QK, 18, True),
-        QuantFormat("q4_1", QK, 20, True),
-        QuantFormat("q5_0", QK, 22, True),
-        QuantFormat("q5_1", QK, 24, True),
+        KVCacheFormat("f32", 1, 4, False),
+        KVCacheFormat("f16", 1, 2, False),
+        KVCacheFormat("bf16", 1, 2, False),
+        KVCacheFormat("q8_0", QK, 34, True),
+        KVCacheFormat("q4_0", QK, 18, True),
+        KVCacheFormat("q4_1", QK, 20, True),
+        KVCacheFormat("q5_0", QK, 22, True),
+        KVCacheFormat("q5_1", QK, 24, True),
     )
 }
 QTYPES: tuple[str, ...] = tuple(FORMATS)
 
 
-def get_format(qtype: str) -> QuantFormat:
-    """The format named `qtype`; an unknown name is an error listing the valid ones."""
+def get_format(qtype: KVCacheFormat | str) -> KVCacheFormat:
+    """The format named `qtype` (a format passes through); an unknown name is an error listing the valid ones."""
+    if isinstance(qtype, KVCacheFormat):
+        return qtype
     fmt = FORMATS.get(qtype) if isinstance(qtype, str) else None
     if fmt is None:
         raise ValueError(f"unknown KV cache type {qtype!r}; valid types: {', '.join(QTYPES)}")
     return fmt
 
 
-def quantize(x: torch.Tensor, qtype: str) -> torch.Tensor:
+def quantize(x: torch.Tensor, qtype: KVCacheFormat | str) -> torch.Tensor:
     """Rows of `x` (last dimension) as ggml blocks: uint8 `[*x.shape[:-1], row_bytes]`, on x's device."""
     fmt = get_format(qtype)
     if x.dim() == 0:
         raise ValueError("quantize needs at least one dimension")
     row_bytes = fmt.row_bytes(x.shape[-1])
     x = x.detach().to(dtype=torch.float32).contiguous()
-    if qtype == "f32":
+    if fmt.name == "f32":
         packed = x.view(torch.uint8)
-    elif qtype == "f16":
+    elif fmt.name == "f16":
         packed = x.to(torch.float16).view(torch.uint8)
-    elif qtype == "bf16":
+    elif fmt.name == "bf16":
         packed = _to_bf16_bits(x).view(torch.uint8)
     else:
         blocks = x.reshape(-1, QK)
-        packed = _QUANTIZERS[qtype](blocks)
+        packed = _QUANTIZERS[fmt.name](blocks)
     return packed.reshape(*x.shape[:-1], row_bytes)
 
 
-def dequantize(blocks: torch.Tensor, qtype: str, shape: Sequence[int]) -> torch.Tensor:
+def dequantize(blocks: torch.Tensor, qtype: KVCacheFormat | str, shape: Sequence[int]) -> torch.Tensor:
     """The float32 tensor of `shape` that `blocks` (from `quantize`) encode, on their device."""
     fmt = get_format(qtype)
     shape = tuple(int(s) for s in shape)
@@ -100,17 +128,17 @@ def dequantize(blocks: torch.Tensor, qtype: str, shape: Sequence[int]) -> torch.
     expected = (*shape[:-1], fmt.row_bytes(shape[-1]))
     if blocks.dtype != torch.uint8 or blocks.numel() != _prod(expected):
         raise ValueError(
-            f"{qtype} blocks for shape {shape} must be {_prod(expected)} uint8 bytes, got {blocks.numel()} {blocks.dtype}"
+            f"{fmt.name} blocks for shape {shape} must be {_prod(expected)} uint8 bytes, got {blocks.numel()} {blocks.dtype}"
         )
     raw = blocks.detach().contiguous().reshape(-1)
-    if qtype == "f32":
+    if fmt.name == "f32":
         values = raw.view(torch.float32)
-    elif qtype == "f16":
+    elif fmt.name == "f16":
         values = raw.view(torch.float16).to(torch.float32)
-    elif qtype == "bf16":
+    elif fmt.name == "bf16":
         values = (raw.view(torch.int16).to(torch.int32) << 16).view(torch.float32)
     else:
-        values = _DEQUANTIZERS[qtype](raw.reshape(-1, fmt.type_size))
+        values = _DEQUANTIZERS[fmt.name](raw.reshape(-1, fmt.type_size))
     return values.reshape(shape)
 
 

@@ -114,8 +114,8 @@ class LLMEngine:
                 c.block_size,
                 mc.num_kv_heads,
                 mc.head_dim,
-                self.plan.k_type,
-                self.plan.v_type,
+                self.plan.k_format,
+                self.plan.v_format,
                 c.device,
             )
         except ValueError as exc:

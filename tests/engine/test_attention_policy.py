@@ -23,18 +23,18 @@ UNSUPPORTED = FlashAttnSupport(False, "head_dim 96 is not a power of two between
 
 def test_auto_uses_flash_where_supported() -> None:
     plan = resolve_attention("auto", "q8_0", "q8_0", SUPPORTED)
-    assert (plan.flash_attn, plan.k_type, plan.v_type, plan.warning) == (True, "q8_0", "q8_0", None)
+    assert (plan.flash_attn, plan.k_format.name, plan.v_format.name, plan.warning) == (True, "q8_0", "q8_0", None)
 
 
 def test_auto_without_support_falls_back_to_f16_kv_with_a_warning() -> None:
     plan = resolve_attention("auto", "q4_0", "q8_0", UNSUPPORTED)
-    assert (plan.flash_attn, plan.k_type, plan.v_type) == (False, "f16", "f16")
+    assert (plan.flash_attn, plan.k_format.name, plan.v_format.name) == (False, "f16", "f16")
     assert plan.warning is not None and "head_dim 96" in plan.warning and "q8_0" in plan.warning
 
 
 def test_auto_without_support_keeps_a_float_v_cache_and_quantized_k() -> None:
     plan = resolve_attention("auto", "q8_0", "f16", UNSUPPORTED)
-    assert (plan.flash_attn, plan.k_type, plan.v_type, plan.warning) == (False, "q8_0", "f16", None)
+    assert (plan.flash_attn, plan.k_format.name, plan.v_format.name, plan.warning) == (False, "q8_0", "f16", None)
 
 
 def test_enabled_without_support_names_the_cause() -> None:
@@ -46,7 +46,7 @@ def test_disabled_with_a_quantized_v_cache_names_the_cause() -> None:
     with pytest.raises(AttentionConfigError, match=r"quantized V cache \(q5_1\) requires flash attention"):
         resolve_attention("disabled", "f16", "q5_1", SUPPORTED)
     plan = resolve_attention("disabled", "q8_0", "bf16", SUPPORTED)
-    assert (plan.flash_attn, plan.k_type, plan.v_type) == (False, "q8_0", "bf16")
+    assert (plan.flash_attn, plan.k_format.name, plan.v_format.name) == (False, "q8_0", "bf16")
 
 
 @pytest.mark.parametrize("mode", ["on", "Auto", "", "true"])
@@ -99,7 +99,7 @@ def test_engine_falls_back_once_and_keeps_serving(
         )
         outputs = engine.generate(["abc", "hello"], SamplingParams(max_tokens=5, ignore_eos=True))
     assert [len(o.token_ids) for o in outputs] == [5, 5]
-    assert (engine.plan.flash_attn, engine.plan.k_type, engine.plan.v_type) == (False, "f16", "f16")
+    assert (engine.plan.flash_attn, engine.plan.k_format.name, engine.plan.v_format.name) == (False, "f16", "f16")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "falls back to f16" in warnings[0].getMessage()
 

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from engine.core import KVCacheManager
-from engine.kv.slot_mapping import PagedKVCache, block_tables_tensor, slot_mapping_for
+from engine.kv.formats import get_format
+from engine.kv.slot_mapping import block_tables_tensor, slot_mapping_for
+from engine.kv.storage import KVCacheStorage
 
 
 def test_slot_is_block_id_times_block_size_plus_offset() -> None:
@@ -19,7 +21,7 @@ def test_slot_is_block_id_times_block_size_plus_offset() -> None:
 
 
 def test_tensors_have_the_documented_layout() -> None:
-    cache = PagedKVCache(2, 5, 4, 3, 8, dtype=torch.float16)
+    cache = KVCacheStorage(2, 5, 4, 3, 8, "f16", "f16")
     assert len(cache.k) == len(cache.v) == 2
     assert cache.k[1].shape == (5, 4, 3, 8) and cache.v[0].dtype == torch.float16
     assert cache.bytes_per_block() == 2 * 2 * 4 * 3 * 8 * 2
@@ -29,7 +31,7 @@ def test_sequences_written_step_by_step_read_back_intact() -> None:
     """Two sequences share a cached prefix; prefill then decode, each token written once."""
     block_size, heads, dim, layers = 4, 2, 3, 2
     manager = KVCacheManager(12, block_size)
-    cache = PagedKVCache(layers, 12, block_size, heads, dim)
+    cache = KVCacheStorage(layers, 12, block_size, heads, dim, "f32", "f32")
     generator = torch.Generator().manual_seed(0)
     reference: dict[str, list[torch.Tensor]] = {}
     prompts = {"a": list(range(10)), "b": list(range(8)) + [50, 51, 52]}
@@ -69,7 +71,7 @@ def test_sequences_written_step_by_step_read_back_intact() -> None:
 
 
 def test_padding_slots_are_skipped_and_bad_input_is_refused() -> None:
-    cache = PagedKVCache(1, 3, 2, 1, 1)
+    cache = KVCacheStorage(1, 3, 2, 1, 1, "f32", "f32")
     k = torch.tensor([[[1.0]], [[2.0]], [[3.0]]])
     cache.write(0, torch.tensor([2, -1, 5]), k, -k)
     assert cache.k[0].flatten().tolist() == [0, 0, 1, 0, 0, 3]
@@ -83,7 +85,22 @@ def test_padding_slots_are_skipped_and_bad_input_is_refused() -> None:
     with pytest.raises(ValueError, match="block id out of range"):
         cache.gather(0, [3], 2)
     with pytest.raises(ValueError, match="must be positive"):
-        PagedKVCache(1, 0, 2, 1, 1)
+        KVCacheStorage(1, 0, 2, 1, 1, "f32", "f32")
+
+
+def test_ggml_formats_are_encoded_on_write_and_decoded_on_gather() -> None:
+    """K in q8_0 and V in f16, as llama.cpp allows: each side round-trips through its own format."""
+    cache = KVCacheStorage(1, 4, 2, 2, 32, "q8_0", "f16")
+    assert cache.k[0].dtype == torch.uint8 and cache.k[0].shape == (4, 2, 2, 34)
+    assert cache.v[0].dtype == torch.float16 and cache.v[0].shape == (4, 2, 2, 32)
+    k, v = torch.randn(2, 3, 2, 32, generator=torch.Generator().manual_seed(1))
+    cache.write(0, slot_mapping_for([3, 1], 0, 3, 2), k, v)
+    got_k, got_v = cache.gather(0, [3, 1], 3)
+    q8_0 = get_format("q8_0")
+    assert torch.equal(got_k, q8_0.dequantize(q8_0.quantize(k), k.shape))
+    assert not torch.equal(got_k, k)
+    assert torch.equal(got_v, v.to(torch.float16))
+    assert cache.bytes_per_block() == 2 * 2 * (34 + 32 * 2)
 
 
 def test_block_tables_pad_with_the_null_block() -> None:
