@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.tools import capacity
-from engine.tools.capacity_model import ConcurrencyParams, SharingParams, measure_concurrency, measure_prefix_sharing
+from engine.tools.capacity import ConcurrencyParams, SharingParams, measure_concurrency, measure_prefix_sharing
 
 
 def test_default_workload_reproduces_the_published_concurrency_ratio() -> None:
