@@ -12,7 +12,6 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Union
 
 from engine.core.block_pool import FreeOrder
 from engine.core.hashing import BLOCK_HASH_ENCODING_VERSION, NONE_HASH, NONE_HASH_SEED
@@ -78,9 +77,16 @@ class ResetPrefixCache:
     pass
 
 
-Op = Union[
-    AddRequest, GetComputedBlocks, AllocateSlots, AppendTokens, SetNumComputedTokens, Free, Preempt, ResetPrefixCache
-]
+Op = (
+    AddRequest
+    | GetComputedBlocks
+    | AllocateSlots
+    | AppendTokens
+    | SetNumComputedTokens
+    | Free
+    | Preempt
+    | ResetPrefixCache
+)
 
 OP_NAMES: dict[type, str] = {
     AddRequest: "add_request",

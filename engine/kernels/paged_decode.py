@@ -7,7 +7,7 @@ positions at a time; it never depends on the other sequences in the batch.
 
 Reduction order (the contract the C++ port reproduces), all in float32, per query head:
 
-    m = -inf, l = 0, acc[0:head_dim] = 0
+    m = -inf, row_sum = 0, acc[0:head_dim] = 0
     for tile_start in 0, TILE, 2*TILE, ... < seq_len:           # positions in order
         for each position p of the tile (p < seq_len):
             k_p, v_p = rows of block_table[p // block_size], offset p % block_size,
@@ -15,10 +15,10 @@ Reduction order (the contract the C++ port reproduces), all in float32, per quer
             s_p = (sum over d of q[d] * k_p[d]) * scale          # one dot per position
         m_new = max(m, max_p s_p)
         alpha = exp(m - m_new)
-        l     = l * alpha + sum_p exp(s_p - m_new)
+        row_sum     = row_sum * alpha + sum_p exp(s_p - m_new)
         acc   = acc * alpha + sum_p exp(s_p - m_new) * v_p
         m     = m_new
-    out = acc / l
+    out = acc / row_sum
 
 Positions past seq_len inside the last tile score -inf and add nothing. The order of
 the sums inside a dot product and inside a tile is the backend's own (Triton's tree
@@ -77,7 +77,7 @@ def _paged_decode_kernel(
 
     seq_len = tl.load(seq_lens_ptr + seq)
     m = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-    l = tl.zeros([GROUP_PAD], tl.float32)
+    row_sum = tl.zeros([GROUP_PAD], tl.float32)
     acc = tl.zeros([GROUP_PAD, HEAD_DIM], tl.float32)
     for tile_start in range(0, seq_len, TILE):
         pos = tile_start + tl.arange(0, TILE)
@@ -90,11 +90,11 @@ def _paged_decode_kernel(
         m_new = tl.maximum(m, tl.max(s, axis=1))
         alpha = tl.exp(m - m_new)
         p = tl.exp(s - m_new[:, None])
-        l = l * alpha + tl.sum(p, axis=1)
+        row_sum = row_sum * alpha + tl.sum(p, axis=1)
         v = load_rows(v_cache_ptr, (slot * N_KV_HEADS + kv_head) * V_ROW, valid, HEAD_DIM, V_FORMAT)
         acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
         m = m_new
-    out = acc / l[:, None]
+    out = acc / row_sum[:, None]
     tl.store(
         out_ptr + seq * stride_out_seq + q_heads[:, None] * stride_out_head + dim[None, :],
         out.to(out_ptr.dtype.element_ty),
@@ -118,7 +118,8 @@ def _check(
     for name, cache, qtype in (("k_cache", k_cache, k_type), ("v_cache", v_cache, v_type)):
         if cache.dim() != 4 or cache.shape[2] != n_kv_heads or cache.shape[3] != row_width(qtype, head_dim):
             raise ValueError(
-                f"{name} of shape {tuple(cache.shape)} does not hold {get_format(qtype).name} rows of {n_kv_heads} x {head_dim}"
+                f"{name} of shape {tuple(cache.shape)} does not hold"
+                f" {get_format(qtype).name} rows of {n_kv_heads} x {head_dim}"
             )
     if block_tables.shape[0] != num_seqs or seq_lens.shape != (num_seqs,):
         raise ValueError(
@@ -201,7 +202,7 @@ def paged_decode_attention_reference(
     tables = block_tables.to(torch.int64)
     lens = seq_lens.to(torch.int64)
     m = torch.full((num_seqs, n_kv_heads, group), float("-inf"), device=q.device)
-    l = torch.zeros((num_seqs, n_kv_heads, group), device=q.device)
+    row_sum = torch.zeros((num_seqs, n_kv_heads, group), device=q.device)
     acc = torch.zeros((num_seqs, n_kv_heads, group, head_dim), device=q.device)
     longest = int(lens.max()) if num_seqs else 0
     for tile_start in range(0, longest, tile):
@@ -218,7 +219,7 @@ def paged_decode_attention_reference(
         # a sequence already finished has m == m_new == -inf: keep its state unchanged
         alpha = torch.where(torch.isinf(m_new), torch.ones_like(m), torch.exp(m - m_new))
         p = torch.exp(s - m_new[..., None]).nan_to_num(0.0)
-        l = l * alpha + p.sum(-1)
+        row_sum = row_sum * alpha + p.sum(-1)
         acc = acc * alpha[..., None] + (p[..., None] * v[:, :, None, :, :]).sum(-2)
         m = m_new
-    return (acc / l[..., None]).reshape(num_seqs, n_heads, head_dim).to(q.dtype)
+    return (acc / row_sum[..., None]).reshape(num_seqs, n_heads, head_dim).to(q.dtype)

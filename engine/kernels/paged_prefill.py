@@ -73,7 +73,7 @@ def _paged_prefill_kernel(
     ).to(tl.float32)  # [BLOCK_M, HEAD_DIM]
 
     m = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l = tl.zeros([BLOCK_M], tl.float32)
+    row_sum = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
     # rows past q_len (the tail of the last row tile) do no work: end at 0 for an empty tile
     last_pos = tl.minimum(first_pos + row_tile * BLOCK_M + BLOCK_M, seq_len)
@@ -92,11 +92,11 @@ def _paged_prefill_kernel(
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         alpha = tl.exp(m - m_safe)
         p = tl.exp(s - m_safe[:, None])
-        l = l * alpha + tl.sum(p, axis=1)
+        row_sum = row_sum * alpha + tl.sum(p, axis=1)
         v = load_rows(v_cache_ptr, (slot * N_KV_HEADS + kv_head) * V_ROW, valid, HEAD_DIM, V_FORMAT)
         acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
         m = m_new
-    out = acc / tl.where(l == 0.0, 1.0, l)[:, None]
+    out = acc / tl.where(row_sum == 0.0, 1.0, row_sum)[:, None]
     tl.store(
         out_ptr + (q_start + rows)[:, None] * stride_out_token + head * stride_out_head + dim[None, :],
         out.to(out_ptr.dtype.element_ty),
@@ -122,7 +122,8 @@ def _check(
     for name, cache, qtype in (("k_cache", k_cache, k_type), ("v_cache", v_cache, v_type)):
         if cache.dim() != 4 or cache.shape[2] != n_kv_heads or cache.shape[3] != row_width(qtype, head_dim):
             raise ValueError(
-                f"{name} of shape {tuple(cache.shape)} does not hold {get_format(qtype).name} rows of {n_kv_heads} x {head_dim}"
+                f"{name} of shape {tuple(cache.shape)} does not hold"
+                f" {get_format(qtype).name} rows of {n_kv_heads} x {head_dim}"
             )
     if query_start.shape != (num_seqs + 1,) or block_tables.shape[0] != num_seqs:
         raise ValueError(f"query_start needs {num_seqs + 1} entries and block_tables {num_seqs} rows")
@@ -212,7 +213,7 @@ def paged_prefill_attention_reference(
         q_pos = torch.arange(seq_len - q_len, seq_len, device=q.device)
         table = block_tables[seq].to(torch.int64)
         m = torch.full((n_heads, q_len), float("-inf"), device=q.device)
-        l = torch.zeros((n_heads, q_len), device=q.device)
+        row_sum = torch.zeros((n_heads, q_len), device=q.device)
         acc = torch.zeros((n_heads, q_len, head_dim), device=q.device)
         for tile_start in range(0, seq_len, tile):
             pos = torch.arange(tile_start, min(tile_start + tile, seq_len), device=q.device)
@@ -224,8 +225,8 @@ def paged_prefill_attention_reference(
             m_new = torch.maximum(m, s.amax(-1))
             alpha = torch.exp(m - m_new)  # m_new is finite: tile 0 holds position 0
             p = torch.exp(s - m_new[..., None])
-            l = l * alpha + p.sum(-1)
+            row_sum = row_sum * alpha + p.sum(-1)
             acc = acc * alpha[..., None] + (p[..., None] * v[:, None, :, :]).sum(-2)
             m = m_new
-        out[starts[seq] : starts[seq + 1]] = (acc / l[..., None]).transpose(0, 1).to(q.dtype)
+        out[starts[seq] : starts[seq + 1]] = (acc / row_sum[..., None]).transpose(0, 1).to(q.dtype)
     return out

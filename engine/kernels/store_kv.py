@@ -69,7 +69,8 @@ def _check(
         )
     if cache.dim() != 4 or cache.shape[2] != heads or cache.shape[3] != row_width(qtype, head_dim):
         raise ValueError(
-            f"{get_format(qtype).name} cache of shape {tuple(cache.shape)} cannot hold rows of {heads} heads x {head_dim}"
+            f"{get_format(qtype).name} cache of shape {tuple(cache.shape)}"
+            f" cannot hold rows of {heads} heads x {head_dim}"
         )
     if not cache.is_contiguous():
         raise ValueError("the cache must be contiguous")

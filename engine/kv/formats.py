@@ -128,7 +128,8 @@ def dequantize(blocks: torch.Tensor, qtype: KVCacheFormat | str, shape: Sequence
     expected = (*shape[:-1], fmt.row_bytes(shape[-1]))
     if blocks.dtype != torch.uint8 or blocks.numel() != _prod(expected):
         raise ValueError(
-            f"{fmt.name} blocks for shape {shape} must be {_prod(expected)} uint8 bytes, got {blocks.numel()} {blocks.dtype}"
+            f"{fmt.name} blocks for shape {shape} must be {_prod(expected)} uint8 bytes,"
+            f" got {blocks.numel()} {blocks.dtype}"
         )
     raw = blocks.detach().contiguous().reshape(-1)
     if fmt.name == "f32":

@@ -150,7 +150,8 @@ class LLMEngine:
         total = len(token_ids) + params.max_tokens
         if total > self.model.config.max_position:
             raise ValueError(
-                f"prompt ({len(token_ids)}) + max_tokens ({params.max_tokens}) exceeds the model's {self.model.config.max_position} positions"
+                f"prompt ({len(token_ids)}) + max_tokens ({params.max_tokens})"
+                f" exceeds the model's {self.model.config.max_position} positions"
             )
         usable = self.config.num_blocks - 1  # block 0 is the null block
         if -(-total // self.config.block_size) > usable:

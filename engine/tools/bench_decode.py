@@ -195,5 +195,6 @@ def format_gpu_decode(result: GpuDecodeResult) -> list[str]:
         f"  paged Triton kernel   {result.paged_gbps:9.1f} GB/s ({result.paged_ms:.3f} ms)",
         f"  SDPA, contiguous KV   {result.sdpa_gbps:9.1f} GB/s ({result.sdpa_ms:.3f} ms)",
         f"  card peak             {result.peak_gbps:9.1f} GB/s",
-        f"  paged / peak {result.paged_gbps / result.peak_gbps:.3f}, paged / SDPA {result.paged_gbps / result.sdpa_gbps:.3f}",
+        f"  paged / peak {result.paged_gbps / result.peak_gbps:.3f},"
+        f" paged / SDPA {result.paged_gbps / result.sdpa_gbps:.3f}",
     ]

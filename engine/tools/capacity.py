@@ -178,13 +178,15 @@ def _report_concurrency(result: ConcurrencyResult) -> list[str]:
     p = result.params
     return [
         "Concurrent sequences at a fixed KV budget",
-        f"  budget: {p.num_blocks} blocks of {p.block_size} tokens ({result.usable_blocks} usable: block 0 is the null block)",
+        f"  budget: {p.num_blocks} blocks of {p.block_size} tokens"
+        f" ({result.usable_blocks} usable: block 0 is the null block)",
         f"  sequence: {p.prompt_tokens} prompt + {p.output_tokens} generated = {p.sequence_tokens} tokens "
         f"({-(-p.sequence_tokens // p.block_size)} blocks on demand)",
         f"  reservation: max context {p.max_context} tokens ({-(-p.max_context // p.block_size)} blocks per sequence)",
         f"  paged (on demand): {result.paged_sequences} sequences",
         f"  reserved (max context): {result.reserved_sequences} sequences",
-        f"  ratio: {result.ratio:.1f}x more concurrent sequences (published: {PUBLISHED_CONCURRENCY_RATIO}x at 512 blocks; "
+        f"  ratio: {result.ratio:.1f}x more concurrent sequences"
+        f" (published: {PUBLISHED_CONCURRENCY_RATIO}x at 512 blocks; "
         "its sequence length and max context are not published, these defaults reproduce it)",
     ]
 

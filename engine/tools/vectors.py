@@ -24,7 +24,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m engine vectors",
         description="Write or check the block manager's conformance vectors (the C++ port's bit-exact target).",
-        epilog=f"The checked-in copy lives in {CHECKED_IN_DIR}. Exit codes: 0 ok, 1 drift (--check), 2 usage or I/O error.",
+        epilog=f"The checked-in copy lives in {CHECKED_IN_DIR}."
+        " Exit codes: 0 ok, 1 drift (--check), 2 usage or I/O error.",
     )
     parser.add_argument("--out", type=Path, help="directory to write the vectors into (created if missing)")
     parser.add_argument("--check", type=Path, help="directory whose vectors must equal freshly generated ones")

@@ -43,7 +43,8 @@ def assert_same_as_gguf(x: np.ndarray, qtype: str) -> None:
     assert ours.shape == theirs.shape
     mismatch = np.argwhere(ours != theirs)
     assert mismatch.size == 0, (
-        f"{qtype}: first differing byte at {mismatch[0].tolist()}: {ours[tuple(mismatch[0])]} != {theirs[tuple(mismatch[0])]}"
+        f"{qtype}: first differing byte at {mismatch[0].tolist()}:"
+        f" {ours[tuple(mismatch[0])]} != {theirs[tuple(mismatch[0])]}"
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

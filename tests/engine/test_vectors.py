@@ -77,8 +77,8 @@ def test_text_twin_says_what_the_json_says(path: Path) -> None:
     assert lines[0] == f"{data['format']} {data['version']}"
     config = data["config"]
     assert (
-        lines[2]
-        == f"config {config['num_blocks']} {config['block_size']} {int(config['enable_caching'])} {config['free_order']}"
+        lines[2] == f"config {config['num_blocks']} {config['block_size']}"
+        f" {int(config['enable_caching'])} {config['free_order']}"
     )
     assert lines[3] == f"none_hash {data['hash']['none_hash']}"
     assert lines[4] == f"steps {len(data['steps'])}" and lines[-1] == "end"
