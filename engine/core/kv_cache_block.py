@@ -1,4 +1,4 @@
-"""KVCacheBlock: the metadata of one fixed-size KV block (the tensors live in engine.kv.slot_mapping)."""
+"""KVCacheBlock: the metadata of one fixed-size KV block (the tensors live in engine.kv.storage)."""
 
 from __future__ import annotations
 

@@ -147,3 +147,15 @@ def test_rows_must_fill_whole_blocks() -> None:
         quantize(torch.zeros(2, 48), "q8_0")
     with pytest.raises(ValueError, match="must be 34 uint8 bytes"):
         dequantize(torch.zeros(33, dtype=torch.uint8), "q8_0", (32,))
+
+
+def test_a_cache_type_resolves_once_into_a_format_that_says_how_it_is_stored() -> None:
+    q8_0, f16 = get_format("q8_0"), get_format("f16")
+    assert get_format(q8_0) is q8_0  # a resolved format passes through untouched
+    assert (q8_0.row_width(64), q8_0.storage_dtype, q8_0.needs_flash_attn) == (68, torch.uint8, True)
+    assert (f16.row_width(64), f16.storage_dtype, f16.needs_flash_attn) == (64, torch.float16, False)
+    x = torch.linspace(-1, 1, 64).reshape(2, 32)
+    assert torch.equal(q8_0.quantize(x), quantize(x, "q8_0"))
+    assert torch.equal(q8_0.dequantize(q8_0.quantize(x), x.shape), dequantize(quantize(x, "q8_0"), "q8_0", x.shape))
+    with pytest.raises(ValueError, match="unknown KV cache type 'q3_k'; valid types: f32, f16"):
+        get_format("q3_k")
