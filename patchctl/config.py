@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from typing import Any
 from . import yamlloc
 from .errors import ConfigError, UsageError
 from .git import is_full_sha
+from .matrix import schema as build_matrix_schema
 from .yamlloc import KeyPath, LocatedDocument
 
 SCHEMA_VERSION = 1
@@ -147,11 +147,6 @@ class Config:
         return self
 
 
-# Sections other modules validate on load (the build matrix). Each gets the Config and
-# raises ConfigError through config.error(...).
-SECTION_VALIDATORS: list[Callable[[Config], None]] = []
-
-
 def find_config(directory: Path | None = None, config_file: Path | None = None) -> Path:
     """Resolve `-C DIR` / `--config FILE` like git does: FILE wins, else DIR/matrix.yaml."""
     if config_file is not None:
@@ -169,8 +164,8 @@ def load(path: Path) -> Config:
     doc = yamlloc.load(path)
     config = Config(path=Path(path).resolve(), doc=doc)
     _validate(config)
-    for validator in SECTION_VALIDATORS:
-        validator(config)
+    # The build-matrix sections share the file: whoever loads it gets them validated too.
+    build_matrix_schema.from_sections(config.doc, config.path.name, config.raw, set(config.upstreams))
     return config
 
 

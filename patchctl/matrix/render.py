@@ -17,13 +17,14 @@ import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jinja2
 import yaml
 
 from ..config import Config
 from ..errors import ConfigError
+from ..jsonout import json_field
 from .checks import toolchain_row
 from .model import BuildMatrix
 
@@ -77,10 +78,12 @@ def compact_json(value: Any) -> str:
 
 @dataclass(frozen=True)
 class RenderedFile:
-    path: Path
-    display: str
-    text: str
-    current: str | None  # what is on disk now; None when the file does not exist
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"stale": "stale"}
+
+    path: Path = json_field(omit=True)
+    display: str = json_field(name="path")
+    text: str = json_field(omit=True)
+    current: str | None = json_field(omit=True)  # what is on disk now; None when the file does not exist
 
     @property
     def stale(self) -> bool:
@@ -95,7 +98,13 @@ class RenderedFile:
 
 @dataclass(frozen=True)
 class RenderResult:
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"ok": "ok"}
+
     files: list[RenderedFile]
+
+    @property
+    def ok(self) -> bool:
+        return not self.stale
 
     @property
     def stale(self) -> list[RenderedFile]:
@@ -103,9 +112,6 @@ class RenderResult:
 
     def diff(self) -> str:
         return "".join(f.diff() for f in self.stale)
-
-    def to_json(self) -> dict:
-        return {"files": [{"path": f.display, "stale": f.stale} for f in self.files], "ok": not self.stale}
 
 
 def environment(templates_dir: Path) -> jinja2.Environment:
