@@ -75,7 +75,8 @@ def generate(backends: int) -> str:
                 continue
             for tag, suffix in (("latest", ""), ("master", "-development")):
                 variants.append(
-                    f"    - {{name: {variant_prefix}-{name}{suffix}, uri: 'quay.io/example/backends:{tag}{prefix}{name}',"
+                    f"    - {{name: {variant_prefix}-{name}{suffix},"
+                    f" uri: 'quay.io/example/backends:{tag}{prefix}{name}',"
                     f" mirrors: ['docker.io/example/backends:{tag}{prefix}{name}']}}"
                 )
         paths += [f"  {name}:", f"    paths: ['backend/{name}/**']", "    shared: ['backend/backend.proto']"]
@@ -83,7 +84,8 @@ def generate(backends: int) -> str:
         "canary:",
         "  upstream: llama.cpp",
         "  toolchains:",
-        "    - {name: cuda-13, tag-suffix: -gpu-nvidia-cuda-13-engine-000, cuda-major-version: '13', image: 'nvidia/cuda:13.0.0-devel-ubuntu24.04'}",
+        "    - {name: cuda-13, tag-suffix: -gpu-nvidia-cuda-13-engine-000, cuda-major-version: '13', image: "
+        "'nvidia/cuda:13.0.0-devel-ubuntu24.04'}",
     ]
     return "\n".join([HEADER, *rows, *metas, *variants, *canary, *paths]) + "\n"
 
@@ -125,7 +127,8 @@ def main() -> int:
         total = check_s + render_s
         lines = text.count("\n")
         print(
-            f"matrix: {len(matrix.rows)} rows, {len(matrix.variants)} variants, {len(matrix.metas)} metas, {lines} lines"
+            f"matrix: {len(matrix.rows)} rows, {len(matrix.variants)} variants, {len(matrix.metas)} metas, {lines} "
+            "lines"
         )
         print(f"baseline yaml.safe_load (pure Python): {baseline:.3f} s   (libyaml CSafeLoader: {baseline_c:.3f} s)")
         print(f"load   (config.load, schema)  {load_s:.3f} s  = {load_s / baseline:.2f}x baseline")

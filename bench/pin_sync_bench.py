@@ -159,7 +159,8 @@ def main() -> int:
         base, sync = statistics.median(applies), statistics.median(syncs)
         split = phases[syncs.index(sync)] if sync in syncs else phases[0]  # the median run's own split
         print(
-            f"pin-sync benchmark: {patches} patches, llama.cpp {PIN[:12]} -> {TIP[:12]}, warm cache, no compile, median of {args.repeat}"
+            f"pin-sync benchmark: {patches} patches, llama.cpp {PIN[:12]} -> {TIP[:12]}, warm cache, no compile, "
+            f"median of {args.repeat}"
         )
         print(f"  classifications: {dict(classes)}")
         print(f"  baseline `patchctl apply` at the pin: {base:7.2f} s")

@@ -229,7 +229,7 @@ def _file_line(patch: PatchFile, path: str) -> int | None:
 
 def _malformed_before_git(patch: PatchFile) -> PatchOutcome | None:
     try:
-        patch.files
+        _ = patch.files  # parsing the patch is the check: a malformed one raises here
     except MalformedPatch as exc:
         return PatchOutcome(patch.name, Status.MALFORMED, patch_line=exc.line, detail=git.first_line(str(exc)))
     return None

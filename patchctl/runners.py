@@ -204,7 +204,8 @@ def _run_docker(step: BuildStep, tree: Path, log_path: Path, progress: Progress 
             client.images.get(step.image)
         except ImageNotFound:
             raise EnvironmentFailure(
-                f"build {step.name}: docker image {step.image!r} is not in the engine (docker pull or docker import it first)"
+                f"build {step.name}: docker image {step.image!r} is not in the engine (docker pull or docker import "
+                "it first)"
             ) from None
         name = f"patchctl-build-{uuid.uuid4().hex[:12]}"
         environment = {"HOME": "/tmp", **dict(step.env)}

@@ -153,7 +153,8 @@ def pin_sync(
     state_path = worktree.sync_state_file(config.root, name)
     if state_path.exists():
         raise UsageError(
-            f"a pin-sync of {name} is in progress ({state_path.parent}); finish it with --continue or drop it with --abort"
+            f"a pin-sync of {name} is in progress ({state_path.parent}); finish it with --continue or drop it with "
+            "--abort"
         )
     seconds: dict[str, float] = {}
     timer = _Timer(seconds)
@@ -260,7 +261,8 @@ def abort_sync(config: Config, store: Store, upstream: str | None = None) -> Syn
         state.target_spec,
         patches=state.records,
         next_steps=[
-            f"removed {worktree.display(config.root, worktree.sync_root(config.root, name))}; matrix.yaml and patches/ were never changed"
+            f"removed {worktree.display(config.root, worktree.sync_root(config.root, name))}; matrix.yaml and "
+            "patches/ were never changed"
         ],
     )
 
@@ -298,12 +300,14 @@ def _run(
                 report.next_steps = [
                     f"gate {failed.name} ({failed.kind}) of series {failed.series} failed: {failed.detail}",
                     "matrix.yaml and patches/ are unchanged",
-                    f"fix the series in {worktree.display(config.root, Path(entry.tree))} (commit there), then run `patchctl pin-sync --continue`",
+                    f"fix the series in {worktree.display(config.root, Path(entry.tree))} (commit there), then run "
+                    "`patchctl pin-sync --continue`",
                     "or drop the sync with `patchctl pin-sync --abort`",
                 ]
             raise SyncStopped(
                 report,
-                f"pin-sync of {state.upstream}: gate {failed.name} of series {failed.series} failed: {failed.detail}; nothing written",
+                f"pin-sync of {state.upstream}: gate {failed.name} of series {failed.series} failed: "
+                f"{failed.detail}; nothing written",
             )
 
     with timer.phase("write"):
@@ -357,7 +361,10 @@ def _record(series: str, patch: PatchFile, outcome: PatchOutcome, tree: Path) ->
     elif not outcome.ok:
         detail = outcome.describe().split(": ", 1)[-1]
         if outcome.status == Status.CONFLICT and outcome.hunk:
-            detail += f"; the patch's {outcome.file} hunk #{outcome.hunk} {outcome.hunk_header or ''} (line {outcome.patch_line} of {patch.name})"
+            detail += (
+                f"; the patch's {outcome.file} hunk #{outcome.hunk} {outcome.hunk_header or ''} "
+                f"(line {outcome.patch_line} of {patch.name})"
+            )
     conflicts = conflict_blocks(tree, outcome.conflict_files) if outcome.status == Status.CONFLICT else []
     return PatchRecord(series, patch.name, label, detail, conflicts)
 
@@ -385,7 +392,8 @@ def _conflict_steps(config: Config, state: SyncState) -> list[str]:
     tree = worktree.display(config.root, Path(entry.tree))
     return [
         f"resolve the conflict in {tree} (edit the files named above and remove the markers)",
-        f"then `git -C {tree} add <files>` and either commit yourself or let --continue commit with the patch's message",
+        f"then `git -C {tree} add <files>` and either commit yourself or let --continue commit with the patch's "
+        "message",
         "then run `patchctl pin-sync --continue`; or `patchctl pin-sync --abort` to drop the sync",
         "matrix.yaml and patches/ are unchanged until every gate has passed",
     ]
@@ -401,7 +409,8 @@ def _take_resolution(config: Config, state: SyncState) -> None:
     unmerged = git.run(["diff", "--name-only", "--diff-filter=U"], tree).stdout.split()
     if unmerged:
         raise UsageError(
-            f"still unmerged in {worktree.display(config.root, tree)}: {', '.join(unmerged)}; resolve them and `git add` them, then --continue"
+            f"still unmerged in {worktree.display(config.root, tree)}: {', '.join(unmerged)}; resolve them and `git "
+            "add` them, then --continue"
         )
     changed = git.run(["diff", "HEAD", "--name-only"], tree).stdout.split()
     marked = [
@@ -412,7 +421,8 @@ def _take_resolution(config: Config, state: SyncState) -> None:
     ]
     if marked:
         raise UsageError(
-            f"conflict markers left in {', '.join(marked)} ({worktree.display(config.root, tree)}); finish resolving, then --continue"
+            f"conflict markers left in {', '.join(marked)} ({worktree.display(config.root, tree)}); finish "
+            "resolving, then --continue"
         )
     head = git.rev_parse(tree, "HEAD")
     if head == entry.head_before:
@@ -425,11 +435,13 @@ def _take_resolution(config: Config, state: SyncState) -> None:
     else:
         if not git.run(["merge-base", "--is-ancestor", entry.head_before, "HEAD"], tree, check=False).ok:
             raise UsageError(
-                f"HEAD of {worktree.display(config.root, tree)} no longer builds on the replayed patches; --abort and start again"
+                f"HEAD of {worktree.display(config.root, tree)} no longer builds on the replayed patches; --abort "
+                "and start again"
             )
         if not is_clean(tree):
             raise UsageError(
-                f"uncommitted changes in {worktree.display(config.root, tree)}: commit them (or discard them), then --continue"
+                f"uncommitted changes in {worktree.display(config.root, tree)}: commit them (or discard them), then "
+                "--continue"
             )
         label = "resolved by hand"
     record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
@@ -585,7 +597,8 @@ def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None,
     note = (
         ""
         if ancestor
-        else f"the new rev does not descend from {old[:12]} (history was rewritten); listing commits only in the new rev"
+        else f"the new rev does not descend from {old[:12]} (history was rewritten); listing commits only in the "
+        "new rev"
     )
     if len(commits) > MAX_LISTED_COMMITS:
         note = (note + "; " if note else "") + f"{len(commits)} commits, the newest {MAX_LISTED_COMMITS} listed"

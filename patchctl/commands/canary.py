@@ -40,7 +40,8 @@ from ..jsonout import to_json
     multiple=True,
     metavar="NAME",
     envvar="PATCHCTL_CANARY_TOOLCHAIN",
-    help="With --compile, only this canary toolchain (repeatable; also $PATCHCTL_CANARY_TOOLCHAIN: one CI job per toolchain).",
+    help="With --compile, only this canary toolchain (repeatable; also $PATCHCTL_CANARY_TOOLCHAIN: one CI job per "
+    "toolchain).",
 )
 @click.option(
     "--work-dir",

@@ -207,7 +207,8 @@ def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = Non
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise ConfigError(
-                f"templates/{template}: rendered output is not valid YAML (line {mark.line + 1 if mark else '?'}): {getattr(exc, 'problem', exc)}"
+                f"templates/{template}: rendered output is not valid YAML (line {mark.line + 1 if mark else '?'}): "
+                f"{getattr(exc, 'problem', exc)}"
             ) from None
         path = config.root / relative
         current = path.read_text(encoding="utf-8") if path.is_file() else None
