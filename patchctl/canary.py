@@ -96,6 +96,16 @@ class CanaryReport:
         strict_failed = any(p.verdict != "ok" for s in self.series for p in s.patches)
         return strict_failed or any(c.state == "failed" for c in self.compiles)
 
+    def red_reason(self) -> str:
+        """Why the canary is red, in one line: the failing patches (first five) and compiles."""
+        failing = [f"{s.name}/{p.patch}" for s in self.series for p in s.patches if p.verdict != "ok"]
+        broken = [f"{c.toolchain}/{c.series}" for c in self.compiles if c.state == "failed"]
+        reasons = [
+            f"{len(failing)} patch(es) fail strictly ({', '.join(failing[:5])})" if failing else "",
+            f"compile failed for {', '.join(broken)}" if broken else "",
+        ]
+        return "canary is red: " + "; ".join(x for x in reasons if x)
+
 
 @dataclass(frozen=True)
 class Toolchain:

@@ -102,16 +102,4 @@ def canary_cmd(
     report_mod.append_step_summary(markdown)
     click.echo(markdown, nl=False)
     if report.red:
-        failing = [f"{s.name}/{p.patch}" for s in report.series for p in s.patches if p.verdict != "ok"]
-        broken = [f"{c.toolchain}/{c.series}" for c in report.compiles if c.state == "failed"]
-        raise CheckFailed(
-            "canary is red: "
-            + "; ".join(
-                x
-                for x in (
-                    f"{len(failing)} patch(es) fail strictly ({', '.join(failing[:5])})" if failing else "",
-                    f"compile failed for {', '.join(broken)}" if broken else "",
-                )
-                if x
-            )
-        )
+        raise CheckFailed(report.red_reason())

@@ -57,20 +57,12 @@ def matrix_render_cmd(app: AppContext, check: bool, templates: Path | None, as_j
     result = api.render(app.config, check=check, templates=templates)
     if as_json:
         emit_json(result)
-    if check:
-        if result.stale:
-            if not as_json:
-                click.echo(result.diff(), nl=False)
-            names = ", ".join(f.display for f in result.stale)
-            raise CheckFailed(
-                f"{len(result.stale)} rendered file(s) out of date: {names} (run `patchctl matrix render`)"
-            )
+    if check and result.stale:
         if not as_json:
-            click.echo(f"matrix render: {len(result.files)} file(s) up to date")
-        return
+            click.echo(result.diff(), nl=False)
+        raise CheckFailed(result.drift_message())
     if not as_json:
-        for rendered in result.files:
-            click.echo(f"{'wrote    ' if rendered.stale else 'unchanged'} {rendered.display}")
+        echo_lines(result.lines(check=check))
 
 
 @matrix_group.command("check")

@@ -113,6 +113,16 @@ class RenderResult:
     def diff(self) -> str:
         return "".join(f.diff() for f in self.stale)
 
+    def drift_message(self) -> str:
+        names = ", ".join(f.display for f in self.stale)
+        return f"{len(self.stale)} rendered file(s) out of date: {names} (run `patchctl matrix render`)"
+
+    def lines(self, *, check: bool) -> list[str]:
+        """What `matrix render` prints: one line per file, or with CHECK (and no drift) a summary."""
+        if check:
+            return [f"matrix render: {len(self.files)} file(s) up to date"]
+        return [f"{'wrote    ' if f.stale else 'unchanged'} {f.display}" for f in self.files]
+
 
 def environment(templates_dir: Path) -> jinja2.Environment:
     env = jinja2.Environment(
