@@ -54,7 +54,7 @@ class GateResult:
     ok: bool
     returncode: int | None
     duration_s: float = json_field(digits=3)
-    log: Path = Path()
+    log: Path
     reason: str = ""
     cases: list[GateCase] = field(default_factory=list)
     baseline: str = "none"  # none | match | mismatch | updated
