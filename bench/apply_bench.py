@@ -23,10 +23,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from patchctl import apply_job, exporter, git
 from patchctl import config as config_mod
-from patchctl import git
-from patchctl.commands import apply as apply_cmd
-from patchctl.commands import export as export_cmd
 from patchctl.store import Store
 
 URL = "pypi-sdist:llama-cpp-python?versions=0.3.30,0.3.33&subdir=vendor/llama.cpp"
@@ -58,14 +56,14 @@ def make_project(root: Path, store: Store, count: int) -> config_mod.Config:
         lines.insert(middle, f"// bench patch {index}: downstream change\n")
         source.write_text("".join(lines))
         git.commit_all(work, f"Bench patch {index}\n\nEdits {source.name}.")
-    export_cmd.export(config, "bench", work)
+    exporter.export(config, "bench", work)
     store.remove_worktree(mirror, work)
     return config
 
 
 def time_patchctl(config: config_mod.Config, store: Store, target: Path) -> float:
     start = time.perf_counter()
-    apply_cmd.apply(config, store, ("bench",), into=target)
+    apply_job.apply(config, store, ("bench",), into=target)
     return time.perf_counter() - start
 
 

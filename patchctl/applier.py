@@ -24,8 +24,10 @@ import tempfile
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path, PurePosixPath
+from typing import ClassVar
 
 from . import git
+from .jsonout import json_field
 from .patchset import MalformedPatch, PatchFile
 
 _OFFSET_RE = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\.", re.MULTILINE)
@@ -72,6 +74,8 @@ class HunkOffset:
 
 @dataclass
 class PatchOutcome:
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"message": "message"}
+
     patch: str
     status: Status
     file: str | None = None
@@ -81,11 +85,15 @@ class PatchOutcome:
     detail: str = ""
     offsets: list[HunkOffset] = field(default_factory=list)
     conflict_files: list[str] = field(default_factory=list)
-    commit: str | None = None
+    commit: str | None = json_field(omit_empty=True, default=None)
 
     @property
     def ok(self) -> bool:
         return self.status.ok
+
+    @property
+    def message(self) -> str:
+        return self.describe()
 
     def describe(self) -> str:
         """One line a user can act on."""
@@ -111,23 +119,6 @@ class PatchOutcome:
         if self.detail and self.status in (Status.MALFORMED, Status.UNSAFE_PATH):
             text += f": {self.detail}"
         return f"{self.patch}: {text}"
-
-    def to_json(self) -> dict:
-        data = {
-            "patch": self.patch,
-            "status": self.status.value,
-            "file": self.file,
-            "hunk": self.hunk,
-            "hunk_header": self.hunk_header,
-            "patch_line": self.patch_line,
-            "detail": self.detail,
-            "offsets": [o.__dict__ for o in self.offsets],
-            "conflict_files": self.conflict_files,
-            "message": self.describe(),
-        }
-        if self.commit:
-            data["commit"] = self.commit
-        return data
 
 
 # ---------------------------------------------------------------- path safety
@@ -238,7 +229,7 @@ def _file_line(patch: PatchFile, path: str) -> int | None:
 
 def _malformed_before_git(patch: PatchFile) -> PatchOutcome | None:
     try:
-        patch.files
+        _ = patch.files  # parsing the patch is the check: a malformed one raises here
     except MalformedPatch as exc:
         return PatchOutcome(patch.name, Status.MALFORMED, patch_line=exc.line, detail=git.first_line(str(exc)))
     return None

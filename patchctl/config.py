@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,8 @@ from typing import Any
 from . import yamlloc
 from .errors import ConfigError, UsageError
 from .git import is_full_sha
+from .matrix import schema as build_matrix_schema
+from .validation import Validator, kind
 from .yamlloc import KeyPath, LocatedDocument
 
 SCHEMA_VERSION = 1
@@ -147,11 +148,6 @@ class Config:
         return self
 
 
-# Sections other modules validate on load (the build matrix). Each gets the Config and
-# raises ConfigError through config.error(...).
-SECTION_VALIDATORS: list[Callable[[Config], None]] = []
-
-
 def find_config(directory: Path | None = None, config_file: Path | None = None) -> Path:
     """Resolve `-C DIR` / `--config FILE` like git does: FILE wins, else DIR/matrix.yaml."""
     if config_file is not None:
@@ -169,8 +165,8 @@ def load(path: Path) -> Config:
     doc = yamlloc.load(path)
     config = Config(path=Path(path).resolve(), doc=doc)
     _validate(config)
-    for validator in SECTION_VALIDATORS:
-        validator(config)
+    # The build-matrix sections share the file: whoever loads it gets them validated too.
+    build_matrix_schema.from_sections(config.doc, config.path.name, config.raw, set(config.upstreams))
     return config
 
 
@@ -190,53 +186,10 @@ def parse_url_overrides(pairs: tuple[str, ...] | list[str], env: dict[str, str] 
 # ---------------------------------------------------------------- validation
 
 
-class _Reader:
-    """Typed access to one mapping, raising located errors."""
-
-    def __init__(self, config: Config, keypath: KeyPath, allowed: tuple[str, ...]):
-        self.config = config
-        self.keypath = keypath
-        value = _lookup(config.raw, keypath)
-        if not isinstance(value, dict):
-            raise config.error(keypath, f"must be a mapping, got {_kind(value)}")
-        self.data = value
-        for key in value:
-            if key not in allowed:
-                raise config.error(keypath + (key,), f"unknown key (allowed: {', '.join(allowed)})")
-
-    def str(self, key: str, default: str | None = None, *, required: bool = True) -> str | None:
-        if key not in self.data:
-            if required and default is None:
-                raise self.config.error(self.keypath, f"missing required key {key!r}")
-            return default
-        value = self.data[key]
-        if not isinstance(value, str) or not value.strip():
-            raise self.config.error(self.keypath + (key,), f"must be a non-empty string, got {_kind(value)}")
-        return value
-
-    def bool(self, key: str, default: bool) -> bool:
-        value = self.data.get(key, default)
-        if not isinstance(value, bool):
-            raise self.config.error(self.keypath + (key,), f"must be true or false, got {_kind(value)}")
-        return value
-
-    def int(self, key: str, default: int) -> int:
-        value = self.data.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise self.config.error(self.keypath + (key,), f"must be a positive integer, got {value!r}")
-        return value
-
-    def list(self, key: str) -> list[Any]:
-        value = self.data.get(key, [])
-        if not isinstance(value, list):
-            raise self.config.error(self.keypath + (key,), f"must be a list, got {_kind(value)}")
-        return value
-
-
 def _validate(config: Config) -> None:
     data = config.raw
     if not isinstance(data, dict):
-        raise config.error((), f"top level must be a mapping, got {_kind(data)}")
+        raise config.error((), f"top level must be a mapping, got {kind(data)}")
     for key in data:
         if key not in TOP_LEVEL_KEYS:
             raise config.error((key,), f"unknown top-level key (allowed: {', '.join(TOP_LEVEL_KEYS)})")
@@ -245,7 +198,7 @@ def _validate(config: Config) -> None:
         raise config.error(("version",), f"schema version must be {SCHEMA_VERSION}, got {version!r}")
     for section in ("upstreams", "series"):
         if not isinstance(data.get(section, {}), dict):
-            raise config.error((section,), f"must be a mapping, got {_kind(data.get(section))}")
+            raise config.error((section,), f"must be a mapping, got {kind(data.get(section))}")
     for name in data.get("upstreams", {}):
         config.upstreams[name] = _upstream(config, name)
     for name, upstream in config.upstreams.items():
@@ -265,14 +218,16 @@ def _check_name(config: Config, keypath: KeyPath, name: Any) -> None:
 def _upstream(config: Config, name: str) -> Upstream:
     keypath: KeyPath = ("upstreams", name)
     _check_name(config, keypath, name)
-    r = _Reader(config, keypath, ("url", "branch", "pin", "tracks", "auto_bump", "pin_files"))
-    pin = r.str("pin")
+    v = Validator(config.doc)
+    v.mapping(v.at(keypath), keypath, ("url", "branch", "pin", "tracks", "auto_bump", "pin_files"))
+    pin = v.string(keypath, "pin")
     if not is_full_sha(pin):
         raise config.error(keypath + ("pin",), f"pin must be a full 40-hex lowercase commit id, got {pin!r}")
     pin_files = []
-    for i, entry in enumerate(r.list("pin_files")):
-        pr = _Reader(config, keypath + ("pin_files", i), ("path", "pattern"))
-        path, pattern_text = pr.str("path"), pr.str("pattern")
+    for i in range(len(v.optional_list(keypath, "pin_files"))):
+        entry = keypath + ("pin_files", i)
+        v.mapping(v.at(entry), entry, ("path", "pattern"))
+        path, pattern_text = v.string(entry, "path"), v.string(entry, "pattern")
         _check_relative(config, keypath + ("pin_files", i, "path"), path)
         try:
             pattern = re.compile(pattern_text, re.MULTILINE)
@@ -283,11 +238,11 @@ def _upstream(config: Config, name: str) -> Upstream:
         pin_files.append(PinFile(path, pattern))
     return Upstream(
         name=name,
-        url=r.str("url"),
-        branch=r.str("branch", "master"),
+        url=v.string(keypath, "url"),
+        branch=v.string(keypath, "branch", "master"),
         pin=pin,
-        tracks=r.str("tracks", required=False),
-        auto_bump=r.bool("auto_bump", False),
+        tracks=v.string(keypath, "tracks", required=False),
+        auto_bump=v.boolean(keypath, "auto_bump", False),
         pin_files=tuple(pin_files),
     )
 
@@ -295,58 +250,67 @@ def _upstream(config: Config, name: str) -> Upstream:
 def _series(config: Config, name: str) -> Series:
     keypath: KeyPath = ("series", name)
     _check_name(config, keypath, name)
-    r = _Reader(config, keypath, ("upstream", "dir", "exclude", "allow_crlf", "allow_binary", "build", "gates"))
-    upstream = r.str("upstream")
+    v = Validator(config.doc)
+    data = v.mapping(
+        v.at(keypath), keypath, ("upstream", "dir", "exclude", "allow_crlf", "allow_binary", "build", "gates")
+    )
+    upstream = v.string(keypath, "upstream")
     if upstream not in config.upstreams:
         raise config.error(keypath + ("upstream",), f"unknown upstream {upstream!r}")
-    directory = r.str("dir", f"patches/{name}")
+    directory = v.string(keypath, "dir", f"patches/{name}")
     _check_relative(config, keypath + ("dir",), directory)
-    exclude = r.list("exclude") if "exclude" in r.data else list(DEFAULT_EXCLUDE)
+    exclude = v.optional_list(keypath, "exclude") if "exclude" in data else list(DEFAULT_EXCLUDE)
     for i, pattern in enumerate(exclude):
         if not isinstance(pattern, str) or not pattern:
             raise config.error(keypath + ("exclude", i), "exclude entries must be non-empty glob strings")
     build = []
-    for i, _ in enumerate(r.list("build")):
-        br = _Reader(config, keypath + ("build", i), ("name", "command", "runner", "image", "timeout", "env"))
-        runner = br.str("runner", "local")
+    for i in range(len(v.optional_list(keypath, "build"))):
+        step = keypath + ("build", i)
+        step_data = v.mapping(v.at(step), step, ("name", "command", "runner", "image", "timeout", "env"))
+        runner = v.string(step, "runner", "local")
         if runner not in RUNNERS:
             raise config.error(
                 keypath + ("build", i, "runner"), f"unknown runner {runner!r} (choose: {', '.join(RUNNERS)})"
             )
-        image = br.str("image", required=False)
+        image = v.string(step, "image", required=False)
         if runner == "docker" and image is None:
             raise config.error(keypath + ("build", i), "a docker build step needs an 'image'")
-        env = br.data.get("env", {})
+        env = step_data.get("env", {})
         if not isinstance(env, dict) or not all(
             isinstance(k, str) and isinstance(v, (str, int)) for k, v in env.items()
         ):
             raise config.error(keypath + ("build", i, "env"), "env must map names to strings")
         build.append(
             BuildStep(
-                name=br.str("name"),
-                command=br.str("command"),
+                name=v.string(step, "name"),
+                command=v.string(step, "command"),
                 runner=runner,
                 image=image,
-                timeout=br.int("timeout", 3600),
+                timeout=v.positive_int(step, "timeout", 3600),
                 env=tuple(sorted((k, str(v)) for k, v in env.items())),
             )
         )
     gates = []
-    for i, _ in enumerate(r.list("gates")):
-        gr = _Reader(config, keypath + ("gates", i), ("name", "command", "timeout", "baseline"))
-        baseline = gr.data.get("baseline")
+    for i in range(len(v.optional_list(keypath, "gates"))):
+        gate = keypath + ("gates", i)
+        baseline = v.mapping(v.at(gate), gate, ("name", "command", "timeout", "baseline")).get("baseline")
         if baseline is not None and not isinstance(baseline, dict):
             raise config.error(keypath + ("gates", i, "baseline"), "baseline must be a mapping")
         gates.append(
-            Gate(name=gr.str("name"), command=gr.str("command"), timeout=gr.int("timeout", 1800), baseline=baseline)
+            Gate(
+                name=v.string(gate, "name"),
+                command=v.string(gate, "command"),
+                timeout=v.positive_int(gate, "timeout", 1800),
+                baseline=baseline,
+            )
         )
     return Series(
         name=name,
         upstream=upstream,
         dir=(config.root / directory).resolve(),
         exclude=tuple(exclude),
-        allow_crlf=r.bool("allow_crlf", False),
-        allow_binary=r.bool("allow_binary", False),
+        allow_crlf=v.boolean(keypath, "allow_crlf", False),
+        allow_binary=v.boolean(keypath, "allow_binary", False),
         build=tuple(build),
         gates=tuple(gates),
     )
@@ -356,20 +320,3 @@ def _check_relative(config: Config, keypath: KeyPath, path: str) -> None:
     parts = Path(path).parts
     if Path(path).is_absolute() or ".." in parts:
         raise config.error(keypath, f"path must be relative to the config's directory, without '..': {path!r}")
-
-
-def _lookup(data: Any, keypath: KeyPath) -> Any:
-    for part in keypath:
-        data = data[part]
-    return data
-
-
-def _kind(value: Any) -> str:
-    return {
-        dict: "a mapping",
-        list: "a list",
-        str: "a string",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-    }.get(type(value), "nothing" if value is None else type(value).__name__)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, order=True)
@@ -22,9 +22,6 @@ class Finding:
         message = self.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
         file = self.file.replace("%", "%25").replace(",", "%2C").replace(":", "%3A")
         return f"::error file={file},line={self.line},title={self.rule}::{message}"
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def under_github_actions() -> bool:

@@ -179,7 +179,8 @@ def recover(journal_dir: Path) -> str | None:
         state = data["state"]
     except (ValueError, KeyError, TypeError) as exc:
         raise EnvironmentFailure(
-            f"{journal}: unreadable journal of an interrupted pin update ({exc}); restore the files from git and delete it"
+            f"{journal}: unreadable journal of an interrupted pin update ({exc}); restore the files from git and "
+            "delete it"
         ) from None
     if state == "committed":
         _discard(entries)

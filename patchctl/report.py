@@ -64,7 +64,8 @@ def sync_markdown(payload: dict) -> str:
             if record.get("conflicts"):
                 detail = (detail + "; " if detail else "") + "markers at " + ", ".join(record["conflicts"])
             out.append(
-                f"| {_cell(record['series'])} | {_cell(record['patch'])} | {_cell(record['classification'])} | {_cell(detail)} |"
+                f"| {_cell(record['series'])} | {_cell(record['patch'])} | {_cell(record['classification'])} | "
+                f"{_cell(detail)} |"
             )
     if payload.get("gates"):
         out += [
@@ -77,7 +78,8 @@ def sync_markdown(payload: dict) -> str:
         for gate in payload["gates"]:
             result = "pass" if gate["ok"] else "**FAIL**"
             out.append(
-                f"| {_cell(gate['series'])} | {_cell(gate['name'])} | {gate['kind']} | {result} | {gate['duration_s']:.1f} s | {_cell(gate.get('detail'))} |"
+                f"| {_cell(gate['series'])} | {_cell(gate['name'])} | {gate['kind']} | {result} | "
+                f"{gate['duration_s']:.1f} s | {_cell(gate.get('detail'))} |"
             )
     if payload.get("files_changed"):
         verb = "would change" if state == "dry-run" else "changed"
@@ -117,7 +119,8 @@ def canary_markdown(payload: dict) -> str:
                 else _cell(patch.get("bisect_note"))
             )
             out.append(
-                f"| {_cell(patch['patch'])} | {_cell(strict)} | {_cell(patch.get('trial'))} | {patch['verdict']} | {first} |"
+                f"| {_cell(patch['patch'])} | {_cell(strict)} | {_cell(patch.get('trial'))} | {patch['verdict']} | "
+                f"{first} |"
             )
     if payload.get("compiles"):
         out += ["", "### Compile", "", "| toolchain | series | image | result | detail |", "|---|---|---|---|---|"]
@@ -126,7 +129,8 @@ def canary_markdown(payload: dict) -> str:
             durations = ", ".join(f"{s['name']} {s['duration_s']:.1f} s" for s in record.get("steps", []))
             detail = "; ".join(x for x in (record.get("detail"), durations) if x)
             out.append(
-                f"| {_cell(record['toolchain'])} | {_cell(record['series'])} | {_cell(record.get('image') or 'as declared')} | {result} | {_cell(detail)} |"
+                f"| {_cell(record['toolchain'])} | {_cell(record['series'])} | "
+                f"{_cell(record.get('image') or 'as declared')} | {result} | {_cell(detail)} |"
             )
     out += ["", f"Logs: `{payload.get('work_dir')}`"]
     return "\n".join(out) + "\n"

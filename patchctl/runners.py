@@ -23,10 +23,11 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, ClassVar
 
 from .config import BuildStep
 from .errors import EnvironmentFailure, UsageError
+from .jsonout import json_field
 
 Progress = Callable[[str], None]
 CONTAINER_WORKDIR = "/src"
@@ -38,14 +39,17 @@ DOCKER_API_TIMEOUT_S = 30
 
 @dataclass(frozen=True)
 class BuildResult:
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"reason": "reason"}
+
     name: str
     ok: bool
     returncode: int | None
-    duration_s: float
-    log_path: Path
+    duration_s: float = json_field(digits=3)
+    log_path: Path = json_field(name="log")
     timed_out: bool = False
     runner: str = "local"
-    container: str | None = None  # the docker container's name (removed by the time this exists)
+    # the docker container's name (removed by the time this exists)
+    container: str | None = json_field(omit=True, default=None)
 
     @property
     def reason(self) -> str:
@@ -54,18 +58,6 @@ class BuildResult:
         if self.timed_out:
             return f"timed out after {self.duration_s:.0f} s (log: {self.log_path})"
         return f"exit {self.returncode} (log: {self.log_path})"
-
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "ok": self.ok,
-            "returncode": self.returncode,
-            "duration_s": round(self.duration_s, 3),
-            "log": str(self.log_path),
-            "timed_out": self.timed_out,
-            "runner": self.runner,
-            "reason": self.reason,
-        }
 
 
 def run_build(step: BuildStep, tree: Path, log_path: Path, progress: Progress | None = None) -> BuildResult:
@@ -212,7 +204,8 @@ def _run_docker(step: BuildStep, tree: Path, log_path: Path, progress: Progress 
             client.images.get(step.image)
         except ImageNotFound:
             raise EnvironmentFailure(
-                f"build {step.name}: docker image {step.image!r} is not in the engine (docker pull or docker import it first)"
+                f"build {step.name}: docker image {step.image!r} is not in the engine (docker pull or docker import "
+                "it first)"
             ) from None
         name = f"patchctl-build-{uuid.uuid4().hex[:12]}"
         environment = {"HOME": "/tmp", **dict(step.env)}

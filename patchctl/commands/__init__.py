@@ -1,1 +1,2 @@
-"""One module per command: the domain function behind each CLI command."""
+"""One module per command: its Click function, thin over one domain module. No module here
+imports another (tests/patchctl/test_layout.py checks it); shared wiring lives in `patchctl.app`."""

@@ -1,213 +1,50 @@
-"""`patchctl apply`: check out an upstream rev and apply series to it, transactionally.
-
-The whole series is first applied inside the cache's mirror, to a private index, one
-commit per patch (see `applier.IndexBuilder`). Only when every patch has applied is a
-tree checked out, at the last of those commits; so a failure leaves the target directory
-exactly as it was, and a success leaves a git worktree whose history is the upstream rev
-plus one commit per patch: the starting point for editing and `patchctl export`.
-
-A marker in the worktree's git directory records the upstream rev, the digest of the
-ordered patches and the resulting commit. A re-run whose marker matches, on a tree with
-no local change, is a no-op; a stale marker (other rev, other patches, moved HEAD) is
-detected and never trusted.
-"""
+"""`patchctl apply`: check out an upstream rev and apply series to it (see `patchctl.apply_job`)."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import git
-from ..applier import PatchOutcome, apply_series_to_index, is_clean
-from ..config import Config, Series
-from ..errors import CheckFailed, UsageError
-from ..patchset import PatchFile, read_series, series_digest
-from ..paths import atomic_write_text
-from ..store import Mirror, Store
+import click
 
-MARKER_NAME = "patchctl-applied.json"
-MARKER_VERSION = 1
-TREES_DIR = Path(".patchctl") / "trees"
+from .. import apply_job
+from ..app import AppContext, echo_lines, emit_json, pass_app
 
 
-@dataclass
-class Marker:
-    series: list[str]
-    upstream: str
-    rev: str
-    digest: str
-    head: str
-    patches: list[str]
-    version: int = MARKER_VERSION
+@click.command("apply")
+@click.argument("series", nargs=-1)
+@click.option("--rev", help="Upstream revision to apply to (default: the pin in matrix.yaml).")
+@click.option(
+    "--into", type=click.Path(file_okay=False, path_type=Path), help="Target tree (default: .patchctl/trees/SERIES)."
+)
+@click.option("--force", is_flag=True, help="Replace a target that has local changes or was not made by patchctl.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_app
+def apply_cmd(
+    app: AppContext, series: tuple[str, ...], rev: str | None, into: Path | None, force: bool, as_json: bool
+) -> None:
+    """Check out the upstream at its pin and apply SERIES (default: all) strictly.
 
-    def matches(self, series: list[str], rev: str, digest: str) -> bool:
-        return self.version == MARKER_VERSION and self.series == series and self.rev == rev and self.digest == digest
+    \b
+    Every patch applies with no fuzz (line offsets are allowed and reported) or the target
+    tree is left exactly as it was. A failure names the patch, the file and the hunk, and
+    its cause: file missing, context drift, already applied, malformed, unsafe path.
+    Re-running on a tree that is already patched is a no-op. The tree is a git worktree
+    with one commit per patch on top of the upstream rev: edit, commit, then `export`.
 
-
-@dataclass
-class ApplyResult:
-    series: list[str]
-    upstream: str
-    rev: str
-    tree: Path
-    state: str  # "applied" | "unchanged" | "failed"
-    outcomes: list[PatchOutcome] = field(default_factory=list)
-    head: str | None = None
-
-    @property
-    def failure(self) -> PatchOutcome | None:
-        return next((o for o in self.outcomes if not o.ok), None)
-
-    def to_json(self) -> dict:
-        return {
-            "series": self.series,
-            "upstream": self.upstream,
-            "rev": self.rev,
-            "tree": str(self.tree),
-            "state": self.state,
-            "head": self.head,
-            "patches": [o.to_json() for o in self.outcomes],
-        }
-
-
-class ApplyFailed(CheckFailed):
-    def __init__(self, result: ApplyResult):
-        failure = result.failure
-        assert failure is not None
-        super().__init__(
-            f"series {', '.join(result.series)} does not apply to {result.rev[:12]}: {failure.describe()}; {result.tree} left as it was"
-        )
-        self.result = result
-
-
-@dataclass(frozen=True)
-class ApplyJob:
-    """One target tree: the series applied into it, in order, on one upstream."""
-
-    series: list[Series]
-    upstream: str
-    tree: Path
-
-
-def default_tree(config: Config, series: Series) -> Path:
-    return config.root / TREES_DIR / series.name
-
-
-def plan(config: Config, names: tuple[str, ...], into: Path | None) -> list[ApplyJob]:
-    selected = config.select_series(names)
-    if not selected:
-        raise UsageError("matrix.yaml defines no series to apply")
-    if into is None:
-        return [ApplyJob([s], s.upstream, default_tree(config, s)) for s in selected]
-    upstreams = {s.upstream for s in selected}
-    if len(upstreams) > 1:
-        raise UsageError(f"--into takes series of one upstream; these span {', '.join(sorted(upstreams))}")
-    return [ApplyJob(selected, selected[0].upstream, Path(into).resolve())]
-
-
-def apply(
-    config: Config,
-    store: Store,
-    names: tuple[str, ...] = (),
-    *,
-    rev: str | None = None,
-    into: Path | None = None,
-    force: bool = False,
-) -> list[ApplyResult]:
-    """Apply the named series (all when NAMES is empty). Raises ApplyFailed on the first
-    series that does not apply, after leaving its target tree untouched."""
-    results = []
-    for job in plan(config, names, into):
-        upstream = config.get_upstream(job.upstream)
-        mirror = store.mirror(upstream.url, base=config.root)
-        target = store.resolve(mirror, rev or upstream.pin)
-        patches = [p for s in job.series for p in read_series(s)]
-        result = apply_job(store, mirror, job, target, patches, force=force)
-        results.append(result)
-        if result.state == "failed":
-            raise ApplyFailed(result)
-    return results
-
-
-def apply_job(
-    store: Store, mirror: Mirror, job: ApplyJob, rev: str, patches: list[PatchFile], *, force: bool = False
-) -> ApplyResult:
-    names = [s.name for s in job.series]
-    digest = series_digest(patches)
-    result = ApplyResult(names, job.upstream, rev, job.tree, "failed")
-    existing = _existing_tree_state(job.tree, force)
-    if existing is not None and existing.matches(names, rev, digest):
-        result.state, result.head = "unchanged", existing.head
-        return result
-
-    outcomes, head = apply_series_to_index(mirror.path, rev, patches)
-    result.outcomes = outcomes
-    if result.failure is not None:
-        return result
-    result.head = head
-    marker = Marker(names, job.upstream, rev, digest, head, [p.name for p in patches])
-    _replace_tree(store, mirror, job.tree, head, marker)
-    result.state = "applied"
-    return result
-
-
-def read_marker(tree: Path) -> Marker | None:
-    gitdir = _git_dir(tree)
-    if gitdir is None or not (gitdir / MARKER_NAME).is_file():
-        return None
+    \b
+    Examples:
+      patchctl apply                                  # every series, at its pin
+      patchctl apply llama.cpp --rev v0.3.33 --into /tmp/llama
+      patchctl apply --json > apply.json
+    """
     try:
-        data = json.loads((gitdir / MARKER_NAME).read_text())
-        return Marker(**data)
-    except (ValueError, TypeError):
-        return None
-
-
-def _git_dir(tree: Path) -> Path | None:
-    if not (tree / ".git").exists():
-        return None
-    found = git.run(["rev-parse", "--absolute-git-dir"], tree, check=False)
-    return Path(found.stdout.strip()) if found.ok else None
-
-
-def _existing_tree_state(tree: Path, force: bool) -> Marker | None:
-    """The trustworthy marker of TREE, or None when TREE may be (re)built. Refuses to
-    replace a directory patchctl did not make, or one with local work, unless FORCE."""
-    if not tree.exists():
-        return None
-    if tree.is_dir() and not any(tree.iterdir()):
-        return None
-    marker = read_marker(tree)
-    if marker is None:
-        if force:
-            return None
-        raise UsageError(
-            f"{tree} exists and was not made by patchctl apply; choose another --into or pass --force to replace it"
-        )
-    head = git.run(["rev-parse", "HEAD"], tree, check=False).stdout.strip()
-    clean = is_clean(tree)
-    if head == marker.head and clean:
-        return marker
-    if not force:
-        what = "uncommitted changes" if not clean else f"commits on top of the applied series (HEAD {head[:12]})"
-        raise UsageError(f"{tree} has {what}; export them (patchctl export) or pass --force to discard them")
-    return None
-
-
-def _replace_tree(store: Store, mirror: Mirror, tree: Path, head: str, marker: Marker) -> None:
-    """Check HEAD out as a worktree at TREE, then (only then) drop what was there."""
-    tree.parent.mkdir(parents=True, exist_ok=True)
-    staging = tree.with_name(f".{tree.name}.patchctl-{os.getpid()}")
-    store.remove_worktree(mirror, staging)
-    store.add_worktree(mirror, head, staging)
-    gitdir = _git_dir(staging)
-    assert gitdir is not None
-    atomic_write_text(gitdir / MARKER_NAME, json.dumps(marker.__dict__, indent=2, sort_keys=True) + "\n")
-    if tree.exists():
-        owner = git.run(["rev-parse", "--path-format=absolute", "--git-common-dir"], tree, check=False)
-        if (tree / ".git").is_file() and owner.ok:
-            git.run(["worktree", "remove", "--force", str(tree)], Path(owner.stdout.strip()), check=False)
-        shutil.rmtree(tree, ignore_errors=True)
-    store.move_worktree(mirror, staging, tree)
+        results = apply_job.apply(app.config, app.store, series, rev=rev, into=app.path(into), force=force)
+    except apply_job.ApplyFailed as failed:
+        if as_json:
+            emit_json({"ok": False, "results": [failed.result]})
+        raise
+    if as_json:
+        emit_json({"ok": True, "results": results})
+        return
+    for result in results:
+        echo_lines(result.lines(app.workdir))

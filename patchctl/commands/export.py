@@ -1,270 +1,55 @@
-"""`patchctl export`: regenerate a series from the commits on top of a base, deterministically.
-
-One patch per commit, produced by `git format-patch` with every setting that changes its
-output pinned (zero commit id, no signature, full index lines so that 3-way keeps
-working, myers diff, no renames, no stat), whatever the user's or the repository's git
-config says. Churn is avoided on purpose:
-
-* an existing patch keeps its file name (`NNNN-slug.patch`, matched by subject) as long
-  as its position is unchanged, and its file is rewritten only when what it changes
-  really changed: offset-only, index-only or date-only differences are no change;
-* hunks on excluded paths (the source-only policy) are dropped and reported, and a
-  commit left empty by that is dropped and reported too.
-
-Before anything is written, the new series is applied strictly to a private index at
-the base and the result must equal the work tree's HEAD on every non-excluded path.
-"""
+"""`patchctl export`: regenerate a series from a work tree (see `patchctl.exporter`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import git
-from ..applier import apply_series_to_index, is_clean, write_tree_listing
-from ..config import Config, Series
-from ..errors import CheckFailed, UsageError
-from ..patchset import PatchFile, hunk_fingerprint, is_excluded, read_series, slugify
-from ..paths import atomic_write_bytes
+import click
 
-FORMAT_PATCH_CONFIG = [
-    "-c",
-    "diff.noprefix=false",
-    "-c",
-    "diff.mnemonicPrefix=false",
-    "-c",
-    "diff.relative=false",
-    "-c",
-    "diff.renames=false",
-    "-c",
-    "diff.algorithm=myers",
-    "-c",
-    "diff.indentHeuristic=true",
-    "-c",
-    "diff.context=3",
-    "-c",
-    "diff.interHunkContext=0",
-    "-c",
-    "diff.suppressBlankEmpty=false",
-    "-c",
-    "diff.orderFile=/dev/null",
-    "-c",
-    "core.quotePath=true",
-    "-c",
-    "core.abbrev=12",
-    "-c",
-    "format.signature=",
-    "-c",
-    "format.numbered=false",
-    "-c",
-    "format.coverLetter=false",
-    "-c",
-    "format.thread=false",
-    "-c",
-    "format.signOff=false",
-    "-c",
-    "format.useAutoBase=false",
-    "-c",
-    "format.forceInBodyFrom=false",
-    "-c",
-    "i18n.commitEncoding=UTF-8",
-    "-c",
-    "i18n.logOutputEncoding=UTF-8",
-]
-FORMAT_PATCH_ARGS = [
-    "format-patch",
-    "-1",
-    "--stdout",
-    "--zero-commit",
-    "--no-signature",
-    "--full-index",
-    "--no-renames",
-    "--diff-algorithm=myers",
-    "--no-stat",
-    "--subject-prefix=PATCH",
-    "--no-numbered",
-    "--no-attach",
-    "--no-thread",
-    "--binary",
-    "--no-color",
-    "--no-add-header",
-    "--no-to",
-    "--no-cc",
-]
+from .. import exporter, worktree
+from ..app import AppContext, echo_lines, emit_json, pass_app
 
 
-@dataclass(frozen=True)
-class DroppedHunk:
-    commit_subject: str
-    path: str
+@click.command("export")
+@click.argument("series")
+@click.option(
+    "--from",
+    "from_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Work tree whose commits on top of the pin become the series (default: .patchctl/trees/SERIES).",
+)
+@click.option("--base", help="Commit the series starts from (default: the upstream's pin).")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 listing the patches that are out of date.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_app
+def export_cmd(
+    app: AppContext, series: str, from_dir: Path | None, base: str | None, check: bool, as_json: bool
+) -> None:
+    """Regenerate SERIES from the commits on top of the pin in a work tree.
 
+    \b
+    One NNNN-slug.patch per commit, byte-for-byte deterministic whatever your git config
+    says (zero commit id, no version signature, full index lines, myers, no renames).
+    Existing patches keep their names and are only rewritten when their hunks changed;
+    patches of commits that are gone are deleted; hunks on excluded paths are dropped and
+    reported. Before writing, the new series must reproduce the work tree exactly.
 
-@dataclass
-class ExportResult:
-    series: str
-    base: str
-    written: list[str] = field(default_factory=list)  # new or changed files
-    renamed: list[tuple[str, str]] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    dropped_hunks: list[DroppedHunk] = field(default_factory=list)
-    dropped_commits: list[str] = field(default_factory=list)
-    check_only: bool = False
-
-    @property
-    def out_of_date(self) -> list[str]:
-        return self.written + [new for _, new in self.renamed] + self.deleted
-
-    def to_json(self) -> dict:
-        return {
-            "series": self.series,
-            "base": self.base,
-            "written": self.written,
-            "renamed": [{"from": a, "to": b} for a, b in self.renamed],
-            "unchanged": self.unchanged,
-            "deleted": self.deleted,
-            "dropped_hunks": [{"commit": d.commit_subject, "path": d.path} for d in self.dropped_hunks],
-            "dropped_commits": self.dropped_commits,
-            "check_only": self.check_only,
-            "up_to_date": not self.out_of_date,
-        }
-
-
-class ExportOutOfDate(CheckFailed):
-    def __init__(self, result: ExportResult):
-        super().__init__(
-            f"series {result.series} is out of date: {', '.join(result.out_of_date)} (run patchctl export without --check)"
-        )
-        self.result = result
-
-
-@dataclass(frozen=True)
-class GeneratedPatch:
-    name: str
-    data: bytes
-    keep_existing: bool  # the file on disk already says the same: leave its bytes alone
-
-
-def export(
-    config: Config, series_name: str, from_dir: Path, *, base: str | None = None, check: bool = False
-) -> ExportResult:
-    """Regenerate SERIES from FROM_DIR's commits on top of BASE (default: the pin)."""
-    series = config.get_series(series_name)
-    upstream = config.get_upstream(series.upstream)
-    tree = _work_tree(Path(from_dir))
-    base_id = _resolve_base(tree, base or upstream.pin)
-    planned, result = plan_export(series, tree, base_id)
-    result.check_only = check
-    if check:
-        if result.out_of_date:
-            raise ExportOutOfDate(result)
-        return result
-    verify(series, tree, base_id, [PatchFile(series.dir / p.name, p.data) for p in planned])
-    write_series(series.dir, planned, result.deleted)
-    return result
-
-
-def plan_export(series: Series, tree: Path, base: str) -> tuple[list[GeneratedPatch], ExportResult]:
-    """The series as it should be on disk, and how that differs from what is there."""
-    result = ExportResult(series.name, base)
-    existing = read_series(series)
-    by_subject: dict[str, PatchFile] = {}
-    for patch in existing:
-        by_subject.setdefault(patch.message.subject, patch)
-    planned: list[GeneratedPatch] = []
-    for commit in _commits(tree, base):
-        data, subject, dropped = _format_commit(series, tree, commit)
-        result.dropped_hunks += [DroppedHunk(subject, path) for path in dropped]
-        if data is None:
-            result.dropped_commits.append(subject)
-            continue
-        old = by_subject.pop(subject, None)
-        number = len(planned) + 1
-        name = f"{number:04d}-{old.slug if old and old.slug else slugify(subject)}.patch"
-        fresh = PatchFile(series.dir / name, data)
-        if old is not None and hunk_fingerprint(old) == hunk_fingerprint(fresh):
-            planned.append(GeneratedPatch(name, old.data, keep_existing=True))
-            if old.name == name:
-                result.unchanged.append(name)
-            else:
-                result.renamed.append((old.name, name))
-        else:
-            planned.append(GeneratedPatch(name, data, keep_existing=False))
-            result.written.append(name)
-    names = {p.name for p in planned}
-    result.deleted = [p.name for p in existing if p.name not in names]
-    return planned, result
-
-
-def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> None:
-    """The new series, applied strictly at BASE, must reproduce HEAD's tracked files."""
-    outcomes, head = apply_series_to_index(tree, base, patches)
-    failed = next((o for o in outcomes if not o.ok), None)
-    if failed is not None:
-        raise CheckFailed(f"the regenerated series does not apply to {base[:12]}: {failed.describe()}; nothing written")
-    expected = {p: v for p, v in write_tree_listing(tree, "HEAD").items() if not is_excluded(p, series.exclude)}
-    produced = {p: v for p, v in write_tree_listing(tree, head).items() if not is_excluded(p, series.exclude)}
-    if expected != produced:
-        differing = sorted(p for p in expected.keys() | produced.keys() if expected.get(p) != produced.get(p))
-        raise CheckFailed(
-            f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])}); nothing written"
-        )
-
-
-def write_series(directory: Path, planned: list[GeneratedPatch], deleted: list[str]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    for patch in planned:
-        target = directory / patch.name
-        if not (target.exists() and target.read_bytes() == patch.data):
-            atomic_write_bytes(target, patch.data)
-    for name in deleted:
-        (directory / name).unlink(missing_ok=True)
-
-
-def _work_tree(path: Path) -> Path:
-    path = path.resolve()
-    if not path.is_dir():
-        raise UsageError(f"--from {path}: no such directory")
-    top = git.run(["rev-parse", "--show-toplevel"], path, check=False)
-    if not top.ok or Path(top.stdout.strip()).resolve() != path:
-        raise UsageError(f"--from {path}: not the top of a git work tree")
-    if not is_clean(path):
-        raise UsageError(f"--from {path}: uncommitted changes to tracked files; commit them first so nothing is lost")
-    return path
-
-
-def _resolve_base(tree: Path, base: str) -> str:
-    found = git.run(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], tree, check=False)
-    if not found.ok:
-        raise UsageError(f"base {base[:12]} is not in the history of {tree}")
-    base_id = found.stdout.strip()
-    if not git.run(["merge-base", "--is-ancestor", base_id, "HEAD"], tree, check=False).ok:
-        raise UsageError(f"HEAD of {tree} is not on top of {base_id[:12]}; rebase it onto the pin first")
-    return base_id
-
-
-def _commits(tree: Path, base: str) -> list[str]:
-    merges = git.run(["rev-list", "--merges", f"{base}..HEAD"], tree).stdout.split()
-    if merges:
-        raise UsageError(f"merge commit {merges[0][:12]} on top of the base: export needs a linear history")
-    return git.run(["rev-list", "--reverse", "--topo-order", f"{base}..HEAD"], tree).stdout.split()
-
-
-def _format_commit(series: Series, tree: Path, commit: str) -> tuple[bytes | None, str, list[str]]:
-    """COMMIT as a patch without its excluded paths: (bytes or None when nothing is left,
-    subject, dropped paths)."""
-    subject = git.run(["log", "-1", "--format=%s", commit], tree).stdout.strip()
-    changed = git.run(
-        ["diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", f"{commit}^", commit], tree
-    ).stdout
-    paths = [p for p in changed.split("\0") if p]
-    dropped = sorted(p for p in paths if is_excluded(p, series.exclude))
-    if paths and len(dropped) == len(paths):
-        return None, subject, dropped
-    pathspec = ["--", "."] + [f":(exclude,literal){p}" for p in dropped] if dropped else []
-    out = git.run([*FORMAT_PATCH_CONFIG, *FORMAT_PATCH_ARGS, commit, *pathspec], tree, binary=True).stdout
-    return out, subject, dropped
-
-
-def default_from(config: Config, series: Series) -> Path:
-    return config.root / ".patchctl" / "trees" / series.name
+    \b
+    Examples:
+      patchctl apply llama.cpp                    # tree in .patchctl/trees/llama.cpp
+      (cd .patchctl/trees/llama.cpp && git commit -am "Fix slot finder")
+      patchctl export llama.cpp
+      patchctl export llama.cpp --check           # in CI: exit 1 when patches/ is stale
+    """
+    config = app.config
+    source = app.path(from_dir) or worktree.applied_tree(config.root, config.get_series(series).name)
+    try:
+        result = exporter.export(config, series, source, base=base, check=check)
+    except exporter.ExportOutOfDate as stale:
+        if as_json:
+            emit_json(stale.result)
+        raise
+    if as_json:
+        emit_json(result)
+        return
+    echo_lines(result.lines())

@@ -1,240 +1,61 @@
-"""`patchctl gate`: run the gates matrix.yaml declares for a series on an applied tree.
-
-A gate is a shell command run in the tree, in order, each under a timeout. The commands
-see these variables:
-
-    PATCHCTL_TREE    the applied tree (also the working directory)
-    PATCHCTL_ROOT    the directory of matrix.yaml
-    PATCHCTL_SERIES  the series name
-    PATCHCTL_OUT     a scratch directory shared by the gates of one run
-    PATCHCTL_PYTHON  the Python interpreter running patchctl (for `-m engine ...`)
-
-A gate may declare a baseline, `{path: P, sha256: D}`: after the command succeeds, the
-files under PATCHCTL_OUT/P must digest to D (sha256 over each file's relative path and
-contents, in path order). `--update-baseline` records the new digest in matrix.yaml,
-changing nothing else in the file. Lines a gate prints as `PASS <case>` or
-`FAIL <case>: <why>` are reported per case.
-"""
+"""`patchctl gate`: run the gates of a series on its applied tree (see `patchctl.gates`)."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
-import signal
-import subprocess
-import sys
-import tempfile
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import Config, Gate, Series
-from ..errors import CheckFailed, ConfigError, UsageError
-from ..paths import atomic_write_text
-from .apply import read_marker
+import click
 
-CASE_RE = re.compile(r"^(PASS|FAIL)\s+(\S+?):?(?:\s+(.*))?$")
-LOG_DIR = Path(".patchctl") / "gates"
+from .. import gates
+from ..app import AppContext, echo_lines, emit_json, pass_app
+from ..errors import UsageError
 
 
-@dataclass(frozen=True)
-class GateCase:
-    name: str
-    ok: bool
-    detail: str = ""
+@click.command("gate")
+@click.argument("series", nargs=-1)
+@click.option(
+    "--tree",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Applied tree to gate (default: .patchctl/trees/SERIES; one SERIES only).",
+)
+@click.option(
+    "--update-baseline", is_flag=True, help="Record changed gate output digests in matrix.yaml instead of failing."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@pass_app
+def gate_cmd(app: AppContext, series: tuple[str, ...], tree: Path | None, update_baseline: bool, as_json: bool) -> None:
+    """Run the gates matrix.yaml declares for SERIES (default: every series with gates).
 
+    \b
+    Gates run in order, each a shell command in the series' applied tree under its
+    timeout; the first failure stops the run (exit 1) and names the gate, the failing case
+    and the log. A gate with a baseline also checks the digest of what it produced. For
+    this repository's llama.cpp series the gates regenerate the engine's conformance
+    vectors, compile the C++ port with the system compiler and replay every vector.
 
-@dataclass
-class GateResult:
-    name: str
-    ok: bool
-    returncode: int | None
-    duration_s: float
-    log: Path
-    reason: str = ""
-    cases: list[GateCase] = field(default_factory=list)
-    baseline: str = "none"  # none | match | mismatch | updated
-
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "ok": self.ok,
-            "returncode": self.returncode,
-            "duration_s": round(self.duration_s, 3),
-            "log": str(self.log),
-            "reason": self.reason,
-            "baseline": self.baseline,
-            "cases": [c.__dict__ for c in self.cases],
-        }
-
-
-class GatesFailed(CheckFailed):
-    def __init__(self, series: str, results: list[GateResult]):
-        failed = next(r for r in results if not r.ok)
-        super().__init__(f"gate {failed.name} of series {series} failed: {failed.reason}")
-        self.results = results
-
-
-def default_tree(config: Config, series: Series) -> Path:
-    return config.root / ".patchctl" / "trees" / series.name
-
-
-def check_tree(tree: Path, series: Series) -> None:
-    """The tree must be one `patchctl apply` made for this series."""
-    if not tree.is_dir():
-        raise UsageError(f"{tree} does not exist: run `patchctl apply {series.name}` first")
-    marker = read_marker(tree)
-    if marker is None or series.name not in marker.series:
-        raise UsageError(
-            f"{tree} is not a tree patchctl applied {series.name} to: run `patchctl apply {series.name}` first"
-        )
-
-
-def run_gates(
-    config: Config,
-    series_name: str,
-    tree: Path | None = None,
-    *,
-    update_baseline: bool = False,
-    log_dir: Path | None = None,
-) -> list[GateResult]:
-    """Run every gate of the series in order; stop at the first failure. Raises GatesFailed."""
-    series = config.get_series(series_name)
-    if not series.gates:
-        raise UsageError(f"series {series.name} declares no gates in {config.path.name}")
-    tree = (tree or default_tree(config, series)).resolve()
-    check_tree(tree, series)
-    log_dir = log_dir or config.root / LOG_DIR / series.name
-    log_dir.mkdir(parents=True, exist_ok=True)
-    results: list[GateResult] = []
-    with tempfile.TemporaryDirectory(prefix="patchctl-gate-") as out:
-        env = {
-            **os.environ,
-            "PATCHCTL_TREE": str(tree),
-            "PATCHCTL_ROOT": str(config.root),
-            "PATCHCTL_SERIES": series.name,
-            "PATCHCTL_OUT": out,
-            "PATCHCTL_PYTHON": sys.executable,
-        }
-        for index, gate in enumerate(series.gates):
-            result = _run_one(gate, tree, env, log_dir / f"{index + 1:02d}-{_safe(gate.name)}.log")
-            if result.ok and gate.baseline is not None:
-                _check_baseline(config, series, index, gate, Path(out), result, update_baseline)
-            results.append(result)
-            if not result.ok:
-                raise GatesFailed(series.name, results)
-    return results
-
-
-def _run_one(gate: Gate, tree: Path, env: dict[str, str], log_path: Path) -> GateResult:
-    start = time.monotonic()
-    with open(log_path, "wb") as log:
-        log.write(f"$ {gate.command}\n".encode())
-        log.flush()
-        process = subprocess.Popen(
-            ["/bin/sh", "-c", gate.command],
-            cwd=tree,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    \b
+    Examples:
+      patchctl apply && patchctl gate
+      patchctl gate llama.cpp --json
+      patchctl gate llama.cpp --update-baseline     # after an intended engine change
+    """
+    names = list(series) or [s.name for s in app.config.series.values() if s.gates]
+    if not names:
+        raise UsageError("matrix.yaml declares no gates")
+    if tree is not None and len(names) != 1:
+        raise UsageError("--tree needs exactly one SERIES")
+    for name in names:
         try:
-            returncode = process.wait(timeout=gate.timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            return GateResult(
-                gate.name,
-                False,
-                None,
-                time.monotonic() - start,
-                log_path,
-                f"timed out after {gate.timeout} s (log: {log_path})",
-            )
-        except KeyboardInterrupt:
-            _kill_group(process)
+            results = gates.run_gates(app.config, name, app.path(tree), update_baseline=update_baseline)
+        except gates.GatesFailed as failed:
+            _print_gates(failed.results, as_json, name)
             raise
-    duration = time.monotonic() - start
-    cases = _cases(log_path)
-    result = GateResult(gate.name, returncode == 0, returncode, duration, log_path, cases=cases)
-    if returncode != 0:
-        failed = next((c for c in cases if not c.ok), None)
-        result.reason = (
-            f"exit {returncode}"
-            + (f", first failing case {failed.name}: {failed.detail}" if failed else "")
-            + f" (log: {log_path})"
-        )
-    return result
+        _print_gates(results, as_json, name)
 
 
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait()
-
-
-def _cases(log_path: Path) -> list[GateCase]:
-    cases = []
-    for line in log_path.read_text(errors="replace").splitlines():
-        if m := CASE_RE.match(line.strip()):
-            cases.append(GateCase(m.group(2), m.group(1) == "PASS", (m.group(3) or "").strip()))
-    return cases
-
-
-def output_digest(root: Path) -> str:
-    """sha256 over every file under ROOT: relative path, NUL, size, NUL, contents, in path order."""
-    digest = hashlib.sha256()
-    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else ([root] if root.is_file() else [])
-    for path in files:
-        data = path.read_bytes()
-        rel = path.relative_to(root).as_posix() if root.is_dir() else path.name
-        digest.update(rel.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
-    return digest.hexdigest()
-
-
-def _check_baseline(
-    config: Config, series: Series, index: int, gate: Gate, out: Path, result: GateResult, update: bool
-) -> None:
-    keypath = ("series", series.name, "gates", index, "baseline")
-    baseline = gate.baseline or {}
-    rel = baseline.get("path")
-    if not isinstance(rel, str) or Path(rel).is_absolute() or ".." in Path(rel).parts:
-        raise config.error(keypath + ("path",), "baseline needs a relative 'path' under $PATCHCTL_OUT")
-    if "sha256" not in baseline:
-        raise config.error(keypath, "baseline needs a 'sha256' key (sha256: '' is fine; --update-baseline fills it in)")
-    produced = out / rel
-    if not produced.exists():
-        result.ok, result.baseline = False, "mismatch"
-        result.reason = f"the gate produced no {rel} under $PATCHCTL_OUT to compare with its baseline"
+def _print_gates(results: list[gates.GateResult], as_json: bool, series: str) -> None:
+    if as_json:
+        emit_json({"series": series, "ok": all(r.ok for r in results), "gates": results})
         return
-    actual = output_digest(produced)
-    expected = baseline.get("sha256")
-    if actual == expected:
-        result.baseline = "match"
-        return
-    if update:
-        update_baseline_digest(config, keypath + ("sha256",), actual)
-        result.baseline = "updated"
-        return
-    result.ok, result.baseline = False, "mismatch"
-    result.reason = f"output {rel} digests to {actual[:16]}…, baseline says {str(expected)[:16]}… (rerun with --update-baseline if the change is intended)"
-
-
-def update_baseline_digest(config: Config, keypath: tuple, digest: str) -> None:
-    """Rewrite one `sha256:` value in matrix.yaml in place, keeping every other byte."""
-    text = config.path.read_text()
-    lines = text.splitlines(keepends=True)
-    line_no = config.doc.line_of(keypath)
-    line = lines[line_no - 1]
-    new_line, count = re.subn(r"(sha256:\s*)([\"']?)[0-9a-fA-F]*\2", lambda m: f"{m.group(1)}{digest}", line, count=1)
-    if count != 1:
-        raise ConfigError(f"{config.path}:{line_no}: cannot find the sha256 value to update on this line")
-    lines[line_no - 1] = new_line
-    atomic_write_text(config.path, "".join(lines))
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name)
+    for result in results:
+        echo_lines(result.lines())

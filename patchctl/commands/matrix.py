@@ -1,104 +1,163 @@
-"""`patchctl matrix render|check|changed`: the domain side of the matrix commands."""
+"""`patchctl matrix render|check|changed`: the CI build matrix (see `patchctl.matrix`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import config as config_mod
-from .. import git
-from ..findings import Finding
-from ..matrix import allowlist, checks, sources
-from ..matrix.changed import ChangedRows, files_since, select
-from ..matrix.fileset import write_all
-from ..matrix.model import BuildMatrix
-from ..matrix.render import RenderResult
-from ..matrix.render import render as render_files
+import click
+
+from ..app import AppContext, CommandGroup, echo_lines, emit_json, pass_app, print_findings
+from ..errors import CheckFailed, UsageError
+from ..matrix import api
 
 
-def render(config: config_mod.Config, *, check: bool = False, templates: Path | None = None) -> RenderResult:
-    """Render every output; unless CHECK, write the ones that changed, all or none."""
-    result = render_files(config, sources.from_config(config), templates)
-    if not check and result.stale:
-        write_all({f.path: f.text for f in result.stale})
-    return result
+@click.group("matrix", cls=CommandGroup)
+def matrix_group() -> None:
+    """The CI build matrix: render workflows and the backend index, check invariants, pick rows.
+
+    \b
+    matrix.yaml's include/includeDarwin rows (LocalAI's backend-matrix schema), index,
+    canary and backends sections are the single source of truth; see `patchctl matrix
+    check --help` for the rules.
+
+    \b
+    Examples:
+      patchctl matrix render && git diff --stat
+      patchctl matrix check --matrix .github/backend-matrix.yml --index backend/index.yaml
+      patchctl matrix changed --base origin/main --json
+    """
 
 
-@dataclass
-class CheckReport:
-    matrix_file: str
-    index_file: str | None
-    rows: int
-    variants: int
-    findings: list[Finding]
-    silenced: list[tuple[Finding, allowlist.AllowEntry]] = field(default_factory=list)
-    unused_allow: list[allowlist.AllowEntry] = field(default_factory=list)
+@matrix_group.command("render")
+@click.option(
+    "--check", is_flag=True, help="Write nothing; exit 1 with a unified diff when a rendered file is out of date."
+)
+@click.option(
+    "--templates",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Template directory (default: templates/ next to matrix.yaml).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print which files were rendered and which were stale, as JSON.")
+@pass_app
+def matrix_render_cmd(app: AppContext, check: bool, templates: Path | None, as_json: bool) -> None:
+    """Render .github/workflows/*.yml and the backend index from matrix.yaml.
 
-    def to_json(self) -> dict:
-        return {
-            "ok": not self.findings,
-            "matrix": self.matrix_file,
-            "index": self.index_file,
-            "rows": self.rows,
-            "variants": self.variants,
-            "findings": [f.to_json() for f in self.findings],
-            "silenced": [{**f.to_json(), "allowed_by": e.to_json()} for f, e in self.silenced],
-            "unused_allow": [e.to_json() for e in self.unused_allow],
-        }
+    \b
+    Each templates/NAME.yml.j2 becomes .github/workflows/NAME.yml and
+    templates/index.yaml.j2 becomes the index file (index.output, default
+    backend/index.yaml). Output is deterministic and starts with a line saying it is
+    generated. Values are validated and quoted: nothing in matrix.yaml can open a GitHub
+    expression or break the YAML. All files are written together or not at all.
 
-
-def load_for_check(
-    load_config: Callable[[], config_mod.Config], workdir: Path, matrix_path: Path | None, index_path: Path | None
-) -> tuple[BuildMatrix, config_mod.Config | None]:
-    """The matrix to check: matrix.yaml by default, or FILE in either format, with an optional LocalAI index."""
-    config: config_mod.Config | None
-    if matrix_path is None:
-        config = load_config()
-        matrix = sources.from_config(config)
-    elif sources.is_patchctl_config(matrix_path):
-        config = config_mod.load(matrix_path)
-        matrix = sources.from_config(config)
-    else:
-        config = None
-        matrix = sources.load_localai_matrix(matrix_path, workdir)
-    if index_path is not None:
-        sources.attach_localai_index(matrix, index_path, workdir)
-    return matrix, config
+    \b
+    Examples:
+      patchctl matrix render
+      patchctl matrix render --check       # in CI: exit 1 and print the diff on drift
+    """
+    result = api.render(app.config, check=check, templates=templates)
+    if as_json:
+        emit_json(result)
+    if check and result.stale:
+        if not as_json:
+            click.echo(result.diff(), nl=False)
+        raise CheckFailed(result.drift_message())
+    if not as_json:
+        echo_lines(result.lines(check=check))
 
 
-def check(
-    load_config: Callable[[], config_mod.Config],
-    workdir: Path,
-    *,
-    matrix_path: Path | None = None,
-    index_path: Path | None = None,
-    allow_path: Path | None = None,
-) -> CheckReport:
-    matrix, config = load_for_check(load_config, workdir, matrix_path, index_path)
-    findings = checks.run_checks(matrix, config)
-    report = CheckReport(matrix.matrix_file, matrix.index_file, len(matrix.rows), len(matrix.variants), findings)
-    if allow_path is not None:
-        entries = allowlist.load(allow_path, sources.display_path(allow_path, workdir))
-        filtered = allowlist.apply(findings, entries)
-        report.findings, report.silenced, report.unused_allow = filtered.kept, filtered.silenced, filtered.unused
-    return report
+@matrix_group.command("check")
+@click.option(
+    "--matrix",
+    "matrix_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Matrix to check: a patchctl matrix.yaml or a LocalAI .github/backend-matrix.yml (default: matrix.yaml).",
+)
+@click.option(
+    "--index",
+    "index_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="LocalAI-format backend index (a list of metas and variants) to check against the rows.",
+)
+@click.option(
+    "--allow",
+    "allow_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Allowlist of known findings: {allow: [{rule, subject, reason}]}.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print findings as JSON.")
+@pass_app
+def matrix_check_cmd(
+    app: AppContext, matrix_path: Path | None, index_path: Path | None, allow_path: Path | None, as_json: bool
+) -> None:
+    """Check the build matrix, the backend index and the canary; exit 1 on any finding.
 
+    \b
+    Schema errors stop with FILE:LINE (exit 2). Then the invariants:
+      MX101 tag-suffix naming convention   MX102 tag-suffix unique per platform
+      MX103 arm64 rows on arm runners      MX104 amd64/arm64 pairs agree
+      MX201 one latest- and one master- variant per row
+      MX202 every variant has a row        MX203 -development names use master- images
+      MX204 mirrors carry the uri's tag    MX205 index names unique
+      MX301 capabilities resolve           MX302 capability keys known
+      MX303 capabilities match hardware    MX304 variant names match their toolchain
+      MX401 canary toolchain matches a shipped row
+      MX501 tracking pins equal            MX502 tracking pins not auto-bumped
+      MX601 backends declare their paths
+    Findings print as FILE:LINE: RULE: message (and ::error annotations under GitHub
+    Actions). An allowlist silences known findings by rule and subject (a glob).
 
-def changed(
-    config: config_mod.Config, *, base: str | None = None, files: tuple[str, ...] = (), everything: bool = False
-) -> ChangedRows:
-    """The rows to rebuild for FILES, or for what changed since BASE (uncommitted changes without either)."""
-    matrix = sources.from_config(config)
-    if everything:
-        return select(matrix, [], everything=True)
-    changed_files = (
-        [f.replace("\\", "/").removeprefix("./") for f in files] if files else files_since(config.root, base)
+    \b
+    Examples:
+      patchctl matrix check
+      patchctl matrix check --matrix .github/backend-matrix.yml --index backend/index.yaml \\
+          --allow matrix-allow.yaml --json
+    """
+    report = api.check(
+        lambda: app.config, app.workdir, matrix_path=matrix_path, index_path=index_path, allow_path=allow_path
     )
-    config_name = sources.display_path(config.path, config.root)
-    matrix_changed = config_name in changed_files
-    old_text = None
-    if matrix_changed:
-        shown = git.run(["show", f"{base or 'HEAD'}:./{config_name}"], config.root, check=False)
-        old_text = shown.stdout if shown.ok else None
-    return select(matrix, changed_files, base_matrix_text=old_text, matrix_changed=matrix_changed)
+    if as_json:
+        emit_json(report)
+        if report.findings:
+            raise CheckFailed(f"{len(report.findings)} finding(s)")
+        return
+    for entry in report.unused_allow:
+        click.echo(entry.note())
+    print_findings(report.findings, False)
+    click.echo(report.summary())
+
+
+@matrix_group.command("changed")
+@click.argument("files", nargs=-1)
+@click.option("--base", help="Compare HEAD with this revision (merge base), e.g. the pull request's base.")
+@click.option("--all", "everything", is_flag=True, help="Every row (a push to main, a release).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print {linux: {include}, darwin: {include}, pairs, backends, files, reasons} for fromJSON.",
+)
+@pass_app
+def matrix_changed_cmd(
+    app: AppContext, files: tuple[str, ...], base: str | None, everything: bool, as_json: bool
+) -> None:
+    """The build rows that FILES (or the changes since --base) touch.
+
+    \b
+    A row is selected when a changed file matches its backend's `paths` or `shared`
+    globs in matrix.yaml (a shared path rebuilds every backend that lists it), or when
+    the row itself changed in matrix.yaml. Without FILES or --base: uncommitted changes.
+    --json gives GitHub Actions matrices: `fromJSON(...).linux` and `.darwin`.
+
+    \b
+    Examples:
+      patchctl matrix changed backend/cpp/llama-cpp/grpc-server.cpp
+      patchctl matrix changed --base origin/main --json > plan.json
+      jq -c .linux plan.json      # strategy.matrix: ${{ fromJSON(needs.plan.outputs.linux) }}
+    """
+    if everything and (files or base):
+        raise UsageError("--all takes no FILES and no --base")
+    result = api.changed(app.config, base=base, files=files, everything=everything)
+    if as_json:
+        emit_json(result)
+        return
+    echo_lines(result.lines())

@@ -1,718 +1,93 @@
-"""`patchctl pin-sync`: move an upstream's pin forward behind gates.
-
-1. Resolve the target (`--to REV`, or `--latest`: the tip of the upstream's branch).
-2. Replay: for every series on the upstream (and on every upstream that tracks it), a
-   sync worktree at the target under `.patchctl/sync/<upstream>/<series>`, where each
-   patch is applied with a 3-way merge and classified: clean, applied with offset, merged
-   3-way, already upstream (dropped) or conflict. A conflict stops the sync with the
-   markers left in the worktree and a state file for `--continue` / `--abort`.
-3. Gates, per series, in order: the series is re-exported from the worktree and applied
-   strictly on a clean checkout of the target; the series' build steps run in that tree;
-   then its gate commands. A failing gate stops the sync; `--continue` re-runs the gates
-   (after fixes committed in the worktree), `--abort` drops it.
-4. Only then are the re-exported patches, `pin:` in matrix.yaml and every pin_files entry
-   written, all together or not at all (`pinfile.FileSet`).
-
-matrix.yaml and patches/ are not touched before step 4; `--dry-run` never reaches it.
-"""
+"""`patchctl pin-sync`: move a pin forward behind the gates (see `patchctl.sync`)."""
 
 from __future__ import annotations
 
-import json
-import re
-import shutil
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import git, pinfile
-from ..applier import PatchOutcome, Status, apply_in_worktree, commit_worktree, is_clean
-from ..config import Config, Series
-from ..errors import CheckFailed, PatchctlError, UsageError
-from ..patchset import PatchFile, read_series, series_digest
-from ..paths import atomic_write_text
-from ..runners import run_build
-from ..store import Mirror, Store
-from . import export as export_mod
-from .apply import ApplyJob, apply_job
-from .gate import GatesFailed, run_gates
+import click
 
-SYNC_DIR = Path(".patchctl") / "sync"
-LOG_DIR = Path(".patchctl") / "logs" / "pin-sync"
-JOURNAL_DIR = Path(".patchctl")
-STATE_NAME = "state.json"
-STATE_VERSION = 1
-MAX_LISTED_COMMITS = 500
-
-Progress = Callable[[str], None]
-
-# How a patch fared in the replay, in the words of the report.
-CLASSIFICATION = {
-    Status.APPLIED: "clean",
-    Status.OFFSET: "applied with offset",
-    Status.MERGED: "merged 3-way",
-    Status.ALREADY_APPLIED: "already upstream (dropped)",
-    Status.CONFLICT: "conflict",
-}
+from .. import report as report_mod
+from .. import sync
+from ..app import AppContext, pass_app, progress_display
+from ..errors import UsageError
+from ..jsonout import to_json
 
 
-@dataclass
-class PatchRecord:
-    series: str
-    patch: str
-    classification: str
-    detail: str = ""
-    conflicts: list[str] = field(default_factory=list)  # FILE:START-END of each marker block
+@click.command("pin-sync")
+@click.argument("upstream", required=False)
+@click.option("--to", "to", metavar="REV", help="Move the pin to REV (a commit, tag or branch upstream).")
+@click.option("--latest", is_flag=True, help="Move the pin to the tip of the upstream's branch.")
+@click.option("--dry-run", is_flag=True, help="Replay and run every gate, but write nothing.")
+@click.option(
+    "--continue", "resume", is_flag=True, help="Resume a stopped sync after resolving the conflict or fixing the gate."
+)
+@click.option("--abort", is_flag=True, help="Drop a stopped sync: remove its worktrees and state.")
+@click.option(
+    "--report",
+    "report_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the Markdown report to FILE.",
+)
+@click.option(
+    "--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report to FILE."
+)
+@pass_app
+def pin_sync_cmd(
+    app: AppContext,
+    upstream: str | None,
+    to: str | None,
+    latest: bool,
+    dry_run: bool,
+    resume: bool,
+    abort: bool,
+    report_file: Path | None,
+    json_file: Path | None,
+) -> None:
+    """Move UPSTREAM's pin forward, replaying its series and running every gate first.
 
+    \b
+    Each patch is replayed on the target with a 3-way merge and classified: clean,
+    applied with offset, merged 3-way, already upstream (dropped) or conflict. A
+    conflict stops the sync and leaves the markers in .patchctl/sync/UPSTREAM/SERIES;
+    resolve there, then --continue (or --abort). Then, per series: strict apply of the
+    re-exported series on a clean checkout of the target, its build steps, its gates.
+    Only when all pass are patches/, `pin:` in matrix.yaml and every pin_files entry
+    written (also for upstreams that `tracks` this one), all together or not at all.
+    Exit 1 when it stops at a conflict or a failing gate.
 
-@dataclass
-class GateRecord:
-    series: str
-    kind: str  # "strict-apply" | "build" | "gate"
-    name: str
-    ok: bool
-    duration_s: float
-    detail: str = ""
-    log: str | None = None
-
-
-@dataclass
-class SeriesProgress:
-    name: str
-    upstream: str
-    tree: str
-    digest: str  # of patches/ when the sync started: --continue refuses if it changed
-    next: int = 0  # index of the next patch to replay
-    head_before: str | None = None  # HEAD before the patch that stopped the replay
-
-
-@dataclass
-class SyncState:
-    upstream: str
-    old_pin: str
-    target: str
-    target_spec: str
-    series: list[SeriesProgress]
-    records: list[PatchRecord] = field(default_factory=list)
-    phase: str = "replaying"  # replaying | conflict | gates-failed
-    version: int = STATE_VERSION
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> SyncState:
-        return cls(
-            upstream=data["upstream"],
-            old_pin=data["old_pin"],
-            target=data["target"],
-            target_spec=data["target_spec"],
-            series=[SeriesProgress(**s) for s in data["series"]],
-            records=[PatchRecord(**r) for r in data["records"]],
-            phase=data["phase"],
-            version=data["version"],
-        )
-
-
-@dataclass
-class SyncReport:
-    state: str  # synced | dry-run | up-to-date | conflict | gate-failed | aborted
-    upstream: str
-    old_pin: str
-    new_pin: str
-    target_spec: str
-    moved_upstreams: list[str] = field(default_factory=list)
-    commits: list[dict] | None = None  # upstream commits between the pins, oldest first
-    commits_note: str = ""
-    patches: list[PatchRecord] = field(default_factory=list)
-    gates: list[GateRecord] = field(default_factory=list)
-    files_changed: list[str] = field(default_factory=list)
-    next_steps: list[str] = field(default_factory=list)
-    phase_seconds: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.state in ("synced", "dry-run", "up-to-date", "aborted")
-
-    @property
-    def failed_gate(self) -> GateRecord | None:
-        return next((g for g in self.gates if not g.ok), None)
-
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["ok"] = self.ok
-        data["phase_seconds"] = {k: round(v, 3) for k, v in self.phase_seconds.items()}
-        for gate in data["gates"]:
-            gate["duration_s"] = round(gate["duration_s"], 3)
-        return data
-
-
-class SyncStopped(CheckFailed):
-    """The sync stopped at a conflict or a failing gate; the report says where and what next."""
-
-    def __init__(self, report: SyncReport, message: str):
-        super().__init__(message)
-        self.report = report
-
-
-class _Timer:
-    def __init__(self, seconds: dict[str, float]):
-        self.seconds = seconds
-
-    def phase(self, name: str):
-        timer = self
-
-        class _Phase:
-            def __enter__(self) -> None:
-                self.start = time.monotonic()
-
-            def __exit__(self, *exc: object) -> None:
-                timer.seconds[name] = timer.seconds.get(name, 0.0) + time.monotonic() - self.start
-
-        return _Phase()
-
-
-# ---------------------------------------------------------------- entry points
-
-
-def pin_sync(
-    config: Config,
-    store: Store,
-    upstream: str | None = None,
-    *,
-    to: str | None = None,
-    latest: bool = False,
-    dry_run: bool = False,
-    progress: Progress | None = None,
-) -> SyncReport:
-    """Start a sync of UPSTREAM to TO (or its branch tip with LATEST). Returns the report
-    of a finished sync; raises SyncStopped (exit 1) with the report on a conflict or a
-    failing gate."""
-    say = progress or (lambda _line: None)
-    pinfile.recover(config.root / JOURNAL_DIR)
-    if (to is None) == (not latest):
-        raise UsageError("give exactly one of --to REV or --latest")
-    name = _pick_upstream(config, upstream)
-    up = config.get_upstream(name)
-    if up.tracks is not None:
-        raise UsageError(
-            f"upstream {name} tracks {up.tracks}: its pin must equal {up.tracks}'s, so it moves only with it; "
-            f"run `patchctl pin-sync {up.tracks}` (that moves {name} too)"
-        )
-    state_path = _state_path(config, name)
-    if state_path.exists():
-        raise UsageError(
-            f"a pin-sync of {name} is in progress ({state_path.parent}); finish it with --continue or drop it with --abort"
-        )
-    seconds: dict[str, float] = {}
-    timer = _Timer(seconds)
-    with timer.phase("resolve"):
-        mirror = store.mirror(up.url, base=config.root)
-        target = store.branch_tip(mirror, up.branch) if latest else store.resolve(mirror, to)
-    spec = f"--latest ({up.branch})" if latest else str(to)
-    moved = [u.name for u in pinfile.moved_upstreams(config, name)]
-    commits, note = upstream_commits(mirror.path, up.pin, target)
-    if target == up.pin:
-        return SyncReport(
-            "up-to-date",
-            name,
-            up.pin,
-            target,
-            spec,
-            moved,
-            [],
-            "the pin is already at the target",
-            phase_seconds=seconds,
-        )
-
-    pinfile.pin_changes(config, name, target)  # a broken pin_files entry fails now, not after the gates
-    series_list = [s for u in moved for s in config.series_on(u)]
-    state = SyncState(
-        name,
-        up.pin,
-        target,
-        spec,
-        [
-            SeriesProgress(s.name, s.upstream, str(_sync_root(config, name) / s.name), series_digest(read_series(s)))
-            for s in series_list
-        ],
-    )
-    sync_root = _sync_root(config, name)
-    _remove_sync_root(config, store, sync_root, state)
-    sync_root.mkdir(parents=True, exist_ok=True)
-    with timer.phase("checkout"):
-        for entry in state.series:
-            series_mirror = _mirror_of(config, store, entry.upstream)
-            store.add_worktree(series_mirror, store.resolve(series_mirror, target), Path(entry.tree))
-    report = SyncReport("synced", name, up.pin, target, spec, moved, commits, note, phase_seconds=seconds)
+    \b
+    Examples:
+      patchctl pin-sync llama.cpp --latest --report sync.md
+      patchctl pin-sync llama.cpp --to aa601ae300d05a804f5f68940ab6fa75fc9653d3 --dry-run
+      patchctl pin-sync --continue          # after resolving and `git add` in the sync tree
+      patchctl pin-sync --abort
+    """
+    if resume and abort:
+        raise UsageError("--continue and --abort exclude each other")
+    if (resume or abort) and (to or latest or dry_run):
+        raise UsageError("--continue/--abort take no --to, --latest or --dry-run")
+    config = app.config
+    report_file, json_file = app.path(report_file), app.path(json_file)
+    report = None
     try:
-        result = _run(config, store, state, report, timer, say, dry_run=dry_run)
-    except SyncStopped:
-        if dry_run:
-            _remove_sync_root(config, store, sync_root, state)
-        raise
-    except BaseException:
-        # Git, Docker or Ctrl-C before a stop point: nothing to continue from, nothing written.
-        _remove_sync_root(config, store, sync_root, state)
-        raise
-    if dry_run:
-        _remove_sync_root(config, store, sync_root, state)
-    return result
-
-
-def continue_sync(
-    config: Config, store: Store, upstream: str | None = None, *, progress: Progress | None = None
-) -> SyncReport:
-    """Resume a stopped sync after the user resolved the conflict (and committed) or fixed
-    what made a gate fail."""
-    say = progress or (lambda _line: None)
-    pinfile.recover(config.root / JOURNAL_DIR)
-    state = _load_state(config, _pick_in_progress(config, upstream))
-    for entry in state.series:
-        if series_digest(read_series(config.get_series(entry.name))) != entry.digest:
-            raise UsageError(f"patches of series {entry.name} changed since the sync started; --abort and start again")
-    up = config.get_upstream(state.upstream)
-    if up.pin != state.old_pin:
-        raise UsageError(f"the pin of {state.upstream} changed since the sync started; --abort and start again")
-    if state.phase == "conflict":
-        _take_resolution(config, state)
-    mirror = _mirror_of(config, store, state.upstream)
-    commits, note = upstream_commits(mirror.path, state.old_pin, state.target)
-    moved = [u.name for u in pinfile.moved_upstreams(config, state.upstream)]
-    seconds: dict[str, float] = {}
-    report = SyncReport(
-        "synced",
-        state.upstream,
-        state.old_pin,
-        state.target,
-        state.target_spec,
-        moved,
-        commits,
-        note,
-        phase_seconds=seconds,
-    )
-    return _run(config, store, state, report, _Timer(seconds), say, dry_run=False)
-
-
-def abort_sync(config: Config, store: Store, upstream: str | None = None) -> SyncReport:
-    """Drop a stopped sync: remove its worktrees and state. Nothing else was written."""
-    name = _pick_in_progress(config, upstream)
-    state = _load_state(config, name)
-    _remove_sync_root(config, store, _sync_root(config, name), state)
-    return SyncReport(
-        "aborted",
-        name,
-        state.old_pin,
-        state.target,
-        state.target_spec,
-        patches=state.records,
-        next_steps=[f"removed {_rel(config, _sync_root(config, name))}; matrix.yaml and patches/ were never changed"],
-    )
-
-
-# ---------------------------------------------------------------- the run
-
-
-def _run(
-    config: Config, store: Store, state: SyncState, report: SyncReport, timer: _Timer, say: Progress, *, dry_run: bool
-) -> SyncReport:
-    with timer.phase("replay"):
-        stopped = _replay(config, state, say)
-    report.patches = list(state.records)
-    if stopped is not None:
-        report.state = "conflict"
-        if dry_run:
-            report.next_steps = [f"dry run: {stopped}; a real pin-sync would stop here for you to resolve it"]
-            raise SyncStopped(report, f"pin-sync of {state.upstream} (dry run) stops at a conflict: {stopped}")
-        state.phase = "conflict"
-        _save_state(config, state)
-        report.next_steps = _conflict_steps(config, state)
-        raise SyncStopped(report, f"pin-sync of {state.upstream} stopped: {stopped}; see the report for what to do")
-
-    planned: dict[str, tuple[list[export_mod.GeneratedPatch], export_mod.ExportResult]] = {}
-    for entry in state.series:
-        series = config.get_series(entry.name)
-        ok = _gate_series(config, store, state, series, Path(entry.tree), report, planned, timer, say)
-        if not ok:
-            report.state = "gate-failed"
-            failed = report.failed_gate
-            assert failed is not None
-            if not dry_run:
-                state.phase = "gates-failed"
-                _save_state(config, state)
-                report.next_steps = [
-                    f"gate {failed.name} ({failed.kind}) of series {failed.series} failed: {failed.detail}",
-                    "matrix.yaml and patches/ are unchanged",
-                    f"fix the series in {_rel(config, Path(entry.tree))} (commit there), then run `patchctl pin-sync --continue`",
-                    "or drop the sync with `patchctl pin-sync --abort`",
-                ]
-            raise SyncStopped(
-                report,
-                f"pin-sync of {state.upstream}: gate {failed.name} of series {failed.series} failed: {failed.detail}; nothing written",
-            )
-
-    with timer.phase("write"):
-        changes = _changes(config, state, planned)
-        report.files_changed = [_rel(config, c.path) for c in changes]
-        if dry_run:
-            report.state = "dry-run"
-            report.next_steps = [
-                "dry run: every gate passed; nothing was written (run without --dry-run to write the files listed)"
-            ]
-            return report
-        pinfile.FileSet(config.root / JOURNAL_DIR, changes).commit()
-        _remove_sync_root(config, store, _sync_root(config, state.upstream), state)
-    report.state = "synced"
-    report.next_steps = (
-        [f"review and commit: git add {' '.join(report.files_changed)} && git commit"] if changes else []
-    )
-    return report
-
-
-def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
-    """Apply the remaining patches with 3-way; returns why it stopped, or None when done."""
-    for entry in state.series:
-        series = config.get_series(entry.name)
-        patches = read_series(series)
-        tree = Path(entry.tree)
-        while entry.next < len(patches):
-            patch = patches[entry.next]
-            say(f"replaying {series.name}: {patch.name}")
-            entry.head_before = git.rev_parse(tree, "HEAD")
-            outcome = apply_in_worktree(tree, patch, three_way=True, commit=True)
-            record = _record(series.name, patch, outcome, tree)
-            state.records.append(record)
-            if outcome.ok or outcome.status == Status.ALREADY_APPLIED:
-                entry.next += 1
-                entry.head_before = None
-                continue
-            return f"{series.name}/{patch.name}: {record.classification}" + (
-                f" ({record.detail})" if record.detail else ""
-            )
-    return None
-
-
-def _record(series: str, patch: PatchFile, outcome: PatchOutcome, tree: Path) -> PatchRecord:
-    label = CLASSIFICATION.get(outcome.status, f"needs a hand: {outcome.status.value}")
-    detail = ""
-    if outcome.status == Status.OFFSET:
-        detail = ", ".join(f"{o.file} hunk #{o.hunk} {o.offset:+d}" for o in outcome.offsets)
-    elif outcome.status == Status.ALREADY_APPLIED:
-        detail = "its change is already in the upstream tree; the patch is dropped from the series"
-    elif not outcome.ok:
-        detail = outcome.describe().split(": ", 1)[-1]
-        if outcome.status == Status.CONFLICT and outcome.hunk:
-            detail += f"; the patch's {outcome.file} hunk #{outcome.hunk} {outcome.hunk_header or ''} (line {outcome.patch_line} of {patch.name})"
-    conflicts = conflict_blocks(tree, outcome.conflict_files) if outcome.status == Status.CONFLICT else []
-    return PatchRecord(series, patch.name, label, detail, conflicts)
-
-
-def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
-    """FILE:START-END for every conflict-marker block git left in FILES."""
-    blocks = []
-    for name in files:
-        path = tree / name
-        if not path.is_file():
-            blocks.append(f"{name} (deleted on one side)")
-            continue
-        start = None
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if line.startswith("<<<<<<< "):
-                start = number
-            elif line.startswith(">>>>>>> ") and start is not None:
-                blocks.append(f"{name}:{start}-{number}")
-                start = None
-    return blocks
-
-
-def _conflict_steps(config: Config, state: SyncState) -> list[str]:
-    entry = next(e for e in state.series if e.head_before is not None)
-    tree = _rel(config, Path(entry.tree))
-    return [
-        f"resolve the conflict in {tree} (edit the files named above and remove the markers)",
-        f"then `git -C {tree} add <files>` and either commit yourself or let --continue commit with the patch's message",
-        "then run `patchctl pin-sync --continue`; or `patchctl pin-sync --abort` to drop the sync",
-        "matrix.yaml and patches/ are unchanged until every gate has passed",
-    ]
-
-
-def _take_resolution(config: Config, state: SyncState) -> None:
-    """Accept the user's resolution of the patch that stopped the replay."""
-    entry = next((e for e in state.series if e.head_before is not None), None)
-    if entry is None:
-        return
-    tree = Path(entry.tree)
-    patch = read_series(config.get_series(entry.name))[entry.next]
-    unmerged = git.run(["diff", "--name-only", "--diff-filter=U"], tree).stdout.split()
-    if unmerged:
-        raise UsageError(
-            f"still unmerged in {_rel(config, tree)}: {', '.join(unmerged)}; resolve them and `git add` them, then --continue"
-        )
-    changed = git.run(["diff", "HEAD", "--name-only"], tree).stdout.split()
-    marked = [
-        name
-        for name in changed
-        if (tree / name).is_file()
-        and re.search(r"^(<<<<<<<|>>>>>>>) ", (tree / name).read_text(errors="replace"), re.MULTILINE)
-    ]
-    if marked:
-        raise UsageError(
-            f"conflict markers left in {', '.join(marked)} ({_rel(config, tree)}); finish resolving, then --continue"
-        )
-    head = git.rev_parse(tree, "HEAD")
-    if head == entry.head_before:
-        if changed:
-            git.run(["add", "-u"], tree)
-            commit_worktree(tree, patch)
-            label = "resolved by hand"
-        else:
-            label = "dropped by hand (nothing left to apply)"
-    else:
-        if not git.run(["merge-base", "--is-ancestor", entry.head_before, "HEAD"], tree, check=False).ok:
-            raise UsageError(
-                f"HEAD of {_rel(config, tree)} no longer builds on the replayed patches; --abort and start again"
-            )
-        if not is_clean(tree):
-            raise UsageError(
-                f"uncommitted changes in {_rel(config, tree)}: commit them (or discard them), then --continue"
-            )
-        label = "resolved by hand"
-    record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
-    record.classification, record.detail = (
-        label,
-        f"was: {record.classification}" + (f" ({record.detail})" if record.detail else ""),
-    )
-    entry.next += 1
-    entry.head_before = None
-    state.phase = "replaying"
-    _save_state(config, state)
-
-
-def _gate_series(
-    config: Config,
-    store: Store,
-    state: SyncState,
-    series: Series,
-    tree: Path,
-    report: SyncReport,
-    planned: dict,
-    timer: _Timer,
-    say: Progress,
-) -> bool:
-    if not is_clean(tree):
-        report.gates.append(
-            GateRecord(
-                series.name,
-                "strict-apply",
-                "strict-apply",
-                False,
-                0.0,
-                f"uncommitted changes in {_rel(config, tree)}: commit them first",
-            )
-        )
-        return False
-    mirror = _mirror_of(config, store, series.upstream)
-    gate_tree = _sync_root(config, state.upstream) / f"gate-{series.name}"
-    logs = config.root / LOG_DIR / state.upstream / series.name
-    logs.mkdir(parents=True, exist_ok=True)
-    try:
-        say(f"gate strict-apply: {series.name}")
-        start = time.monotonic()
-        with timer.phase("export"):
-            patches_plan, export_result = export_mod.plan_export(series, tree, state.target)
-            patches = [PatchFile(series.dir / p.name, p.data) for p in patches_plan]
-        with timer.phase("strict-apply"):
-            detail = _strict_apply(config, store, mirror, series, tree, state.target, patches, gate_tree)
-        report.gates.append(
-            GateRecord(
-                series.name,
-                "strict-apply",
-                "strict-apply",
-                detail is None,
-                time.monotonic() - start,
-                detail or f"{len(patches)} patch(es) applied strictly to {state.target[:12]}",
-            )
-        )
-        if detail is not None:
-            return False
-        for index, step in enumerate(series.build):
-            say(f"gate build {step.name}: {series.name}")
-            with timer.phase("build"):
-                result = run_build(step, gate_tree, logs / f"build-{index + 1:02d}-{_safe(step.name)}.log", say)
-            report.gates.append(
-                GateRecord(
-                    series.name,
-                    "build",
-                    step.name,
-                    result.ok,
-                    result.duration_s,
-                    result.reason or f"{step.runner} build passed",
-                    str(result.log_path),
+        with progress_display() as progress:
+            if abort:
+                report = sync.abort_sync(config, app.store, upstream)
+            elif resume:
+                report = sync.continue_sync(config, app.store, upstream, progress=progress)
+            else:
+                report = sync.pin_sync(
+                    config, app.store, upstream, to=to, latest=latest, dry_run=dry_run, progress=progress
                 )
-            )
-            if not result.ok:
-                return False
-        if series.gates:
-            say(f"gate commands: {series.name}")
-            with timer.phase("gates"):
-                try:
-                    results = run_gates(config, series.name, gate_tree, log_dir=logs)
-                except GatesFailed as failed:
-                    results = failed.results
-            for result in results:
-                report.gates.append(
-                    GateRecord(
-                        series.name,
-                        "gate",
-                        result.name,
-                        result.ok,
-                        result.duration_s,
-                        result.reason or "passed",
-                        str(result.log),
-                    )
-                )
-            if not all(r.ok for r in results):
-                return False
-        planned[series.name] = (patches_plan, export_result)
-        return True
+    except sync.SyncStopped as stopped:
+        report = stopped.report
+        raise
     finally:
-        store.remove_worktree(mirror, gate_tree)
-
-
-def _strict_apply(
-    config: Config,
-    store: Store,
-    mirror: Mirror,
-    series: Series,
-    tree: Path,
-    target: str,
-    patches: list[PatchFile],
-    gate_tree: Path,
-) -> str | None:
-    """Re-exported series applied strictly on a clean checkout of TARGET; why not, or None."""
-    try:
-        export_mod.verify(series, tree, target, patches)
-    except CheckFailed as exc:
-        return str(exc)
-    result = apply_job(store, mirror, ApplyJob([series], series.upstream, gate_tree), target, patches, force=True)
-    if result.failure is not None:
-        return result.failure.describe()
-    return None
-
-
-def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.FileChange]:
-    changes: list[pinfile.FileChange] = []
-    for name, (patches_plan, export_result) in planned.items():
-        directory = config.get_series(name).dir
-        for patch in patches_plan:
-            target = directory / patch.name
-            if not (target.exists() and target.read_bytes() == patch.data):
-                changes.append(pinfile.FileChange(target, patch.data))
-        changes += [pinfile.FileChange(directory / gone, None) for gone in export_result.deleted]
-    changes += pinfile.pin_changes(config, state.upstream, state.target)
-    return changes
-
-
-# ---------------------------------------------------------------- history
-
-
-def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None, str]:
-    """Commits in NEW that OLD lacks, oldest first (at most MAX_LISTED_COMMITS), with a note."""
-    if old == new:
-        return [], ""
-    if not git.run(["cat-file", "-e", f"{old}^{{commit}}"], repo, check=False).ok:
-        return None, f"the old pin {old[:12]} is not in the upstream's history"
-    ancestor = git.run(["merge-base", "--is-ancestor", old, new], repo, check=False).ok
-    out = git.run(["log", "--reverse", "--topo-order", "--format=%H%x09%s", f"{old}..{new}"], repo).stdout
-    commits = [dict(zip(("sha", "subject"), line.split("\t", 1))) for line in out.splitlines() if line]
-    note = (
-        ""
-        if ancestor
-        else f"the new rev does not descend from {old[:12]} (history was rewritten); listing commits only in the new rev"
-    )
-    if len(commits) > MAX_LISTED_COMMITS:
-        note = (note + "; " if note else "") + f"{len(commits)} commits, the newest {MAX_LISTED_COMMITS} listed"
-        commits = commits[-MAX_LISTED_COMMITS:]
-    return commits, note
-
-
-# ---------------------------------------------------------------- state and helpers
-
-
-def _pick_upstream(config: Config, name: str | None) -> str:
-    if name is not None:
-        config.get_upstream(name)
-        return name
-    roots = [u.name for u in config.upstreams.values() if u.tracks is None]
-    if len(roots) != 1:
-        raise UsageError(
-            f"name the upstream to sync (matrix.yaml defines: {', '.join(sorted(config.upstreams)) or 'none'})"
-        )
-    return roots[0]
-
-
-def _pick_in_progress(config: Config, name: str | None) -> str:
-    root = config.root / SYNC_DIR
-    running = sorted(p.parent.name for p in root.glob(f"*/{STATE_NAME}")) if root.is_dir() else []
-    if name is not None:
-        if name not in running:
-            raise UsageError(f"no pin-sync of {name} is in progress")
-        return name
-    if not running:
-        raise UsageError("no pin-sync is in progress")
-    if len(running) > 1:
-        raise UsageError(f"pin-syncs of {', '.join(running)} are in progress; name the upstream")
-    return running[0]
-
-
-def _sync_root(config: Config, upstream: str) -> Path:
-    return config.root / SYNC_DIR / upstream
-
-
-def _state_path(config: Config, upstream: str) -> Path:
-    return _sync_root(config, upstream) / STATE_NAME
-
-
-def _save_state(config: Config, state: SyncState) -> None:
-    atomic_write_text(_state_path(config, state.upstream), json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n")
-
-
-def _load_state(config: Config, upstream: str) -> SyncState:
-    path = _state_path(config, upstream)
-    try:
-        state = SyncState.from_json(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{path}: unreadable sync state ({exc}); run `patchctl pin-sync --abort`") from None
-    if state.version != STATE_VERSION:
-        raise UsageError(f"{path}: sync state of another patchctl version; run `patchctl pin-sync --abort`")
-    return state
-
-
-def _mirror_of(config: Config, store: Store, upstream: str) -> Mirror:
-    return store.mirror(config.get_upstream(upstream).url, base=config.root)
-
-
-def _remove_sync_root(config: Config, store: Store, root: Path, state: SyncState) -> None:
-    if not root.exists():
-        return
-    for entry in state.series:
-        try:
-            mirror = _mirror_of(config, store, entry.upstream)
-        except PatchctlError:
-            continue
-        for tree in (Path(entry.tree), root / f"gate-{entry.name}"):
-            if tree.exists():
-                store.remove_worktree(mirror, tree)
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def _rel(config: Config, path: Path) -> str:
-    try:
-        return str(Path(path).relative_to(config.root))
-    except ValueError:
-        return str(path)
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name)
+        if report is not None:
+            payload = to_json(report)
+            markdown = report_mod.sync_markdown(payload)
+            if report_file:
+                report_mod.write_text(report_file, markdown)
+            if json_file:
+                report_mod.write_json(json_file, payload)
+            click.echo(markdown, nl=False)

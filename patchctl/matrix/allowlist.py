@@ -29,8 +29,9 @@ class AllowEntry:
     def matches(self, finding: Finding) -> bool:
         return finding.rule == self.rule and fnmatchcase(finding.subject, self.subject)
 
-    def to_json(self) -> dict:
-        return {"rule": self.rule, "subject": self.subject, "reason": self.reason, "file": self.file, "line": self.line}
+    def note(self) -> str:
+        """The line `matrix check` prints for an entry that matched nothing."""
+        return f"{self.file}:{self.line}: note: allowlist entry {self.rule} {self.subject!r} matched nothing; delete it"
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,14 @@ added or edited in matrix.yaml since the base revision.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
 from .. import git
+from ..jsonout import json_field
 from .globs import matches
 from .model import DARWIN, LINUX, BuildMatrix, Row
 
@@ -32,27 +33,53 @@ class Reason:
 
 @dataclass
 class ChangedRows:
+    """What `matrix changed` selected; its JSON is shaped for GitHub Actions' fromJSON."""
+
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {
+        "linux": "linux_matrix",
+        "darwin": "darwin_matrix",
+        "pairs": "pairs",
+        "backends": "backends",
+        "reasons": "all_reasons",
+    }
+
     files: list[str]
-    rows: list[Row] = field(default_factory=list)
-    reasons: list[Reason] = field(default_factory=list)
-    edited_rows: list[str] = field(default_factory=list)  # rows selected because matrix.yaml changed them
+    rows: list[Row] = json_field(omit=True, default_factory=list)
+    reasons: list[Reason] = json_field(omit=True, default_factory=list)
+    # rows selected because matrix.yaml changed them
+    edited_rows: list[str] = json_field(omit=True, default_factory=list)
 
     @property
     def backends(self) -> list[str]:
         return sorted({r.backend for r in self.rows})
 
-    def to_json(self) -> dict[str, Any]:
-        linux = [dict(r.values) for r in self.rows if r.section == LINUX]
-        darwin = [dict(r.values) for r in self.rows if r.section == DARWIN]
-        pairs = sorted({r.tag_suffix for r in self.rows if r.section == LINUX and r.get("platform-tag")})
-        return {
-            "linux": {"include": linux},
-            "darwin": {"include": darwin},
-            "pairs": pairs,
-            "backends": self.backends,
-            "files": self.files,
-            "reasons": [vars(r) for r in self.reasons] + [{"row": name, "matrix": True} for name in self.edited_rows],
-        }
+    @property
+    def linux_matrix(self) -> dict[str, list[dict[str, Any]]]:
+        return {"include": [dict(r.values) for r in self.rows if r.section == LINUX]}
+
+    @property
+    def darwin_matrix(self) -> dict[str, list[dict[str, Any]]]:
+        return {"include": [dict(r.values) for r in self.rows if r.section == DARWIN]}
+
+    @property
+    def pairs(self) -> list[str]:
+        """Tag suffixes of the amd64/arm64 pairs among the Linux rows."""
+        return sorted({r.tag_suffix for r in self.rows if r.section == LINUX and r.get("platform-tag")})
+
+    @property
+    def all_reasons(self) -> list[dict[str, Any]]:
+        return [vars(r) for r in self.reasons] + [{"row": name, "matrix": True} for name in self.edited_rows]
+
+    def lines(self) -> list[str]:
+        """What `patchctl matrix changed` prints: why each row was picked, then the rows."""
+        out = [reason.describe() for reason in self.reasons]
+        out += [f"{row}: changed in matrix.yaml" for row in self.edited_rows]
+        out += [f"build {row.describe()}" for row in self.rows]
+        out.append(
+            f"matrix changed: {len(self.rows)} row(s) of {', '.join(self.backends) or 'no backend'} "
+            f"from {len(self.files)} changed file(s)"
+        )
+        return out
 
 
 def files_since(root: Path, base: str | None) -> list[str]:

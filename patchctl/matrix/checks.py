@@ -155,7 +155,8 @@ def tag_suffix_unique(matrix: BuildMatrix) -> list[Finding]:
                         row.file,
                         row.line,
                         "MX102",
-                        f"{row.describe()}: tag-suffix {row.tag_suffix!r} on {platform} is also built by {first.section}[{first.position}] (line {first.line})",
+                        f"{row.describe()}: tag-suffix {row.tag_suffix!r} on {platform} is also built by "
+                        f"{first.section}[{first.position}] (line {first.line})",
                         row.subject,
                     )
                 )
@@ -205,7 +206,8 @@ def platform_pairs(matrix: BuildMatrix) -> list[Finding]:
                     last.file,
                     last.line,
                     "MX104",
-                    f"rows sharing tag-suffix {suffix!r} must be exactly one linux/amd64 and one linux/arm64 row, got {', '.join(platforms)}",
+                    f"rows sharing tag-suffix {suffix!r} must be exactly one linux/amd64 and one linux/arm64 row, "
+                    f"got {', '.join(platforms)}",
                     suffix,
                 )
             )
@@ -218,7 +220,8 @@ def platform_pairs(matrix: BuildMatrix) -> list[Finding]:
                         row.file,
                         row.line,
                         "MX104",
-                        f"{row.describe()}: a row of an amd64/arm64 pair needs platform-tag {arch!r}, got {row.get('platform-tag')!r}",
+                        f"{row.describe()}: a row of an amd64/arm64 pair needs platform-tag {arch!r}, got "
+                        f"{row.get('platform-tag')!r}",
                         suffix,
                     )
                 )
@@ -324,7 +327,8 @@ def development_names(matrix: BuildMatrix) -> list[Finding]:
                     variant.file,
                     variant.line,
                     "MX203",
-                    f"variant {variant.name} is a -development name but its image is {parts[0]}{parts[1]}, not master{parts[1]}",
+                    f"variant {variant.name} is a -development name but its image is {parts[0]}{parts[1]}, not "
+                    f"master{parts[1]}",
                     variant.name,
                 )
             )
@@ -402,7 +406,8 @@ def capability_targets(matrix: BuildMatrix) -> list[Finding]:
                         meta.file,
                         meta.capability_lines[key],
                         "MX301",
-                        f"meta backend {meta.name}: capability {key} points at {target!r}, which is not a variant in the index",
+                        f"meta backend {meta.name}: capability {key} points at {target!r}, which is not a variant "
+                        "in the index",
                         f"{meta.name}/{key}",
                     )
                 )
@@ -419,7 +424,8 @@ def capability_keys(matrix: BuildMatrix) -> list[Finding]:
                         meta.file,
                         meta.capability_lines[key],
                         "MX302",
-                        f"meta backend {meta.name}: unknown capability {key!r} (known: {', '.join(KNOWN_CAPABILITIES)})",
+                        f"meta backend {meta.name}: unknown capability {key!r} (known: "
+                        f"{', '.join(KNOWN_CAPABILITIES)})",
                         f"{meta.name}/{key}",
                     )
                 )
@@ -439,7 +445,8 @@ def capability_toolchains(matrix: BuildMatrix) -> list[Finding]:
                         meta.file,
                         meta.capability_lines[key],
                         "MX303",
-                        f"meta backend {meta.name}: capability {key} points at {target}, a {toolchain.describe()} image ({rows[0].tag_suffix})",
+                        f"meta backend {meta.name}: capability {key} points at {target}, a {toolchain.describe()} "
+                        f"image ({rows[0].tag_suffix})",
                         f"{meta.name}/{key}",
                     )
                 )
@@ -460,7 +467,8 @@ def variant_names(matrix: BuildMatrix) -> list[Finding]:
                     variant.file,
                     variant.line,
                     "MX304",
-                    f"variant {variant.name} promises {broken} but its image {image_tag(variant.uri)} is a {toolchain.describe()} build",
+                    f"variant {variant.name} promises {broken} but its image {image_tag(variant.uri)} is a "
+                    f"{toolchain.describe()} build",
                     variant.name,
                 )
             )
@@ -495,7 +503,8 @@ def canary_toolchains(matrix: BuildMatrix) -> list[Finding]:
                     toolchain.file,
                     toolchain.line,
                     "MX401",
-                    f"{where} compiles with CUDA major {toolchain.cuda_major or 'none'!s} but the shipped {row.tag_suffix} images use {row.cuda_major or 'none'}",
+                    f"{where} compiles with CUDA major {toolchain.cuda_major or 'none'!s} but the shipped "
+                    f"{row.tag_suffix} images use {row.cuda_major or 'none'}",
                     toolchain.name,
                 )
             )
@@ -561,7 +570,8 @@ def backend_paths(matrix: BuildMatrix) -> list[Finding]:
                     row.file,
                     row.line,
                     "MX601",
-                    f"backend {backend} is built but `backends:` declares no paths for it, so no change would ever rebuild it",
+                    f"backend {backend} is built but `backends:` declares no paths for it, so no change would ever "
+                    "rebuild it",
                     backend,
                 )
             )

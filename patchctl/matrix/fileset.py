@@ -35,7 +35,7 @@ def write_all(contents: dict[Path, str]) -> None:
     except BaseException:
         for path in done:
             _restore(path, previous[path])
-        for path, tmp in staged:
+        for _path, tmp in staged:
             tmp.unlink(missing_ok=True)
         raise
 

@@ -17,13 +17,14 @@ import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import jinja2
 import yaml
 
 from ..config import Config
 from ..errors import ConfigError
+from ..jsonout import json_field
 from .checks import toolchain_row
 from .model import BuildMatrix
 
@@ -77,10 +78,12 @@ def compact_json(value: Any) -> str:
 
 @dataclass(frozen=True)
 class RenderedFile:
-    path: Path
-    display: str
-    text: str
-    current: str | None  # what is on disk now; None when the file does not exist
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"stale": "stale"}
+
+    path: Path = json_field(omit=True)
+    display: str = json_field(name="path")
+    text: str = json_field(omit=True)
+    current: str | None = json_field(omit=True)  # what is on disk now; None when the file does not exist
 
     @property
     def stale(self) -> bool:
@@ -95,7 +98,13 @@ class RenderedFile:
 
 @dataclass(frozen=True)
 class RenderResult:
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"ok": "ok"}
+
     files: list[RenderedFile]
+
+    @property
+    def ok(self) -> bool:
+        return not self.stale
 
     @property
     def stale(self) -> list[RenderedFile]:
@@ -104,8 +113,15 @@ class RenderResult:
     def diff(self) -> str:
         return "".join(f.diff() for f in self.stale)
 
-    def to_json(self) -> dict:
-        return {"files": [{"path": f.display, "stale": f.stale} for f in self.files], "ok": not self.stale}
+    def drift_message(self) -> str:
+        names = ", ".join(f.display for f in self.stale)
+        return f"{len(self.stale)} rendered file(s) out of date: {names} (run `patchctl matrix render`)"
+
+    def lines(self, *, check: bool) -> list[str]:
+        """What `matrix render` prints: one line per file, or with CHECK (and no drift) a summary."""
+        if check:
+            return [f"matrix render: {len(self.files)} file(s) up to date"]
+        return [f"{'wrote    ' if f.stale else 'unchanged'} {f.display}" for f in self.files]
 
 
 def environment(templates_dir: Path) -> jinja2.Environment:
@@ -201,7 +217,8 @@ def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = Non
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise ConfigError(
-                f"templates/{template}: rendered output is not valid YAML (line {mark.line + 1 if mark else '?'}): {getattr(exc, 'problem', exc)}"
+                f"templates/{template}: rendered output is not valid YAML (line {mark.line + 1 if mark else '?'}): "
+                f"{getattr(exc, 'problem', exc)}"
             ) from None
         path = config.root / relative
         current = path.read_text(encoding="utf-8") if path.is_file() else None

@@ -40,6 +40,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
+from ..validation import Validator, kind
 from ..yamlloc import KeyPath, LocatedDocument
 from .model import (
     DARWIN,
@@ -85,34 +86,12 @@ NON_EMPTY = ("tag-suffix", "backend", "platforms", "runs-on", "base-image", "doc
 DEFAULT_SCHEDULE = "17 3 * * 1"
 
 
-class Section:
+class Section(Validator):
     """Reads one file's build-matrix sections, raising located ConfigErrors."""
 
     def __init__(self, doc: LocatedDocument, display: str):
-        self.doc = doc
+        super().__init__(doc)
         self.display = display
-
-    def error(self, keypath: KeyPath, message: str):
-        return self.doc.error(keypath, message)
-
-    def line(self, keypath: KeyPath) -> int:
-        return self.doc.line_of(keypath)
-
-    def mapping(self, value: Any, keypath: KeyPath, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
-        if not isinstance(value, dict):
-            raise self.error(keypath, f"must be a mapping, got {_kind(value)}")
-        for key in value:
-            if key not in allowed:
-                raise self.error(keypath + (key,), f"unknown key (allowed: {', '.join(allowed)})")
-        for key in required:
-            if key not in value:
-                raise self.error(keypath, f"missing required key {key!r}")
-        return value
-
-    def sequence(self, value: Any, keypath: KeyPath) -> list:
-        if not isinstance(value, list):
-            raise self.error(keypath, f"must be a list, got {_kind(value)}")
-        return value
 
     def scalar(
         self, value: Any, keypath: KeyPath, *, pattern: re.Pattern[str] = SAFE_VALUE, non_empty: bool = False
@@ -124,7 +103,7 @@ class Section:
         elif isinstance(value, str):
             text = value
         else:
-            raise self.error(keypath, f"must be a string, got {_kind(value)}")
+            raise self.error(keypath, f"must be a string, got {kind(value)}")
         if non_empty and not text:
             raise self.error(keypath, "must not be empty")
         if not pattern.match(text):
@@ -179,7 +158,7 @@ class Section:
             )
         description = item.get("description", "")
         if not isinstance(description, str):
-            raise self.error(where + ("description",), f"must be a string, got {_kind(description)}")
+            raise self.error(where + ("description",), f"must be a string, got {kind(description)}")
         return Meta(
             name=self.scalar(item["name"], where + ("name",), pattern=pattern, non_empty=True),
             file=self.display,
@@ -284,7 +263,7 @@ class Section:
 
     def backends(self, value: Any, keypath: KeyPath) -> dict[str, BackendPaths]:
         if not isinstance(value, dict):
-            raise self.error(keypath, f"must be a mapping of backend name to paths, got {_kind(value)}")
+            raise self.error(keypath, f"must be a mapping of backend name to paths, got {kind(value)}")
         result = {}
         for name, item in value.items():
             where = keypath + (name,)
@@ -321,14 +300,3 @@ def from_sections(doc: LocatedDocument, display: str, data: dict, upstreams: set
     if "backends" in data:
         matrix.backends = reader.backends(data["backends"], ("backends",))
     return matrix
-
-
-def _kind(value: Any) -> str:
-    return {
-        dict: "a mapping",
-        list: "a list",
-        str: "a string",
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-    }.get(type(value), "nothing" if value is None else type(value).__name__)

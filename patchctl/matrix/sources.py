@@ -28,11 +28,6 @@ def from_config(config: config_mod.Config) -> BuildMatrix:
     return from_sections(config.doc, display, config.raw, set(config.upstreams))
 
 
-def validate_config(config: config_mod.Config) -> None:
-    """Registered in config.SECTION_VALIDATORS: `config.load` rejects a bad build matrix."""
-    from_config(config)
-
-
 def load_localai_matrix(path: Path, base: Path) -> BuildMatrix:
     doc = yamlloc.load(path, merge_keys=True)
     display = display_path(path, base)

@@ -151,7 +151,8 @@ def test_patch_never_writes_outside_the_tree(tmp_path: Path, upstream: Repo, pat
     text = (
         "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: Evil <e@x>\n"
         "Subject: [PATCH] escape\n\nTry to escape.\n---\n"
-        f"diff --git a/{header_path} b/{header_path}\nnew file mode 100644\n--- /dev/null\n+++ {'' if path.startswith('/') else 'b/'}{path}\n"
+        f"diff --git a/{header_path} b/{header_path}\nnew file mode 100644\n--- /dev/null\n+++ "
+        f"{'' if path.startswith('/') else 'b/'}{path}\n"
         "@@ -0,0 +1 @@\n+pwned\n"
     )
     project.add_patch("0001-escape.patch", text)
@@ -209,7 +210,8 @@ def test_apply_inside_a_parent_repository_really_applies(two_patches: Project, t
 def test_hostile_git_environment_changes_nothing(two_patches: Project, tmp_path: Path, monkeypatch, cli) -> None:
     hostile = tmp_path / "hostile.gitconfig"
     hostile.write_text(
-        "[apply]\n\twhitespace = error-all\n[core]\n\tautocrlf = true\n[diff]\n\tnoprefix = true\n[user]\n\tname = Someone Else\n"
+        "[apply]\n\twhitespace = error-all\n[core]\n\tautocrlf = true\n[diff]\n\tnoprefix = true\n[user]\n\tname = "
+        "Someone Else\n"
     )
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(hostile))
     monkeypatch.setenv("GIT_DIR", str(tmp_path / "nowhere"))

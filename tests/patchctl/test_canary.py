@@ -120,7 +120,9 @@ def test_compile_runs_the_build_steps_in_a_clean_tree(project: Project, upstream
     write_config(
         project,
         pin,
-        series_extra="build:\n  - name: cc\n    command: cc -o hello-bin src/hello.c && ./hello-bin && test ! -e stale\n",
+        series_extra=(
+            "build:\n  - name: cc\n    command: cc -o hello-bin src/hello.c && ./hello-bin && test ! -e stale\n"
+        ),
     )
     upstream.commit({"src/util.c": "x\n"}, "Drift")
     result, payload = run_canary(cli, project, "--compile")

@@ -126,7 +126,8 @@ def test_export_is_byte_identical_whatever_the_git_config(
 
     hostile = tmp_path / "hostile.gitconfig"
     hostile.write_text(
-        "[diff]\n\tnoprefix = true\n\talgorithm = patience\n\tcontext = 7\n[format]\n\tsignature = evil\n\tnumbered = true\n[core]\n\tabbrev = 7\n"
+        "[diff]\n\tnoprefix = true\n\talgorithm = patience\n\tcontext = 7\n[format]\n\tsignature = "
+        "evil\n\tnumbered = true\n[core]\n\tabbrev = 7\n"
     )
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(hostile))
     # The repository's own config cannot change the output either.

@@ -98,7 +98,8 @@ def test_series_must_apply_to_the_pin(good: Project, upstream: Repo, cli) -> Non
 def test_unsafe_path(good: Project, cli) -> None:
     good.add_patch(
         "0003-escape.patch",
-        "Subject: [PATCH] escape\n\nx\n---\ndiff --git a/../x b/../x\nnew file mode 100644\n--- /dev/null\n+++ b/../x\n@@ -0,0 +1 @@\n+x\n",
+        "Subject: [PATCH] escape\n\nx\n---\ndiff --git a/../x b/../x\nnew file mode 100644\n--- /dev/null\n+++ "
+        "b/../x\n@@ -0,0 +1 @@\n+x\n",
     )
     found = findings(cli, good)
     assert any(f["rule"] == "PC012" and f["file"] == "patches/main/0003-escape.patch" for f in found)

@@ -51,7 +51,8 @@ def test_text_output_is_file_line_rule(cli) -> None:
     assert result.exit_code == 1
     first = result.stdout.splitlines()[0]
     assert first.endswith(
-        "index.yaml:7: MX303: meta backend a: capability nvidia-cuda-12 points at gpu-nvidia-cuda-13-a, a CUDA 13 image (-gpu-nvidia-cuda-13-a)"
+        "index.yaml:7: MX303: meta backend a: capability nvidia-cuda-12 points at gpu-nvidia-cuda-13-a, a CUDA 13 "
+        "image (-gpu-nvidia-cuda-13-a)"
     )
     assert "patchctl: error: 2 finding(s)" in result.stderr
 
@@ -103,7 +104,8 @@ def test_allowlist_silences_by_rule_and_subject_glob(cli) -> None:
     assert result.exit_code == 1
     assert result.stdout.splitlines() == [
         "allow.yaml:12: note: allowlist entry MX304 'legacy-*' matched nothing; delete it",
-        "backend/index.yaml:29: MX303: meta backend llama-cpp-development: capability nvidia-cuda-12 points at cuda13-llama-cpp-development, a CUDA 13 image (-gpu-nvidia-cuda-13-llama-cpp)",
+        "backend/index.yaml:29: MX303: meta backend llama-cpp-development: capability nvidia-cuda-12 points at "
+        "cuda13-llama-cpp-development, a CUDA 13 image (-gpu-nvidia-cuda-13-llama-cpp)",
     ]
 
 
@@ -124,7 +126,8 @@ def test_allowlist_can_make_the_check_pass(cli, tmp_path: Path) -> None:
 def test_allowlist_a_different_subject_does_not_silence(cli, tmp_path: Path) -> None:
     allow = tmp_path / "allow.yaml"
     allow.write_text(
-        "allow:\n  - {rule: MX103, subject: -cpu-b, reason: not this one}\n  - {rule: MX101, subject: -cpu-a, reason: wrong rule}\n"
+        "allow:\n  - {rule: MX103, subject: -cpu-b, reason: not this one}\n  - {rule: MX101, subject: -cpu-a, "
+        "reason: wrong rule}\n"
     )
     result = cli("matrix", "check", *check_args(INVARIANTS / "MX103-arm-runner"), "--allow", allow, "--json")
     assert result.exit_code == 1

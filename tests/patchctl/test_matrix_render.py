@@ -124,9 +124,9 @@ def test_writes_are_all_or_nothing(cli, tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(fileset.os, "replace", crash_on_second)
     with pytest.raises(OSError):
         from patchctl import config as config_mod
-        from patchctl.commands import matrix as matrix_cmd
+        from patchctl.matrix import api as matrix_api
 
-        matrix_cmd.render(config_mod.load(matrix))
+        matrix_api.render(config_mod.load(matrix))
     monkeypatch.setattr(fileset.os, "replace", real_replace)
     assert len(calls) >= 2
     assert rendered(project) == before  # the first file was put back
@@ -309,8 +309,9 @@ def test_quote_round_trips_any_text_and_refuses_expressions(text: str) -> None:
 
 
 def test_canary_workflow_reads_the_key_the_canary_report_writes() -> None:
-    from patchctl.commands.canary import CanaryReport
+    from patchctl.canary import CanaryReport
+    from patchctl.jsonout import to_json
 
-    payload = CanaryReport("llama.cpp", "a" * 40, "b" * 40, "main", None).to_json()
+    payload = to_json(CanaryReport("llama.cpp", "a" * 40, "b" * 40, "main", None))
     step = workflow("canary.yml")["jobs"]["resolve"]["steps"][-2]
     assert payload["tip"] == "b" * 40 and "jq -r .tip canary.json" in step["run"]

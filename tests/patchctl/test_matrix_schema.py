@@ -129,7 +129,8 @@ def test_localai_loader_reports_yaml_errors_with_a_line(tmp_path: Path) -> None:
 def test_localai_rows_accept_numbers_and_booleans_as_strings(tmp_path: Path) -> None:
     path = tmp_path / "backend-matrix.yml"
     path.write_text(
-        "include:\n  - {build-type: cublas, cuda-major-version: 12, cuda-minor-version: 8, platforms: linux/amd64, tag-latest: auto,"
+        "include:\n  - {build-type: cublas, cuda-major-version: 12, cuda-minor-version: 8, platforms: linux/amd64, "
+        "tag-latest: auto,"
         " tag-suffix: -gpu-nvidia-cuda-12-a, runs-on: ubuntu-latest, base-image: 'ubuntu:24.04', skip-drivers: false,"
         " backend: a, dockerfile: ./Dockerfile, context: ./}\n"
     )

@@ -253,7 +253,10 @@ def _mirror(project: Project) -> Path:
 @needs_cc
 def test_failing_build_leaves_everything_unchanged_and_names_the_gate(project: Project, upstream: Repo, cli) -> None:
     pin = upstream.commit({"include/answer.h": "#define ANSWER 42\n"}, "Add answer")
-    uses_it = '#include <stdio.h>\n#include "../include/answer.h"\nint main(void) { printf("hello %d\\n", ANSWER); return 0; }\n'
+    uses_it = (
+        '#include <stdio.h>\n#include "../include/answer.h"\n'
+        'int main(void) { printf("hello %d\\n", ANSWER); return 0; }\n'
+    )
     project.add_patch(
         "0001-add-hello.patch",
         make_patch(upstream, pin, {"src/hello.c": uses_it}, "Add hello", "Uses upstream's answer."),

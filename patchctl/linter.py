@@ -1,0 +1,201 @@
+"""The rules of `patchctl lint`: everything about a series and its pins that can be checked without a
+build. Each rule has an id; findings carry `file:line`.
+
+    PC001  patch numbers are unique and contiguous from 0001
+    PC002  patch file names are NNNN-slug.patch
+    PC003  every patch parses
+    PC004  no hunk on an excluded path (the source-only policy)
+    PC005  no CRLF line endings unless the series allows them
+    PC006  no binary hunks unless the series allows them
+    PC007  every patch has a subject
+    PC008  every patch has a description
+    PC009  the series applies strictly, in order, to a clean checkout of its pin
+    PC010  every pin_files entry equals the pin
+    PC011  every `tracks` constraint holds
+    PC012  no patch writes outside the tree
+"""
+
+from __future__ import annotations
+
+from . import worktree
+from .applier import Status, apply_series_to_index, unsafe_path_reason
+from .config import Config, Series
+from .findings import Finding
+from .patchset import MalformedPatch, PatchFile, is_excluded, read_series
+from .store import Store
+
+RULES = {
+    "PC001": "patch numbers are unique and contiguous from 0001",
+    "PC002": "patch file names are NNNN-slug.patch",
+    "PC003": "every patch parses",
+    "PC004": "no hunk on an excluded path",
+    "PC005": "no CRLF line endings unless allowed",
+    "PC006": "no binary hunks unless allowed",
+    "PC007": "every patch has a subject",
+    "PC008": "every patch has a description",
+    "PC009": "the series applies strictly to its pin",
+    "PC010": "pin_files entries equal the pin",
+    "PC011": "tracks constraints hold",
+    "PC012": "no patch writes outside the tree",
+}
+
+
+def lint(
+    config: Config, store: Store | None, series_names: tuple[str, ...] = (), *, apply_check: bool = True
+) -> list[Finding]:
+    """All findings, sorted by file and line. STORE may be None when APPLY_CHECK is off."""
+    findings: list[Finding] = []
+    for series in config.select_series(series_names):
+        patches = read_series(series)
+        findings += _numbering(config, patches)
+        for patch in patches:
+            findings += _patch_findings(config, series, patch)
+        if apply_check and store is not None and patches and not any(f.rule in ("PC003", "PC012") for f in findings):
+            findings += _apply_findings(config, store, series, patches)
+    findings += _pin_findings(config)
+    return sorted(findings)
+
+
+def _numbering(config: Config, patches: list[PatchFile]) -> list[Finding]:
+    findings = []
+    numbers: dict[int, str] = {}
+    for patch in patches:
+        if patch.number is None:
+            findings.append(
+                Finding(
+                    worktree.display(config.root, patch.path),
+                    1,
+                    "PC002",
+                    f"file name {patch.name!r} is not NNNN-slug.patch (lower-case slug)",
+                    patch.name,
+                )
+            )
+            continue
+        if patch.number in numbers:
+            findings.append(
+                Finding(
+                    worktree.display(config.root, patch.path),
+                    1,
+                    "PC001",
+                    f"number {patch.number:04d} is also used by {numbers[patch.number]}",
+                    patch.name,
+                )
+            )
+        numbers.setdefault(patch.number, patch.name)
+    for expected, number in enumerate(sorted(numbers), 1):
+        if number != expected:
+            findings.append(
+                Finding(
+                    worktree.display(config.root, patches[0].path.parent / numbers[number]),
+                    1,
+                    "PC001",
+                    f"numbering is not contiguous: expected {expected:04d}, found {number:04d}",
+                    numbers[number],
+                )
+            )
+            break
+    return findings
+
+
+def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Finding]:
+    file = worktree.display(config.root, patch.path)
+    found: list[Finding] = []
+
+    def add(line: int | None, rule: str, message: str) -> None:
+        found.append(Finding(file, line or 1, rule, message, patch.name))
+
+    if (reason := unsafe_path_reason(None, patch)) is not None:
+        add(1, "PC012", reason)
+    message = patch.message
+    if not message.subject:
+        add(1, "PC007", "no Subject: the patch needs a one-line summary")
+    if not message.description:
+        add(message.body_line, "PC008", "no description: say why the patch exists")
+    try:
+        files = patch.files
+    except MalformedPatch as exc:
+        add(exc.line, "PC003", f"does not parse: {str(exc).splitlines()[0]}")
+        return found
+    for diff in files:
+        for path in {diff.path, diff.source_path} - {None}:
+            if is_excluded(path, series.exclude):
+                add(diff.line, "PC004", f"hunk on excluded path {path} (exclude: {', '.join(series.exclude)})")
+        if diff.is_binary and not series.allow_binary:
+            add(diff.line, "PC006", f"binary change to {diff.path} (set allow_binary: true on the series to permit)")
+    if not series.allow_crlf:
+        for number, line in enumerate(patch.data.split(b"\n"), 1):
+            if line.endswith(b"\r") and line[:1] in (b"+", b"-", b" "):
+                add(number, "PC005", "CRLF line ending in a hunk (set allow_crlf: true on the series to permit)")
+                break
+    return found
+
+
+def _apply_findings(config: Config, store: Store, series: Series, patches: list[PatchFile]) -> list[Finding]:
+    upstream = config.get_upstream(series.upstream)
+    mirror = store.mirror(upstream.url, base=config.root)
+    pin = store.resolve(mirror, upstream.pin)
+    outcomes, _ = apply_series_to_index(mirror.path, pin, patches, commit=False)
+    failed = next((o for o in outcomes if not o.ok), None)
+    if failed is None:
+        return []
+    patch = next(p for p in patches if p.name == failed.patch)
+    rule = "PC012" if failed.status is Status.UNSAFE_PATH else "PC003" if failed.status is Status.MALFORMED else "PC009"
+    return [
+        Finding(
+            worktree.display(config.root, patch.path),
+            failed.patch_line or 1,
+            rule,
+            f"does not apply to the pin {pin[:12]}: {failed.describe()}",
+            patch.name,
+        )
+    ]
+
+
+def _pin_findings(config: Config) -> list[Finding]:
+    found = []
+    matrix = worktree.display(config.root, config.path)
+    for name, upstream in config.upstreams.items():
+        if upstream.tracks is not None:
+            tracked = config.upstreams[upstream.tracks]
+            if upstream.pin != tracked.pin:
+                line = config.doc.line_of(("upstreams", name, "pin"))
+                found.append(
+                    Finding(
+                        matrix,
+                        line,
+                        "PC011",
+                        f"upstream {name} tracks {tracked.name} but pins {upstream.pin[:12]}, not {tracked.pin[:12]}",
+                        name,
+                    )
+                )
+        for index, pin_file in enumerate(upstream.pin_files):
+            path = config.root / pin_file.path
+            where = config.doc.line_of(("upstreams", name, "pin_files", index, "path"))
+            if not path.is_file():
+                found.append(Finding(matrix, where, "PC010", f"pin file {pin_file.path} does not exist", name))
+                continue
+            text = path.read_text(errors="replace")
+            matches = list(pin_file.pattern.finditer(text))
+            if not matches:
+                found.append(
+                    Finding(
+                        pin_file.path,
+                        1,
+                        "PC010",
+                        f"pattern {pin_file.pattern.pattern!r} matches nothing; expected the pin of {name}",
+                        name,
+                    )
+                )
+            for match in matches:
+                if match.group("pin") != upstream.pin:
+                    line = text.count("\n", 0, match.start("pin")) + 1
+                    found.append(
+                        Finding(
+                            pin_file.path,
+                            line,
+                            "PC010",
+                            f"{match.group('pin')!r} differs from the pin of {name} ({upstream.pin})",
+                            name,
+                        )
+                    )
+    return found

@@ -1,0 +1,110 @@
+"""`patchctl matrix render|check|changed`: the domain side of the matrix commands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .. import config as config_mod
+from .. import git
+from ..findings import Finding
+from ..jsonout import json_field, to_json
+from . import allowlist, checks, sources
+from .changed import ChangedRows, files_since, select
+from .fileset import write_all
+from .model import BuildMatrix
+from .render import RenderResult
+from .render import render as render_files
+
+
+def render(config: config_mod.Config, *, check: bool = False, templates: Path | None = None) -> RenderResult:
+    """Render every output; unless CHECK, write the ones that changed, all or none."""
+    result = render_files(config, sources.from_config(config), templates)
+    if not check and result.stale:
+        write_all({f.path: f.text for f in result.stale})
+    return result
+
+
+def _silenced_json(silenced: list[tuple[Finding, allowlist.AllowEntry]]) -> list[dict[str, Any]]:
+    return [{**to_json(finding), "allowed_by": to_json(entry)} for finding, entry in silenced]
+
+
+@dataclass
+class CheckReport:
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"ok": "ok"}
+
+    matrix_file: str = json_field(name="matrix")
+    index_file: str | None = json_field(name="index")
+    rows: int
+    variants: int
+    findings: list[Finding]
+    silenced: list[tuple[Finding, allowlist.AllowEntry]] = json_field(encode=_silenced_json, default_factory=list)
+    unused_allow: list[allowlist.AllowEntry] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def summary(self) -> str:
+        """The last line of a clean `patchctl matrix check`."""
+        silenced = f", {len(self.silenced)} allowed" if self.silenced else ""
+        index = f" and {self.variants} index variant(s)" if self.index_file else ""
+        return f"matrix check: {self.rows} row(s){index}, no findings{silenced}"
+
+
+def load_for_check(
+    load_config: Callable[[], config_mod.Config], workdir: Path, matrix_path: Path | None, index_path: Path | None
+) -> tuple[BuildMatrix, config_mod.Config | None]:
+    """The matrix to check: matrix.yaml by default, or FILE in either format, with an optional LocalAI index."""
+    config: config_mod.Config | None
+    if matrix_path is None:
+        config = load_config()
+        matrix = sources.from_config(config)
+    elif sources.is_patchctl_config(matrix_path):
+        config = config_mod.load(matrix_path)
+        matrix = sources.from_config(config)
+    else:
+        config = None
+        matrix = sources.load_localai_matrix(matrix_path, workdir)
+    if index_path is not None:
+        sources.attach_localai_index(matrix, index_path, workdir)
+    return matrix, config
+
+
+def check(
+    load_config: Callable[[], config_mod.Config],
+    workdir: Path,
+    *,
+    matrix_path: Path | None = None,
+    index_path: Path | None = None,
+    allow_path: Path | None = None,
+) -> CheckReport:
+    matrix, config = load_for_check(load_config, workdir, matrix_path, index_path)
+    findings = checks.run_checks(matrix, config)
+    report = CheckReport(matrix.matrix_file, matrix.index_file, len(matrix.rows), len(matrix.variants), findings)
+    if allow_path is not None:
+        entries = allowlist.load(allow_path, sources.display_path(allow_path, workdir))
+        filtered = allowlist.apply(findings, entries)
+        report.findings, report.silenced, report.unused_allow = filtered.kept, filtered.silenced, filtered.unused
+    return report
+
+
+def changed(
+    config: config_mod.Config, *, base: str | None = None, files: tuple[str, ...] = (), everything: bool = False
+) -> ChangedRows:
+    """The rows to rebuild for FILES, or for what changed since BASE (uncommitted changes without either)."""
+    matrix = sources.from_config(config)
+    if everything:
+        return select(matrix, [], everything=True)
+    changed_files = (
+        [f.replace("\\", "/").removeprefix("./") for f in files] if files else files_since(config.root, base)
+    )
+    config_name = sources.display_path(config.path, config.root)
+    matrix_changed = config_name in changed_files
+    old_text = None
+    if matrix_changed:
+        shown = git.run(["show", f"{base or 'HEAD'}:./{config_name}"], config.root, check=False)
+        old_text = shown.stdout if shown.ok else None
+    return select(matrix, changed_files, base_matrix_text=old_text, matrix_changed=matrix_changed)

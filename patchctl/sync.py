@@ -1,0 +1,652 @@
+"""`patchctl pin-sync`: move an upstream's pin forward behind gates.
+
+1. Resolve the target (`--to REV`, or `--latest`: the tip of the upstream's branch).
+2. Replay: for every series on the upstream (and on every upstream that tracks it), a
+   sync worktree at the target under `.patchctl/sync/<upstream>/<series>`, where each
+   patch is applied with a 3-way merge and classified: clean, applied with offset, merged
+   3-way, already upstream (dropped) or conflict. A conflict stops the sync with the
+   markers left in the worktree and a state file for `--continue` / `--abort`.
+3. Gates, per series, in order: the series is re-exported from the worktree and applied
+   strictly on a clean checkout of the target; the series' build steps run in that tree;
+   then its gate commands. A failing gate stops the sync; `--continue` re-runs the gates
+   (after fixes committed in the worktree), `--abort` drops it.
+4. Only then are the re-exported patches, `pin:` in matrix.yaml and every pin_files entry
+   written, all together or not at all (`pinfile.FileSet`).
+
+matrix.yaml and patches/ are not touched before step 4; `--dry-run` never reaches it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from . import exporter, git, pinfile, worktree
+from .applier import PatchOutcome, Status, apply_in_worktree, commit_worktree, is_clean
+from .apply_job import ApplyJob, apply_job
+from .config import Config, Series
+from .errors import CheckFailed, PatchctlError, UsageError
+from .gates import GatesFailed, run_gates
+from .jsonout import json_field
+from .patchset import PatchFile, read_series, series_digest
+from .runners import run_build
+from .store import Mirror, Store
+from .sync_state import (
+    PatchRecord,
+    SeriesProgress,
+    SyncState,
+    commit_pin_update,
+    load_state,
+    recover_pin_update,
+    save_state,
+)
+
+MAX_LISTED_COMMITS = 500
+
+Progress = Callable[[str], None]
+
+# How a patch fared in the replay, in the words of the report.
+CLASSIFICATION = {
+    Status.APPLIED: "clean",
+    Status.OFFSET: "applied with offset",
+    Status.MERGED: "merged 3-way",
+    Status.ALREADY_APPLIED: "already upstream (dropped)",
+    Status.CONFLICT: "conflict",
+}
+
+
+@dataclass
+class GateRecord:
+    series: str
+    kind: str  # "strict-apply" | "build" | "gate"
+    name: str
+    ok: bool
+    duration_s: float = json_field(digits=3)
+    detail: str = ""
+    log: str | None = None
+
+
+@dataclass
+class SyncReport:
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"ok": "ok"}
+
+    state: str  # synced | dry-run | up-to-date | conflict | gate-failed | aborted
+    upstream: str
+    old_pin: str
+    new_pin: str
+    target_spec: str
+    moved_upstreams: list[str] = field(default_factory=list)
+    commits: list[dict] | None = None  # upstream commits between the pins, oldest first
+    commits_note: str = ""
+    patches: list[PatchRecord] = field(default_factory=list)
+    gates: list[GateRecord] = field(default_factory=list)
+    files_changed: list[str] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)
+    phase_seconds: dict[str, float] = json_field(digits=3, default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.state in ("synced", "dry-run", "up-to-date", "aborted")
+
+    @property
+    def failed_gate(self) -> GateRecord | None:
+        return next((g for g in self.gates if not g.ok), None)
+
+
+class SyncStopped(CheckFailed):
+    """The sync stopped at a conflict or a failing gate; the report says where and what next."""
+
+    def __init__(self, report: SyncReport, message: str):
+        super().__init__(message)
+        self.report = report
+
+
+class _Timer:
+    def __init__(self, seconds: dict[str, float]):
+        self.seconds = seconds
+
+    def phase(self, name: str):
+        timer = self
+
+        class _Phase:
+            def __enter__(self) -> None:
+                self.start = time.monotonic()
+
+            def __exit__(self, *exc: object) -> None:
+                timer.seconds[name] = timer.seconds.get(name, 0.0) + time.monotonic() - self.start
+
+        return _Phase()
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def pin_sync(
+    config: Config,
+    store: Store,
+    upstream: str | None = None,
+    *,
+    to: str | None = None,
+    latest: bool = False,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> SyncReport:
+    """Start a sync of UPSTREAM to TO (or its branch tip with LATEST). Returns the report
+    of a finished sync; raises SyncStopped (exit 1) with the report on a conflict or a
+    failing gate."""
+    say = progress or (lambda _line: None)
+    recover_pin_update(config.root)
+    if (to is None) == (not latest):
+        raise UsageError("give exactly one of --to REV or --latest")
+    name = _pick_upstream(config, upstream)
+    up = config.get_upstream(name)
+    if up.tracks is not None:
+        raise UsageError(
+            f"upstream {name} tracks {up.tracks}: its pin must equal {up.tracks}'s, so it moves only with it; "
+            f"run `patchctl pin-sync {up.tracks}` (that moves {name} too)"
+        )
+    state_path = worktree.sync_state_file(config.root, name)
+    if state_path.exists():
+        raise UsageError(
+            f"a pin-sync of {name} is in progress ({state_path.parent}); finish it with --continue or drop it with "
+            "--abort"
+        )
+    seconds: dict[str, float] = {}
+    timer = _Timer(seconds)
+    with timer.phase("resolve"):
+        mirror = store.mirror(up.url, base=config.root)
+        target = store.branch_tip(mirror, up.branch) if latest else store.resolve(mirror, to)
+    spec = f"--latest ({up.branch})" if latest else str(to)
+    moved = [u.name for u in pinfile.moved_upstreams(config, name)]
+    commits, note = upstream_commits(mirror.path, up.pin, target)
+    if target == up.pin:
+        return SyncReport(
+            "up-to-date",
+            name,
+            up.pin,
+            target,
+            spec,
+            moved,
+            [],
+            "the pin is already at the target",
+            phase_seconds=seconds,
+        )
+
+    pinfile.pin_changes(config, name, target)  # a broken pin_files entry fails now, not after the gates
+    series_list = [s for u in moved for s in config.series_on(u)]
+    state = SyncState(
+        name,
+        up.pin,
+        target,
+        spec,
+        [
+            SeriesProgress(
+                s.name, s.upstream, str(worktree.sync_root(config.root, name) / s.name), series_digest(read_series(s))
+            )
+            for s in series_list
+        ],
+    )
+    sync_root = worktree.sync_root(config.root, name)
+    _remove_sync_root(config, store, sync_root, state)
+    sync_root.mkdir(parents=True, exist_ok=True)
+    with timer.phase("checkout"):
+        for entry in state.series:
+            series_mirror = _mirror_of(config, store, entry.upstream)
+            store.add_worktree(series_mirror, store.resolve(series_mirror, target), Path(entry.tree))
+    report = SyncReport("synced", name, up.pin, target, spec, moved, commits, note, phase_seconds=seconds)
+    try:
+        result = _run(config, store, state, report, timer, say, dry_run=dry_run)
+    except SyncStopped:
+        if dry_run:
+            _remove_sync_root(config, store, sync_root, state)
+        raise
+    except BaseException:
+        # Git, Docker or Ctrl-C before a stop point: nothing to continue from, nothing written.
+        _remove_sync_root(config, store, sync_root, state)
+        raise
+    if dry_run:
+        _remove_sync_root(config, store, sync_root, state)
+    return result
+
+
+def continue_sync(
+    config: Config, store: Store, upstream: str | None = None, *, progress: Progress | None = None
+) -> SyncReport:
+    """Resume a stopped sync after the user resolved the conflict (and committed) or fixed
+    what made a gate fail."""
+    say = progress or (lambda _line: None)
+    recover_pin_update(config.root)
+    state = load_state(config.root, _pick_in_progress(config, upstream))
+    for entry in state.series:
+        if series_digest(read_series(config.get_series(entry.name))) != entry.digest:
+            raise UsageError(f"patches of series {entry.name} changed since the sync started; --abort and start again")
+    up = config.get_upstream(state.upstream)
+    if up.pin != state.old_pin:
+        raise UsageError(f"the pin of {state.upstream} changed since the sync started; --abort and start again")
+    if state.phase == "conflict":
+        _take_resolution(config, state)
+    mirror = _mirror_of(config, store, state.upstream)
+    commits, note = upstream_commits(mirror.path, state.old_pin, state.target)
+    moved = [u.name for u in pinfile.moved_upstreams(config, state.upstream)]
+    seconds: dict[str, float] = {}
+    report = SyncReport(
+        "synced",
+        state.upstream,
+        state.old_pin,
+        state.target,
+        state.target_spec,
+        moved,
+        commits,
+        note,
+        phase_seconds=seconds,
+    )
+    return _run(config, store, state, report, _Timer(seconds), say, dry_run=False)
+
+
+def abort_sync(config: Config, store: Store, upstream: str | None = None) -> SyncReport:
+    """Drop a stopped sync: remove its worktrees and state. Nothing else was written."""
+    name = _pick_in_progress(config, upstream)
+    state = load_state(config.root, name)
+    _remove_sync_root(config, store, worktree.sync_root(config.root, name), state)
+    return SyncReport(
+        "aborted",
+        name,
+        state.old_pin,
+        state.target,
+        state.target_spec,
+        patches=state.records,
+        next_steps=[
+            f"removed {worktree.display(config.root, worktree.sync_root(config.root, name))}; matrix.yaml and "
+            "patches/ were never changed"
+        ],
+    )
+
+
+# ---------------------------------------------------------------- the run
+
+
+def _run(
+    config: Config, store: Store, state: SyncState, report: SyncReport, timer: _Timer, say: Progress, *, dry_run: bool
+) -> SyncReport:
+    with timer.phase("replay"):
+        stopped = _replay(config, state, say)
+    report.patches = list(state.records)
+    if stopped is not None:
+        report.state = "conflict"
+        if dry_run:
+            report.next_steps = [f"dry run: {stopped}; a real pin-sync would stop here for you to resolve it"]
+            raise SyncStopped(report, f"pin-sync of {state.upstream} (dry run) stops at a conflict: {stopped}")
+        state.phase = "conflict"
+        save_state(config.root, state)
+        report.next_steps = _conflict_steps(config, state)
+        raise SyncStopped(report, f"pin-sync of {state.upstream} stopped: {stopped}; see the report for what to do")
+
+    planned: dict[str, tuple[list[exporter.GeneratedPatch], exporter.ExportResult]] = {}
+    for entry in state.series:
+        series = config.get_series(entry.name)
+        ok = _gate_series(config, store, state, series, Path(entry.tree), report, planned, timer, say)
+        if not ok:
+            report.state = "gate-failed"
+            failed = report.failed_gate
+            assert failed is not None
+            if not dry_run:
+                state.phase = "gates-failed"
+                save_state(config.root, state)
+                report.next_steps = [
+                    f"gate {failed.name} ({failed.kind}) of series {failed.series} failed: {failed.detail}",
+                    "matrix.yaml and patches/ are unchanged",
+                    f"fix the series in {worktree.display(config.root, Path(entry.tree))} (commit there), then run "
+                    "`patchctl pin-sync --continue`",
+                    "or drop the sync with `patchctl pin-sync --abort`",
+                ]
+            raise SyncStopped(
+                report,
+                f"pin-sync of {state.upstream}: gate {failed.name} of series {failed.series} failed: "
+                f"{failed.detail}; nothing written",
+            )
+
+    with timer.phase("write"):
+        changes = _changes(config, state, planned)
+        report.files_changed = [worktree.display(config.root, c.path) for c in changes]
+        if dry_run:
+            report.state = "dry-run"
+            report.next_steps = [
+                "dry run: every gate passed; nothing was written (run without --dry-run to write the files listed)"
+            ]
+            return report
+        commit_pin_update(config.root, changes)
+        _remove_sync_root(config, store, worktree.sync_root(config.root, state.upstream), state)
+    report.state = "synced"
+    report.next_steps = (
+        [f"review and commit: git add {' '.join(report.files_changed)} && git commit"] if changes else []
+    )
+    return report
+
+
+def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
+    """Apply the remaining patches with 3-way; returns why it stopped, or None when done."""
+    for entry in state.series:
+        series = config.get_series(entry.name)
+        patches = read_series(series)
+        tree = Path(entry.tree)
+        while entry.next < len(patches):
+            patch = patches[entry.next]
+            say(f"replaying {series.name}: {patch.name}")
+            entry.head_before = git.rev_parse(tree, "HEAD")
+            outcome = apply_in_worktree(tree, patch, three_way=True, commit=True)
+            record = _record(series.name, patch, outcome, tree)
+            state.records.append(record)
+            if outcome.ok or outcome.status == Status.ALREADY_APPLIED:
+                entry.next += 1
+                entry.head_before = None
+                continue
+            return f"{series.name}/{patch.name}: {record.classification}" + (
+                f" ({record.detail})" if record.detail else ""
+            )
+    return None
+
+
+def _record(series: str, patch: PatchFile, outcome: PatchOutcome, tree: Path) -> PatchRecord:
+    label = CLASSIFICATION.get(outcome.status, f"needs a hand: {outcome.status.value}")
+    detail = ""
+    if outcome.status == Status.OFFSET:
+        detail = ", ".join(f"{o.file} hunk #{o.hunk} {o.offset:+d}" for o in outcome.offsets)
+    elif outcome.status == Status.ALREADY_APPLIED:
+        detail = "its change is already in the upstream tree; the patch is dropped from the series"
+    elif not outcome.ok:
+        detail = outcome.describe().split(": ", 1)[-1]
+        if outcome.status == Status.CONFLICT and outcome.hunk:
+            detail += (
+                f"; the patch's {outcome.file} hunk #{outcome.hunk} {outcome.hunk_header or ''} "
+                f"(line {outcome.patch_line} of {patch.name})"
+            )
+    conflicts = conflict_blocks(tree, outcome.conflict_files) if outcome.status == Status.CONFLICT else []
+    return PatchRecord(series, patch.name, label, detail, conflicts)
+
+
+def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
+    """FILE:START-END for every conflict-marker block git left in FILES."""
+    blocks = []
+    for name in files:
+        path = tree / name
+        if not path.is_file():
+            blocks.append(f"{name} (deleted on one side)")
+            continue
+        start = None
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if line.startswith("<<<<<<< "):
+                start = number
+            elif line.startswith(">>>>>>> ") and start is not None:
+                blocks.append(f"{name}:{start}-{number}")
+                start = None
+    return blocks
+
+
+def _conflict_steps(config: Config, state: SyncState) -> list[str]:
+    entry = next(e for e in state.series if e.head_before is not None)
+    tree = worktree.display(config.root, Path(entry.tree))
+    return [
+        f"resolve the conflict in {tree} (edit the files named above and remove the markers)",
+        f"then `git -C {tree} add <files>` and either commit yourself or let --continue commit with the patch's "
+        "message",
+        "then run `patchctl pin-sync --continue`; or `patchctl pin-sync --abort` to drop the sync",
+        "matrix.yaml and patches/ are unchanged until every gate has passed",
+    ]
+
+
+def _take_resolution(config: Config, state: SyncState) -> None:
+    """Accept the user's resolution of the patch that stopped the replay."""
+    entry = next((e for e in state.series if e.head_before is not None), None)
+    if entry is None:
+        return
+    tree = Path(entry.tree)
+    patch = read_series(config.get_series(entry.name))[entry.next]
+    unmerged = git.run(["diff", "--name-only", "--diff-filter=U"], tree).stdout.split()
+    if unmerged:
+        raise UsageError(
+            f"still unmerged in {worktree.display(config.root, tree)}: {', '.join(unmerged)}; resolve them and `git "
+            "add` them, then --continue"
+        )
+    changed = git.run(["diff", "HEAD", "--name-only"], tree).stdout.split()
+    marked = [
+        name
+        for name in changed
+        if (tree / name).is_file()
+        and re.search(r"^(<<<<<<<|>>>>>>>) ", (tree / name).read_text(errors="replace"), re.MULTILINE)
+    ]
+    if marked:
+        raise UsageError(
+            f"conflict markers left in {', '.join(marked)} ({worktree.display(config.root, tree)}); finish "
+            "resolving, then --continue"
+        )
+    head = git.rev_parse(tree, "HEAD")
+    if head == entry.head_before:
+        if changed:
+            git.run(["add", "-u"], tree)
+            commit_worktree(tree, patch)
+            label = "resolved by hand"
+        else:
+            label = "dropped by hand (nothing left to apply)"
+    else:
+        if not git.run(["merge-base", "--is-ancestor", entry.head_before, "HEAD"], tree, check=False).ok:
+            raise UsageError(
+                f"HEAD of {worktree.display(config.root, tree)} no longer builds on the replayed patches; --abort "
+                "and start again"
+            )
+        if not is_clean(tree):
+            raise UsageError(
+                f"uncommitted changes in {worktree.display(config.root, tree)}: commit them (or discard them), then "
+                "--continue"
+            )
+        label = "resolved by hand"
+    record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
+    record.classification, record.detail = (
+        label,
+        f"was: {record.classification}" + (f" ({record.detail})" if record.detail else ""),
+    )
+    entry.next += 1
+    entry.head_before = None
+    state.phase = "replaying"
+    save_state(config.root, state)
+
+
+def _gate_series(
+    config: Config,
+    store: Store,
+    state: SyncState,
+    series: Series,
+    tree: Path,
+    report: SyncReport,
+    planned: dict,
+    timer: _Timer,
+    say: Progress,
+) -> bool:
+    if not is_clean(tree):
+        report.gates.append(
+            GateRecord(
+                series.name,
+                "strict-apply",
+                "strict-apply",
+                False,
+                0.0,
+                f"uncommitted changes in {worktree.display(config.root, tree)}: commit them first",
+            )
+        )
+        return False
+    mirror = _mirror_of(config, store, series.upstream)
+    gate_tree = worktree.sync_gate_tree(config.root, state.upstream, series.name)
+    logs = worktree.sync_logs(config.root, state.upstream, series.name)
+    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        say(f"gate strict-apply: {series.name}")
+        start = time.monotonic()
+        with timer.phase("export"):
+            patches_plan, export_result = exporter.plan_export(series, tree, state.target)
+            patches = [PatchFile(series.dir / p.name, p.data) for p in patches_plan]
+        with timer.phase("strict-apply"):
+            detail = _strict_apply(config, store, mirror, series, tree, state.target, patches, gate_tree)
+        report.gates.append(
+            GateRecord(
+                series.name,
+                "strict-apply",
+                "strict-apply",
+                detail is None,
+                time.monotonic() - start,
+                detail or f"{len(patches)} patch(es) applied strictly to {state.target[:12]}",
+            )
+        )
+        if detail is not None:
+            return False
+        for index, step in enumerate(series.build):
+            say(f"gate build {step.name}: {series.name}")
+            with timer.phase("build"):
+                result = run_build(
+                    step, gate_tree, logs / f"build-{index + 1:02d}-{worktree.log_name(step.name)}.log", say
+                )
+            report.gates.append(
+                GateRecord(
+                    series.name,
+                    "build",
+                    step.name,
+                    result.ok,
+                    result.duration_s,
+                    result.reason or f"{step.runner} build passed",
+                    str(result.log_path),
+                )
+            )
+            if not result.ok:
+                return False
+        if series.gates:
+            say(f"gate commands: {series.name}")
+            with timer.phase("gates"):
+                try:
+                    results = run_gates(config, series.name, gate_tree, log_dir=logs)
+                except GatesFailed as failed:
+                    results = failed.results
+            for result in results:
+                report.gates.append(
+                    GateRecord(
+                        series.name,
+                        "gate",
+                        result.name,
+                        result.ok,
+                        result.duration_s,
+                        result.reason or "passed",
+                        str(result.log),
+                    )
+                )
+            if not all(r.ok for r in results):
+                return False
+        planned[series.name] = (patches_plan, export_result)
+        return True
+    finally:
+        store.remove_worktree(mirror, gate_tree)
+
+
+def _strict_apply(
+    config: Config,
+    store: Store,
+    mirror: Mirror,
+    series: Series,
+    tree: Path,
+    target: str,
+    patches: list[PatchFile],
+    gate_tree: Path,
+) -> str | None:
+    """Re-exported series applied strictly on a clean checkout of TARGET; why not, or None."""
+    try:
+        exporter.verify(series, tree, target, patches)
+    except CheckFailed as exc:
+        return str(exc)
+    result = apply_job(store, mirror, ApplyJob([series], series.upstream, gate_tree), target, patches, force=True)
+    if result.failure is not None:
+        return result.failure.describe()
+    return None
+
+
+def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.FileChange]:
+    changes: list[pinfile.FileChange] = []
+    for name, (patches_plan, export_result) in planned.items():
+        directory = config.get_series(name).dir
+        for patch in patches_plan:
+            target = directory / patch.name
+            if not (target.exists() and target.read_bytes() == patch.data):
+                changes.append(pinfile.FileChange(target, patch.data))
+        changes += [pinfile.FileChange(directory / gone, None) for gone in export_result.deleted]
+    changes += pinfile.pin_changes(config, state.upstream, state.target)
+    return changes
+
+
+# ---------------------------------------------------------------- history
+
+
+def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None, str]:
+    """Commits in NEW that OLD lacks, oldest first (at most MAX_LISTED_COMMITS), with a note."""
+    if old == new:
+        return [], ""
+    if not git.run(["cat-file", "-e", f"{old}^{{commit}}"], repo, check=False).ok:
+        return None, f"the old pin {old[:12]} is not in the upstream's history"
+    ancestor = git.run(["merge-base", "--is-ancestor", old, new], repo, check=False).ok
+    out = git.run(["log", "--reverse", "--topo-order", "--format=%H%x09%s", f"{old}..{new}"], repo).stdout
+    commits = [dict(zip(("sha", "subject"), line.split("\t", 1))) for line in out.splitlines() if line]
+    note = (
+        ""
+        if ancestor
+        else f"the new rev does not descend from {old[:12]} (history was rewritten); listing commits only in the "
+        "new rev"
+    )
+    if len(commits) > MAX_LISTED_COMMITS:
+        note = (note + "; " if note else "") + f"{len(commits)} commits, the newest {MAX_LISTED_COMMITS} listed"
+        commits = commits[-MAX_LISTED_COMMITS:]
+    return commits, note
+
+
+# ---------------------------------------------------------------- state and helpers
+
+
+def _pick_upstream(config: Config, name: str | None) -> str:
+    if name is not None:
+        config.get_upstream(name)
+        return name
+    roots = [u.name for u in config.upstreams.values() if u.tracks is None]
+    if len(roots) != 1:
+        raise UsageError(
+            f"name the upstream to sync (matrix.yaml defines: {', '.join(sorted(config.upstreams)) or 'none'})"
+        )
+    return roots[0]
+
+
+def _pick_in_progress(config: Config, name: str | None) -> str:
+    running = worktree.syncs_in_progress(config.root)
+    if name is not None:
+        if name not in running:
+            raise UsageError(f"no pin-sync of {name} is in progress")
+        return name
+    if not running:
+        raise UsageError("no pin-sync is in progress")
+    if len(running) > 1:
+        raise UsageError(f"pin-syncs of {', '.join(running)} are in progress; name the upstream")
+    return running[0]
+
+
+def _mirror_of(config: Config, store: Store, upstream: str) -> Mirror:
+    return store.mirror(config.get_upstream(upstream).url, base=config.root)
+
+
+def _remove_sync_root(config: Config, store: Store, root: Path, state: SyncState) -> None:
+    if not root.exists():
+        return
+    for entry in state.series:
+        try:
+            mirror = _mirror_of(config, store, entry.upstream)
+        except PatchctlError:
+            continue
+        for tree in (Path(entry.tree), worktree.sync_gate_tree(config.root, state.upstream, entry.name)):
+            if tree.exists():
+                store.remove_worktree(mirror, tree)
+    shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,125 @@
+"""Everything patchctl keeps under `.patchctl/` in a repository, and the apply marker.
+
+    .patchctl/trees/SERIES                  the tree `apply` makes (and `export`, `gate` read)
+    .patchctl/sync/UPSTREAM/SERIES          a pin-sync's replay worktree
+    .patchctl/sync/UPSTREAM/gate-SERIES     a pin-sync's clean tree for the gates
+    .patchctl/sync/UPSTREAM/state.json      a stopped pin-sync's state (`--continue`)
+    .patchctl/gates/SERIES                  logs of `patchctl gate`
+    .patchctl/logs/pin-sync/UPSTREAM/SERIES logs of a pin-sync's builds and gates
+    .patchctl/pin-update.journal.json       the journal of an all-or-nothing pin update
+
+The marker is a file in an applied tree's git directory: the upstream rev, the digest of
+the ordered patches and the commit `apply` made. `apply` trusts a tree only when its
+marker matches; `gate` refuses a tree without one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import git
+from .errors import GitError
+from .paths import atomic_write_text
+
+STATE_DIR = ".patchctl"
+MARKER_NAME = "patchctl-applied.json"
+MARKER_VERSION = 1
+SYNC_STATE_NAME = "state.json"
+
+
+def state_dir(root: Path) -> Path:
+    """`.patchctl/` of the repository at ROOT; also where the pin-update journal lives."""
+    return root / STATE_DIR
+
+
+def applied_tree(root: Path, series: str) -> Path:
+    return state_dir(root) / "trees" / series
+
+
+def sync_root(root: Path, upstream: str) -> Path:
+    return state_dir(root) / "sync" / upstream
+
+
+def sync_tree(root: Path, upstream: str, series: str) -> Path:
+    return sync_root(root, upstream) / series
+
+
+def sync_gate_tree(root: Path, upstream: str, series: str) -> Path:
+    return sync_root(root, upstream) / f"gate-{series}"
+
+
+def sync_state_file(root: Path, upstream: str) -> Path:
+    return sync_root(root, upstream) / SYNC_STATE_NAME
+
+
+def syncs_in_progress(root: Path) -> list[str]:
+    """The upstreams with a stopped pin-sync (a state file), sorted."""
+    base = state_dir(root) / "sync"
+    return sorted(p.parent.name for p in base.glob(f"*/{SYNC_STATE_NAME}")) if base.is_dir() else []
+
+
+def gate_logs(root: Path, series: str) -> Path:
+    return state_dir(root) / "gates" / series
+
+
+def sync_logs(root: Path, upstream: str, series: str) -> Path:
+    return state_dir(root) / "logs" / "pin-sync" / upstream / series
+
+
+def log_name(name: str) -> str:
+    """NAME made safe for a log file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name)
+
+
+def display(root: Path, path: Path) -> str:
+    """PATH relative to ROOT when it is inside, as messages show it."""
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+# ---------------------------------------------------------------- the apply marker
+
+
+@dataclass
+class Marker:
+    series: list[str]
+    upstream: str
+    rev: str
+    digest: str
+    head: str
+    patches: list[str]
+    version: int = MARKER_VERSION
+
+    def matches(self, series: list[str], rev: str, digest: str) -> bool:
+        return self.version == MARKER_VERSION and self.series == series and self.rev == rev and self.digest == digest
+
+
+def git_dir(tree: Path) -> Path | None:
+    """The git directory of the work tree TREE, or None when TREE is not one."""
+    if not (tree / ".git").exists():
+        return None
+    found = git.run(["rev-parse", "--absolute-git-dir"], tree, check=False)
+    return Path(found.stdout.strip()) if found.ok else None
+
+
+def read_marker(tree: Path) -> Marker | None:
+    gitdir = git_dir(tree)
+    if gitdir is None or not (gitdir / MARKER_NAME).is_file():
+        return None
+    try:
+        data = json.loads((gitdir / MARKER_NAME).read_text())
+        return Marker(**data)
+    except (ValueError, TypeError):
+        return None
+
+
+def write_marker(tree: Path, marker: Marker) -> None:
+    gitdir = git_dir(tree)
+    if gitdir is None:
+        raise GitError(f"{tree} is not a git work tree")
+    atomic_write_text(gitdir / MARKER_NAME, json.dumps(asdict(marker), indent=2, sort_keys=True) + "\n")
