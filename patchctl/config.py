@@ -36,6 +36,7 @@ from typing import Any
 from . import yamlloc
 from .errors import ConfigError, UsageError
 from .git import is_full_sha
+from .upstream_checks import env_name_problem, ref_name_problem, url_problem
 from .yamlloc import KeyPath, LocatedDocument
 
 SCHEMA_VERSION = 1
@@ -43,6 +44,7 @@ DEFAULT_CONFIG_NAME = "matrix.yaml"
 DEFAULT_EXCLUDE = ("*.md", "docs/**")
 UPSTREAM_URL_ENV = "PATCHCTL_UPSTREAM_URL"
 RUNNERS = ("local", "docker")
+MAX_INT = 10**7  # timeouts in seconds: beyond this (about four months) a value is a typo or hostile
 
 # Sections that belong to the CI build matrix; `patchctl.matrix` validates them.
 MATRIX_SECTIONS = ("include", "includeDarwin", "index", "canary", "backends")
@@ -143,6 +145,9 @@ class Config:
             if name not in self.upstreams:
                 known = ", ".join(sorted(self.upstreams)) or "none"
                 raise UsageError(f"--upstream-url names unknown upstream {name!r} (known: {known})")
+        for name, url in overrides.items():
+            if (problem := url_problem(url)) is not None:
+                raise UsageError(f"--upstream-url {name}: {problem}")
         self.upstreams = {name: replace(up, url=overrides.get(name, up.url)) for name, up in self.upstreams.items()}
         return self
 
@@ -212,6 +217,8 @@ class _Reader:
         value = self.data[key]
         if not isinstance(value, str) or not value.strip():
             raise self.config.error(self.keypath + (key,), f"must be a non-empty string, got {_kind(value)}")
+        if "\0" in value:
+            raise self.config.error(self.keypath + (key,), "NUL character in the value")
         return value
 
     def bool(self, key: str, default: bool) -> bool:
@@ -222,8 +229,8 @@ class _Reader:
 
     def int(self, key: str, default: int) -> int:
         value = self.data.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise self.config.error(self.keypath + (key,), f"must be a positive integer, got {value!r}")
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_INT:
+            raise self.config.error(self.keypath + (key,), f"must be an integer from 1 to {MAX_INT}, got {value!r}")
         return value
 
     def list(self, key: str) -> list[Any]:
@@ -270,7 +277,7 @@ def _upstream(config: Config, name: str) -> Upstream:
     if not is_full_sha(pin):
         raise config.error(keypath + ("pin",), f"pin must be a full 40-hex lowercase commit id, got {pin!r}")
     pin_files = []
-    for i, entry in enumerate(r.list("pin_files")):
+    for i, _entry in enumerate(r.list("pin_files")):
         pr = _Reader(config, keypath + ("pin_files", i), ("path", "pattern"))
         path, pattern_text = pr.str("path"), pr.str("pattern")
         _check_relative(config, keypath + ("pin_files", i, "path"), path)
@@ -281,10 +288,15 @@ def _upstream(config: Config, name: str) -> Upstream:
         if "pin" not in pattern.groupindex:
             raise config.error(keypath + ("pin_files", i, "pattern"), "pattern needs a named group (?P<pin>...)")
         pin_files.append(PinFile(path, pattern))
+    url, branch = r.str("url"), r.str("branch", "master")
+    if (problem := url_problem(url)) is not None:
+        raise config.error(keypath + ("url",), problem)
+    if (problem := ref_name_problem(branch)) is not None:
+        raise config.error(keypath + ("branch",), f"{problem}: {branch!r}")
     return Upstream(
         name=name,
-        url=r.str("url"),
-        branch=r.str("branch", "master"),
+        url=url,
+        branch=branch,
         pin=pin,
         tracks=r.str("tracks", required=False),
         auto_bump=r.bool("auto_bump", False),
@@ -321,6 +333,11 @@ def _series(config: Config, name: str) -> Series:
             isinstance(k, str) and isinstance(v, (str, int)) for k, v in env.items()
         ):
             raise config.error(keypath + ("build", i, "env"), "env must map names to strings")
+        for key, value in env.items():
+            if (problem := env_name_problem(key)) is not None:
+                raise config.error(keypath + ("build", i, "env", key), problem)
+            if "\0" in str(value):
+                raise config.error(keypath + ("build", i, "env", key), "NUL character in the value")
         build.append(
             BuildStep(
                 name=br.str("name"),
