@@ -18,7 +18,7 @@ tree is refused up front.
 
 from __future__ import annotations
 
-import posixpath
+import os
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ from enum import Enum
 from pathlib import Path, PurePosixPath
 
 from . import git
+from .diffblocks import SYMLINK_MODE, overlong_hunks, read_blocks, symlink_target_escapes, unsafe_symlink_reason
 from .patchset import MalformedPatch, PatchFile
 
 _OFFSET_RE = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\.", re.MULTILINE)
@@ -149,33 +150,42 @@ def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
                 current = current / part
                 if current.is_symlink():
                     return f"path goes through a symlink ({current.relative_to(tree).as_posix()!r}): {path!r}"
-    try:
-        files = patch.files
-    except MalformedPatch:
-        return None
-    for diff in files:
-        if _creates_symlink_to_outside(patch.text, diff):
-            return f"creates a symlink pointing outside the tree: {diff.path!r}"
+    if (reason := unsafe_symlink_reason(patch.text)) is not None:
+        return reason
+    if tree is not None:
+        return _moved_symlink_reason(Path(tree), patch.text)
     return None
 
 
-def _creates_symlink_to_outside(text: str, diff) -> bool:
-    block = _file_block(text, diff.path)
-    if not re.search(r"^(?:new file mode|new mode) 120000$", block, re.MULTILINE):
-        return False
-    targets = [line[1:] for h in diff.hunks for line in h.body if line.startswith("+")]
-    for target in targets:
-        if target.startswith("/"):
-            return True
-        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(diff.path), target))
-        if resolved == ".." or resolved.startswith("../"):
-            return True
-    return False
+def _moved_symlink_reason(tree: Path, text: str) -> str | None:
+    """A pure rename or copy of a symlink shows no target in the patch; in a checked-out tree
+    the target is on disk, and a relative one may point elsewhere from the new place."""
+    for block in read_blocks(text):
+        source = block.renamed_from or block.copied_from
+        if source is None or block.new_mode is not None or not (tree / source).is_symlink():
+            continue
+        target = os.readlink(tree / source)
+        if symlink_target_escapes(block.new_path, target):
+            return f"moves a symlink so that it points outside the tree: {block.new_path!r} -> {target!r}"
+    return None
 
 
-def _file_block(text: str, path: str) -> str:
-    blocks = re.split(r"^(?=diff --git )", text, flags=re.MULTILINE)
-    return next((b for b in blocks if b.startswith("diff --git ") and f"b/{path}" in b.splitlines()[0]), "")
+def escaping_symlinks_in_index(repo: Path, base: str, env: dict[str, str]) -> str | None:
+    """After an index-only apply: a symlink the patch left in the index (created, retargeted,
+    renamed, or a file turned into one) that points outside the tree. This checks the result
+    itself, so no way of spelling a symlink in a patch gets past it."""
+    raw = git.run(["diff-index", "--cached", "-z", "--no-renames", base], repo, env=env).stdout
+    fields = raw.split("\0")
+    links: list[tuple[str, str]] = []
+    for meta, path in zip(fields[0::2], fields[1::2]):
+        parts = meta.lstrip(":").split(" ")
+        if len(parts) >= 5 and parts[1] == SYMLINK_MODE and parts[4] != "D":
+            links.append((path, parts[3]))
+    for path, blob in links:
+        target = git.run(["cat-file", "blob", blob], repo).stdout
+        if symlink_target_escapes(path, target):
+            return f"creates a symlink pointing outside the tree: {path!r} -> {target!r}"
+    return None
 
 
 # ---------------------------------------------------------------- classification
@@ -238,9 +248,20 @@ def _file_line(patch: PatchFile, path: str) -> int | None:
 
 def _malformed_before_git(patch: PatchFile) -> PatchOutcome | None:
     try:
-        patch.files
+        _ = patch.files
     except MalformedPatch as exc:
         return PatchOutcome(patch.name, Status.MALFORMED, patch_line=exc.line, detail=git.first_line(str(exc)))
+    for extra in overlong_hunks(patch.text):
+        return PatchOutcome(
+            patch.name,
+            Status.MALFORMED,
+            file=extra.path,
+            hunk=extra.hunk,
+            hunk_header=extra.header,
+            patch_line=extra.extra_line,
+            detail=f"{extra.path} hunk #{extra.hunk} ({extra.header}): line {extra.extra_line} lies past the hunk's "
+            "declared line counts and would be silently dropped",
+        )
     return None
 
 
@@ -279,6 +300,9 @@ class IndexBuilder:
         if not result.ok:
             reverse = self._git_apply(patch, ["--check", "-R"]).ok
             return _classify_failure(patch, result.stderr, reverse)
+        if (reason := escaping_symlinks_in_index(self.repo, self.head, self.env)) is not None:
+            git.run(["read-tree", self.head], self.repo, env=self.env)  # undo this patch in the private index
+            return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
         offsets = _offsets(result.stdout + result.stderr)
         outcome = PatchOutcome(patch.name, Status.OFFSET if offsets else Status.APPLIED, offsets=offsets)
         if commit:
