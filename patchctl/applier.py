@@ -44,6 +44,11 @@ _MALFORMED_MARKERS = (
     "patch with only garbage",
 )
 
+# File systems refuse longer names (ENAMETOOLONG); the limit on the whole path leaves room for
+# the directory a tree is checked out in.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 1024
+
 # Pinned so that a repository's own config cannot change what a patch means.
 APPLY_CONFIG = ["-c", "apply.whitespace=nowarn", "-c", "core.whitespace=", "-c", "core.filemode=true"]
 
@@ -138,6 +143,13 @@ def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
     """Why PATCH could write outside TREE, or None when every path it names is safe."""
     for path in patch.touched_paths():
         parts = PurePosixPath(path).parts
+        if len(path.encode(errors="surrogateescape")) > MAX_PATH_BYTES or any(
+            len(part.encode(errors="surrogateescape")) > MAX_NAME_BYTES for part in parts
+        ):
+            return (
+                f"path too long for a file system ({len(path)} characters, at most {MAX_NAME_BYTES} bytes a "
+                f"component and {MAX_PATH_BYTES} in all): {path[:60]!r}..."
+            )
         if path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path):
             return f"absolute path {path!r}"
         if ".." in parts or "\\" in path:
