@@ -347,7 +347,9 @@ def commit_message(patch: PatchFile) -> str:
 
 def commit_tree(repo: Path, tree: str, parent: str, patch: PatchFile) -> str:
     env = {"GIT_AUTHOR_DATE": git.FIXED_DATE, "GIT_COMMITTER_DATE": git.FIXED_DATE}
-    if m := re.match(r"^(?P<name>.*?)\s*<(?P<email>[^>]*)>$", patch.message.author):
+    # A name git cannot take through the environment (NUL, control characters) falls back to ours.
+    author = patch.message.author
+    if (m := re.match(r"^(?P<name>.*?)\s*<(?P<email>[^>]*)>$", author)) and not re.search(r"[\x00-\x1f]", author):
         env.update(GIT_AUTHOR_NAME=m["name"] or git.IDENTITY_NAME, GIT_AUTHOR_EMAIL=m["email"])
     return git.run(
         ["commit-tree", tree, "-p", parent, "-F", "-"], repo, input=commit_message(patch), env=env

@@ -373,6 +373,10 @@ def _check_relative(config: Config, keypath: KeyPath, path: str) -> None:
     parts = Path(path).parts
     if Path(path).is_absolute() or ".." in parts:
         raise config.error(keypath, f"path must be relative to the config's directory, without '..': {path!r}")
+    if len(path.encode(errors="surrogateescape")) > 1024 or any(
+        len(p.encode(errors="surrogateescape")) > 255 for p in parts
+    ):
+        raise config.error(keypath, f"path too long (at most 255 bytes a component, 1024 in all): {path[:60]!r}...")
 
 
 def _lookup(data: Any, keypath: KeyPath) -> Any:
