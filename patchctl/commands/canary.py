@@ -222,7 +222,9 @@ def _bisect_failures(mirror: Mirror, series: Series, result: CanarySeries, pin: 
         if not applies_at(mirror.path, pin, patches, index):
             entry.bisect_note = "it does not apply at the pin either"
             continue
-        first_bad = _first_failing(line, lambda commit: not applies_at(mirror.path, commit, patches, index))
+        first_bad = _first_failing(
+            line, lambda commit, index=index: not applies_at(mirror.path, commit, patches, index)
+        )
         if first_bad is None:
             entry.bisect_note = (
                 "it applies at every commit on the line from pin to tip (it fails only on top of other changes)"
