@@ -263,6 +263,10 @@ def _malformed_before_git(patch: PatchFile) -> PatchOutcome | None:
         _ = patch.files
     except MalformedPatch as exc:
         return PatchOutcome(patch.name, Status.MALFORMED, patch_line=exc.line, detail=git.first_line(str(exc)))
+    if "\0" in commit_message(patch):
+        return PatchOutcome(
+            patch.name, Status.MALFORMED, detail="NUL byte in the patch's message: git cannot commit it"
+        )
     for extra in overlong_hunks(patch.text):
         return PatchOutcome(
             patch.name,

@@ -153,3 +153,15 @@ def test_worktree_apply_refuses_the_same_tricks(project: Project, upstream: Repo
     outcome = apply_in_worktree(tree, PatchFile(Path("0001-x.patch"), text.encode()))
     assert outcome.status is Status.UNSAFE_PATH and "/etc" in outcome.detail
     assert git.run(["status", "--porcelain"], tree).stdout == ""
+
+
+def test_nul_in_the_message_is_a_malformed_patch(project: Project, upstream: Repo, cli) -> None:
+    text = make_patch(upstream, upstream.head, {"src/util.c": "util\n"}, "Shrink util", "Why NUL this.")
+    text = text.replace("Why NUL this.", "Why \0 this.")
+    project.add_patch("0001-shrink-util.patch", text)
+    before = project.snapshot()
+    lint = cli("-C", project.path, "lint")
+    assert lint.exit_code == 1 and "PC003" in lint.stdout and "NUL byte" in lint.stdout, lint.output
+    apply = cli("-C", project.path, "apply")
+    assert apply.exit_code == 1 and "NUL byte in the patch's message" in apply.stderr, apply.output
+    assert not tree_of(project).exists() and project.snapshot() == before
