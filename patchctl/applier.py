@@ -12,8 +12,9 @@ Two ways to apply, one set of rules:
   may then fix by hand.
 
 Paths are checked before anything runs: a patch that names an absolute path, a `..`
-component, `.git`, a path through a symlink, or that creates a symlink pointing out of the
-tree is refused up front.
+component, `.git`, a path too long for a file system, a path through a symlink, or that
+leaves a symlink pointing out of the tree (in any of its diff blocks) is refused up front;
+after an index-only apply, the symlinks in the result are checked again.
 """
 
 from __future__ import annotations
@@ -267,7 +268,8 @@ def _malformed_before_git(patch: PatchFile) -> PatchOutcome | None:
         return PatchOutcome(
             patch.name, Status.MALFORMED, detail="NUL byte in the patch's message: git cannot commit it"
         )
-    for extra in overlong_hunks(patch.text):
+    if extras := overlong_hunks(patch.text):
+        extra = extras[0]
         return PatchOutcome(
             patch.name,
             Status.MALFORMED,
