@@ -12,13 +12,14 @@ Two ways to apply, one set of rules:
   may then fix by hand.
 
 Paths are checked before anything runs: a patch that names an absolute path, a `..`
-component, `.git`, a path through a symlink, or that creates a symlink pointing out of the
-tree is refused up front.
+component, `.git`, a path too long for a file system, a path through a symlink, or that
+leaves a symlink pointing out of the tree (in any of its diff blocks) is refused up front;
+after an index-only apply, the symlinks in the result are checked again.
 """
 
 from __future__ import annotations
 
-import posixpath
+import os
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from . import git
+from .diffblocks import SYMLINK_MODE, overlong_hunks, read_blocks, symlink_target_escapes, unsafe_symlink_reason
 from .jsonout import json_field
 from .patchset import MalformedPatch, PatchFile
 
@@ -44,6 +46,11 @@ _MALFORMED_MARKERS = (
     "malformed patch",
     "patch with only garbage",
 )
+
+# File systems refuse longer names (ENAMETOOLONG); the limit on the whole path leaves room for
+# the directory a tree is checked out in.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 1024
 
 # Pinned so that a repository's own config cannot change what a patch means.
 APPLY_CONFIG = ["-c", "apply.whitespace=nowarn", "-c", "core.whitespace=", "-c", "core.filemode=true"]
@@ -128,6 +135,13 @@ def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
     """Why PATCH could write outside TREE, or None when every path it names is safe."""
     for path in patch.touched_paths():
         parts = PurePosixPath(path).parts
+        if len(path.encode(errors="surrogateescape")) > MAX_PATH_BYTES or any(
+            len(part.encode(errors="surrogateescape")) > MAX_NAME_BYTES for part in parts
+        ):
+            return (
+                f"path too long for a file system ({len(path)} characters, at most {MAX_NAME_BYTES} bytes a "
+                f"component and {MAX_PATH_BYTES} in all): {path[:60]!r}..."
+            )
         if path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path):
             return f"absolute path {path!r}"
         if ".." in parts or "\\" in path:
@@ -140,33 +154,42 @@ def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
                 current = current / part
                 if current.is_symlink():
                     return f"path goes through a symlink ({current.relative_to(tree).as_posix()!r}): {path!r}"
-    try:
-        files = patch.files
-    except MalformedPatch:
-        return None
-    for diff in files:
-        if _creates_symlink_to_outside(patch.text, diff):
-            return f"creates a symlink pointing outside the tree: {diff.path!r}"
+    if (reason := unsafe_symlink_reason(patch.text)) is not None:
+        return reason
+    if tree is not None:
+        return _moved_symlink_reason(Path(tree), patch.text)
     return None
 
 
-def _creates_symlink_to_outside(text: str, diff) -> bool:
-    block = _file_block(text, diff.path)
-    if not re.search(r"^(?:new file mode|new mode) 120000$", block, re.MULTILINE):
-        return False
-    targets = [line[1:] for h in diff.hunks for line in h.body if line.startswith("+")]
-    for target in targets:
-        if target.startswith("/"):
-            return True
-        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(diff.path), target))
-        if resolved == ".." or resolved.startswith("../"):
-            return True
-    return False
+def _moved_symlink_reason(tree: Path, text: str) -> str | None:
+    """A pure rename or copy of a symlink shows no target in the patch; in a checked-out tree
+    the target is on disk, and a relative one may point elsewhere from the new place."""
+    for block in read_blocks(text):
+        source = block.renamed_from or block.copied_from
+        if source is None or block.new_mode is not None or not (tree / source).is_symlink():
+            continue
+        target = os.readlink(tree / source)
+        if symlink_target_escapes(block.new_path, target):
+            return f"moves a symlink so that it points outside the tree: {block.new_path!r} -> {target!r}"
+    return None
 
 
-def _file_block(text: str, path: str) -> str:
-    blocks = re.split(r"^(?=diff --git )", text, flags=re.MULTILINE)
-    return next((b for b in blocks if b.startswith("diff --git ") and f"b/{path}" in b.splitlines()[0]), "")
+def escaping_symlinks_in_index(repo: Path, base: str, env: dict[str, str]) -> str | None:
+    """After an index-only apply: a symlink the patch left in the index (created, retargeted,
+    renamed, or a file turned into one) that points outside the tree. This checks the result
+    itself, so no way of spelling a symlink in a patch gets past it."""
+    raw = git.run(["diff-index", "--cached", "-z", "--no-renames", base], repo, env=env).stdout
+    fields = raw.split("\0")
+    links: list[tuple[str, str]] = []
+    for meta, path in zip(fields[0::2], fields[1::2]):
+        parts = meta.lstrip(":").split(" ")
+        if len(parts) >= 5 and parts[1] == SYMLINK_MODE and parts[4] != "D":
+            links.append((path, parts[3]))
+    for path, blob in links:
+        target = git.run(["cat-file", "blob", blob], repo).stdout
+        if symlink_target_escapes(path, target):
+            return f"creates a symlink pointing outside the tree: {path!r} -> {target!r}"
+    return None
 
 
 # ---------------------------------------------------------------- classification
@@ -232,6 +255,22 @@ def _malformed_before_git(patch: PatchFile) -> PatchOutcome | None:
         _ = patch.files  # parsing the patch is the check: a malformed one raises here
     except MalformedPatch as exc:
         return PatchOutcome(patch.name, Status.MALFORMED, patch_line=exc.line, detail=git.first_line(str(exc)))
+    if "\0" in commit_message(patch):
+        return PatchOutcome(
+            patch.name, Status.MALFORMED, detail="NUL byte in the patch's message: git cannot commit it"
+        )
+    if extras := overlong_hunks(patch.text):
+        extra = extras[0]
+        return PatchOutcome(
+            patch.name,
+            Status.MALFORMED,
+            file=extra.path,
+            hunk=extra.hunk,
+            hunk_header=extra.header,
+            patch_line=extra.extra_line,
+            detail=f"{extra.path} hunk #{extra.hunk} ({extra.header}): line {extra.extra_line} lies past the hunk's "
+            "declared line counts and would be silently dropped",
+        )
     return None
 
 
@@ -270,6 +309,9 @@ class IndexBuilder:
         if not result.ok:
             reverse = self._git_apply(patch, ["--check", "-R"]).ok
             return _classify_failure(patch, result.stderr, reverse)
+        if (reason := escaping_symlinks_in_index(self.repo, self.head, self.env)) is not None:
+            git.run(["read-tree", self.head], self.repo, env=self.env)  # undo this patch in the private index
+            return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
         offsets = _offsets(result.stdout + result.stderr)
         outcome = PatchOutcome(patch.name, Status.OFFSET if offsets else Status.APPLIED, offsets=offsets)
         if commit:
@@ -302,7 +344,9 @@ def commit_message(patch: PatchFile) -> str:
 
 def commit_tree(repo: Path, tree: str, parent: str, patch: PatchFile) -> str:
     env = {"GIT_AUTHOR_DATE": git.FIXED_DATE, "GIT_COMMITTER_DATE": git.FIXED_DATE}
-    if m := re.match(r"^(?P<name>.*?)\s*<(?P<email>[^>]*)>$", patch.message.author):
+    # A name git cannot take through the environment (NUL, control characters) falls back to ours.
+    author = patch.message.author
+    if (m := re.match(r"^(?P<name>.*?)\s*<(?P<email>[^>]*)>$", author)) and not re.search(r"[\x00-\x1f]", author):
         env.update(GIT_AUTHOR_NAME=m["name"] or git.IDENTITY_NAME, GIT_AUTHOR_EMAIL=m["email"])
     return git.run(
         ["commit-tree", tree, "-p", parent, "-F", "-"], repo, input=commit_message(patch), env=env

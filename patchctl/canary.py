@@ -246,7 +246,7 @@ def _first_failing(line: list[str], fails: Callable[[str], bool]) -> str | None:
     """The first commit of LINE (oldest first) at which FAILS holds, assuming it keeps
     holding after that; None when it holds nowhere."""
     low, high = -1, len(line) - 1  # fails(line[high]) is what we are looking to confirm
-    if not fails(line[high]):
+    if not line or not fails(line[high]):
         return None
     while high - low > 1:
         middle = (low + high) // 2

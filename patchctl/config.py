@@ -36,6 +36,7 @@ from . import yamlloc
 from .errors import ConfigError, UsageError
 from .git import is_full_sha
 from .matrix import schema as build_matrix_schema
+from .upstream_checks import env_name_problem, ref_name_problem, url_problem
 from .validation import Validator, kind
 from .yamlloc import KeyPath, LocatedDocument
 
@@ -144,6 +145,9 @@ class Config:
             if name not in self.upstreams:
                 known = ", ".join(sorted(self.upstreams)) or "none"
                 raise UsageError(f"--upstream-url names unknown upstream {name!r} (known: {known})")
+        for name, url in overrides.items():
+            if (problem := url_problem(url)) is not None:
+                raise UsageError(f"--upstream-url {name}: {problem}")
         self.upstreams = {name: replace(up, url=overrides.get(name, up.url)) for name, up in self.upstreams.items()}
         return self
 
@@ -236,10 +240,15 @@ def _upstream(config: Config, name: str) -> Upstream:
         if "pin" not in pattern.groupindex:
             raise config.error(keypath + ("pin_files", i, "pattern"), "pattern needs a named group (?P<pin>...)")
         pin_files.append(PinFile(path, pattern))
+    url, branch = v.string(keypath, "url"), v.string(keypath, "branch", "master")
+    if (problem := url_problem(url)) is not None:
+        raise config.error(keypath + ("url",), problem)
+    if (problem := ref_name_problem(branch)) is not None:
+        raise config.error(keypath + ("branch",), f"{problem}: {branch!r}")
     return Upstream(
         name=name,
-        url=v.string(keypath, "url"),
-        branch=v.string(keypath, "branch", "master"),
+        url=url,
+        branch=branch,
         pin=pin,
         tracks=v.string(keypath, "tracks", required=False),
         auto_bump=v.boolean(keypath, "auto_bump", False),
@@ -280,6 +289,11 @@ def _series(config: Config, name: str) -> Series:
             isinstance(k, str) and isinstance(v, (str, int)) for k, v in env.items()
         ):
             raise config.error(keypath + ("build", i, "env"), "env must map names to strings")
+        for key, value in env.items():
+            if (problem := env_name_problem(key)) is not None:
+                raise config.error(keypath + ("build", i, "env", key), problem)
+            if "\0" in str(value):
+                raise config.error(keypath + ("build", i, "env", key), "NUL character in the value")
         build.append(
             BuildStep(
                 name=v.string(step, "name"),
@@ -320,3 +334,7 @@ def _check_relative(config: Config, keypath: KeyPath, path: str) -> None:
     parts = Path(path).parts
     if Path(path).is_absolute() or ".." in parts:
         raise config.error(keypath, f"path must be relative to the config's directory, without '..': {path!r}")
+    if len(path.encode(errors="surrogateescape")) > 1024 or any(
+        len(p.encode(errors="surrogateescape")) > 255 for p in parts
+    ):
+        raise config.error(keypath, f"path too long (at most 255 bytes a component, 1024 in all): {path[:60]!r}...")

@@ -81,7 +81,8 @@ def run(
         proc = subprocess.run(
             cmd,
             cwd=cwd,
-            input=input if binary or input is None or isinstance(input, bytes) else input.encode(),
+            # Text read from patches keeps undecodable bytes as surrogates: write them back as they were.
+            input=input if input is None or isinstance(input, bytes) else input.encode("utf-8", "surrogateescape"),
             capture_output=True,
             env=isolated_env(cwd, env),
         )

@@ -13,6 +13,7 @@ build. Each rule has an id; findings carry `file:line`.
     PC010  every pin_files entry equals the pin
     PC011  every `tracks` constraint holds
     PC012  no patch writes outside the tree
+    PC013  no line past a hunk's declared counts (git apply would silently drop it)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from . import worktree
 from .applier import Status, apply_series_to_index, unsafe_path_reason
 from .config import Config, Series
+from .diffblocks import overlong_hunks
 from .findings import Finding
 from .patchset import MalformedPatch, PatchFile, is_excluded, read_series
 from .store import Store
@@ -37,6 +39,7 @@ RULES = {
     "PC010": "pin_files entries equal the pin",
     "PC011": "tracks constraints hold",
     "PC012": "no patch writes outside the tree",
+    "PC013": "no line past a hunk's declared counts",
 }
 
 
@@ -50,7 +53,8 @@ def lint(
         findings += _numbering(config, patches)
         for patch in patches:
             findings += _patch_findings(config, series, patch)
-        if apply_check and store is not None and patches and not any(f.rule in ("PC003", "PC012") for f in findings):
+        blocking = ("PC003", "PC012", "PC013")
+        if apply_check and store is not None and patches and not any(f.rule in blocking for f in findings):
             findings += _apply_findings(config, store, series, patches)
     findings += _pin_findings(config)
     return sorted(findings)
@@ -106,6 +110,13 @@ def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Fi
 
     if (reason := unsafe_path_reason(None, patch)) is not None:
         add(1, "PC012", reason)
+    for extra in overlong_hunks(patch.text):
+        add(
+            extra.extra_line,
+            "PC013",
+            f"{extra.path} hunk #{extra.hunk} ({extra.header}) declares fewer lines than follow it: "
+            "git apply drops the rest (fix the hunk header's counts)",
+        )
     message = patch.message
     if not message.subject:
         add(1, "PC007", "no Subject: the patch needs a one-line summary")

@@ -271,9 +271,12 @@ def _glob_match(path: str, pattern: str) -> bool:
 def hunk_fingerprint(patch: PatchFile) -> tuple:
     """What a patch changes, ignoring line numbers, index lines and mail metadata other than
     subject and description: two patches with the same fingerprint need no rewrite."""
-    files = tuple(
-        (f.source_path, f.path, f.is_binary, f.is_added, f.is_removed, tuple((h.section, h.body) for h in f.hunks))
-        for f in patch.files
-    )
+    try:
+        files = tuple(
+            (f.source_path, f.path, f.is_binary, f.is_added, f.is_removed, tuple((h.section, h.body) for h in f.hunks))
+            for f in patch.files
+        )
+    except MalformedPatch:
+        return ("malformed", patch.digest)  # equal to no regenerated patch: it is rewritten
     binary_payload = tuple(line for line in patch.text.splitlines() if line.startswith(("literal ", "delta ")))
     return (patch.message.subject, patch.message.description, files, binary_payload)

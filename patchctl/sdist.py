@@ -15,22 +15,22 @@ from __future__ import annotations
 
 import hashlib
 import html.parser
+import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tarfile
 import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
 
-from . import git
+from . import git, safetar
 from .errors import EnvironmentFailure, UsageError
 from .paths import atomic_write_bytes, cache_dir
 
@@ -122,35 +122,29 @@ def _build_repo(spec: SdistSpec, target: Path) -> None:
 
 def _extract_subdir(archive: Path, subdir: str, dest: Path) -> None:
     """Extract ARCHIVE's `<top>/<subdir>/` into DEST, refusing anything that escapes it."""
-    with tarfile.open(archive, "r:gz") as tar:
-        members = tar.getmembers()
-        if not members:
-            raise EnvironmentFailure(f"{archive}: empty archive")
-        top = members[0].name.split("/")[0]
-        prefix = f"{top}/{subdir}/"
-        chosen = []
-        for member in members:
-            if not member.name.startswith(prefix):
-                continue
-            relative = member.name[len(prefix) :]
-            # The sdist carries the submodule's `.git` link; git metadata is never upstream content.
-            if not relative or member.isdir() or ".git" in relative.split("/"):
-                continue
-            if not (member.isfile() or member.issym()):
-                continue
-            member = member.replace(name=relative, deep=False)
-            chosen.append(member)
-        if not chosen:
-            raise EnvironmentFailure(f"{archive}: has no {subdir}/ directory")
-        try:
-            tar.extractall(dest, members=chosen, filter="data")
-        except tarfile.FilterError as exc:
-            raise EnvironmentFailure(f"{archive}: unsafe member refused: {exc}") from None
-    # Modes come from the archive only through the executable bit, as git records them.
-    for member in chosen:
-        if member.isfile():
-            path = dest / member.name
-            path.chmod(0o755 if member.mode & 0o111 else 0o644)
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            members = tar.getmembers()
+            if not members:
+                raise EnvironmentFailure(f"{archive}: empty archive")
+            top = members[0].name.split("/")[0]
+            prefix = f"{top}/{subdir}/"
+            chosen = []
+            for member in members:
+                if not member.name.startswith(prefix):
+                    continue
+                relative = member.name[len(prefix) :]
+                # The sdist carries the submodule's `.git` link; git metadata is never upstream content.
+                if not relative or member.isdir() or ".git" in relative.split("/"):
+                    continue
+                chosen.append(safetar.Entry(member, relative))
+            if not chosen:
+                raise EnvironmentFailure(f"{archive}: has no {subdir}/ directory")
+            safetar.extract(tar, chosen, dest)
+    except safetar.UnsafeMember as exc:
+        raise EnvironmentFailure(f"{archive.name}: unsafe member refused: {exc}") from None
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
+        raise EnvironmentFailure(f"{archive.name}: not a readable .tar.gz: {exc}") from None
 
 
 def sdist_filename(package: str, version: str) -> str:
@@ -158,7 +152,11 @@ def sdist_filename(package: str, version: str) -> str:
 
 
 def fetch_sdist(package: str, version: str) -> Path:
-    """The sdist of PACKAGE==VERSION from the cache, else from the package index (sha256-checked)."""
+    """The sdist of PACKAGE==VERSION from the cache, else from the package index.
+
+    Only the archive is fetched, never built: no package code runs. The index must give its
+    sha256 (the simple index's `#sha256=` fragment, or the JSON API's digests) and the
+    download must match it; a file without a digest is refused."""
     directory = cache_dir() / "sdists"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / sdist_filename(package, version)
@@ -167,15 +165,16 @@ def fetch_sdist(package: str, version: str) -> Path:
             return path
         try:
             url, sha256 = _find_in_simple_index(package, version)
-            data = _download(url)
-            if hashlib.sha256(data).hexdigest() != sha256:
-                raise EnvironmentFailure(f"{url}: sha256 mismatch, refusing the download")
-            atomic_write_bytes(path, data)
-        except (OSError, urllib.error.URLError, EnvironmentFailure) as first:
-            # Indexes that do not serve the simple API (or proxies in front of it) still work through pip.
-            _pip_download(package, version, directory, first)
-        if not path.exists():
-            raise EnvironmentFailure(f"could not obtain {path.name} from the package index")
+        except EnvironmentFailure as simple_failure:
+            # Some mirrors serve only the JSON API; its answer must carry a digest too.
+            try:
+                url, sha256 = _find_in_json_api(package, version)
+            except EnvironmentFailure as json_failure:
+                raise EnvironmentFailure(f"{simple_failure}; JSON API: {json_failure}") from None
+        data = _download(url)
+        if hashlib.sha256(data).hexdigest() != sha256.lower():
+            raise EnvironmentFailure(f"{url}: sha256 mismatch, refusing the download")
+        atomic_write_bytes(path, data)
     return path
 
 
@@ -193,45 +192,61 @@ def _index_url() -> str:
     return os.environ.get("PIP_INDEX_URL") or DEFAULT_INDEX
 
 
+def _normalized(package: str) -> str:
+    return re.sub(r"[-_.]+", "-", package).lower()
+
+
 def _find_in_simple_index(package: str, version: str) -> tuple[str, str]:
+    """URL and sha256 of the sdist on the PEP 503 simple index."""
     base = _index_url().rstrip("/") + "/"
-    page_url = urllib.parse.urljoin(base, re.sub(r"[-_.]+", "-", package).lower() + "/")
+    page_url = urllib.parse.urljoin(base, _normalized(package) + "/")
     parser = _LinkParser()
     parser.feed(_download(page_url).decode("utf-8", errors="replace"))
     wanted = sdist_filename(package, version)
     for link in parser.links:
         url, _, fragment = urllib.parse.urljoin(page_url, link).partition("#")
-        if urllib.parse.unquote(url.rsplit("/", 1)[-1]).lower() == wanted.lower() and fragment.startswith("sha256="):
-            return url, fragment[len("sha256=") :]
+        if urllib.parse.unquote(url.rsplit("/", 1)[-1]).lower() != wanted.lower():
+            continue
+        if not re.fullmatch(r"sha256=[0-9a-fA-F]{64}", fragment):
+            raise EnvironmentFailure(f"{wanted} on {page_url} has no sha256 digest; refusing an unverifiable file")
+        return url, fragment[len("sha256=") :]
     raise EnvironmentFailure(f"{wanted} not found on {page_url}")
 
 
+def _json_api_url(package: str, version: str) -> str:
+    """The JSON API beside the simple index: `<root>/simple/` serves `<root>/pypi/P/V/json`."""
+    base = _index_url().rstrip("/")
+    root = base[: -len("/simple")] if base.endswith("/simple") else base
+    return f"{root}/pypi/{_normalized(package)}/{urllib.parse.quote(version)}/json"
+
+
+def _find_in_json_api(package: str, version: str) -> tuple[str, str]:
+    """URL and sha256 of the sdist from the PyPI JSON API."""
+    api_url = _json_api_url(package, version)
+    try:
+        release = json.loads(_download(api_url))
+        files = release["urls"]
+        wanted = sdist_filename(package, version).lower()
+        for entry in files:
+            if str(entry.get("filename", "")).lower() != wanted:
+                continue
+            sha256 = (entry.get("digests") or {}).get("sha256")
+            if not isinstance(sha256, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", sha256):
+                raise EnvironmentFailure(f"{wanted} on {api_url} has no sha256 digest; refusing an unverifiable file")
+            return urllib.parse.urljoin(api_url, str(entry["url"])), sha256
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise EnvironmentFailure(f"{api_url}: not a JSON API answer") from None
+    raise EnvironmentFailure(f"{sdist_filename(package, version)} not listed on {api_url}")
+
+
 def _download(url: str) -> bytes:
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if scheme not in ("https", "http", "file"):
+        raise EnvironmentFailure(f"download failed: {url}: only https, http and file URLs are fetched")
+    if scheme == "file" and url.endswith("/"):
+        url += "index.html"  # a file:// index is a directory tree of pages, as pip reads it
     try:
         with urllib.request.urlopen(url, timeout=120) as response:
             return response.read()
-    except urllib.error.URLError as exc:
+    except (urllib.error.URLError, OSError, ValueError) as exc:
         raise EnvironmentFailure(f"download failed: {url}: {getattr(exc, 'reason', exc)}") from None
-
-
-def _pip_download(package: str, version: str, directory: Path, cause: Exception) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "--no-build-isolation",
-            f"{package}=={version}",
-            "-d",
-            str(directory),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0 and not (directory / sdist_filename(package, version)).exists():
-        raise EnvironmentFailure(f"cannot fetch {package}=={version}: {cause}; pip: {git.first_line(proc.stderr)}")

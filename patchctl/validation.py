@@ -9,6 +9,8 @@ from typing import Any
 from .errors import ConfigError
 from .yamlloc import KeyPath, LocatedDocument
 
+MAX_INT = 10**7  # timeouts in seconds: beyond this (about four months) a value is a typo or hostile
+
 
 def kind(value: Any) -> str:
     """What VALUE is, in the words of an error message."""
@@ -70,6 +72,8 @@ class Validator:
         value = data[key]
         if not isinstance(value, str) or not value.strip():
             raise self.error(keypath + (key,), f"must be a non-empty string, got {kind(value)}")
+        if "\0" in value:
+            raise self.error(keypath + (key,), "NUL character in the value")
         return value
 
     def boolean(self, keypath: KeyPath, key: str, default: bool) -> bool:
@@ -80,8 +84,8 @@ class Validator:
 
     def positive_int(self, keypath: KeyPath, key: str, default: int) -> int:
         value = self.at(keypath).get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise self.error(keypath + (key,), f"must be a positive integer, got {value!r}")
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_INT:
+            raise self.error(keypath + (key,), f"must be an integer from 1 to {MAX_INT}, got {value!r}")
         return value
 
     def optional_list(self, keypath: KeyPath, key: str) -> list[Any]:

