@@ -102,6 +102,9 @@ def _build_repo(spec: SdistSpec, target: Path) -> None:
             if entry.name != ".git":
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         _extract_subdir(archive, spec.subdir, work)
+        # An empty index makes git hash every file: stat data (size, archive mtime) can match
+        # between two versions whose contents differ.
+        git.run(["read-tree", "--empty"], work)
         git.run(["add", "-A", "-f", "."], work)
         date = f"{BASE_EPOCH + index * 86400} +0000"
         git.run(

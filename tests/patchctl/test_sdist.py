@@ -89,11 +89,6 @@ def test_materialize_makes_one_commit_per_version_with_the_subdir_only() -> None
     assert sdist.materialize(URL) == repo  # built once
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: _build_repo's `git add -A` trusts the index's stat data, so a file whose size and "
-    "archive mtime did not change between two versions keeps the old version's content",
-)
 def test_a_changed_file_with_the_same_size_and_mtime_is_still_committed() -> None:
     seed_cache("1.0", V1, mtime=0)
     seed_cache("2.0", V2, mtime=0)
