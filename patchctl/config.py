@@ -45,7 +45,7 @@ UPSTREAM_URL_ENV = "PATCHCTL_UPSTREAM_URL"
 RUNNERS = ("local", "docker")
 
 # Sections that belong to the CI build matrix; `patchctl.matrix` validates them.
-MATRIX_SECTIONS = ("include", "includeDarwin", "index", "canary", "backends")
+MATRIX_SECTIONS = ("include", "includeDarwin", "index", "canary", "backends", "actions")
 TOP_LEVEL_KEYS = ("version", "upstreams", "series", *MATRIX_SECTIONS)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -270,7 +270,7 @@ def _upstream(config: Config, name: str) -> Upstream:
     if not is_full_sha(pin):
         raise config.error(keypath + ("pin",), f"pin must be a full 40-hex lowercase commit id, got {pin!r}")
     pin_files = []
-    for i, entry in enumerate(r.list("pin_files")):
+    for i, _entry in enumerate(r.list("pin_files")):
         pr = _Reader(config, keypath + ("pin_files", i), ("path", "pattern"))
         path, pattern_text = pr.str("path"), pr.str("pattern")
         _check_relative(config, keypath + ("pin_files", i, "path"), path)

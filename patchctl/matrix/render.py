@@ -24,6 +24,7 @@ import yaml
 
 from ..config import Config
 from ..errors import ConfigError
+from .actions import UnpinnedAction, resolver
 from .checks import toolchain_row
 from .model import BuildMatrix
 
@@ -158,6 +159,7 @@ def context(config: Config, matrix: BuildMatrix) -> dict[str, Any]:
         "sync_upstreams": sorted(name for name, up in config.upstreams.items() if up.tracks is None),
         "upstreams": config.upstreams,
         "series": config.series,
+        "action": resolver(matrix.actions),
     }
 
 
@@ -187,7 +189,7 @@ def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = Non
     for template, relative in targets(templates_dir, matrix):
         try:
             body = env.get_template(template).render(values)
-        except UnsafeValue as exc:
+        except (UnsafeValue, UnpinnedAction) as exc:
             raise ConfigError(f"templates/{template}: {exc}") from None
         except jinja2.TemplateSyntaxError as exc:
             raise ConfigError(f"{exc.filename or template}:{exc.lineno}: template error: {exc.message}") from None
@@ -200,8 +202,9 @@ def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = Non
             yaml.load(text, Loader=_VALIDATING_LOADER)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
+            line = mark.line + 1 if mark else "?"
             raise ConfigError(
-                f"templates/{template}: rendered output is not valid YAML (line {mark.line + 1 if mark else '?'}): {getattr(exc, 'problem', exc)}"
+                f"templates/{template}: rendered output is not valid YAML (line {line}): {getattr(exc, 'problem', exc)}"
             ) from None
         path = config.root / relative
         current = path.read_text(encoding="utf-8") if path.is_file() else None

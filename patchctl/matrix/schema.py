@@ -41,6 +41,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ..yamlloc import KeyPath, LocatedDocument
+from .actions import parse_actions
 from .model import (
     DARWIN,
     LINUX,
@@ -320,6 +321,8 @@ def from_sections(doc: LocatedDocument, display: str, data: dict, upstreams: set
         matrix.canary = reader.canary(data["canary"], ("canary",), upstreams)
     if "backends" in data:
         matrix.backends = reader.backends(data["backends"], ("backends",))
+    if "actions" in data:
+        matrix.actions = parse_actions(reader, data["actions"], ("actions",))
     return matrix
 
 
