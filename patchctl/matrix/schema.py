@@ -42,6 +42,7 @@ from typing import Any
 
 from ..yamlloc import KeyPath, LocatedDocument
 from .actions import parse_actions
+from .capabilities import parse_capabilities
 from .model import (
     DARWIN,
     LINUX,
@@ -206,7 +207,7 @@ class Section:
         )
 
     def index_section(self, value: Any, keypath: KeyPath) -> tuple[str, list[Meta], list[Variant]]:
-        self.mapping(value, keypath, ("output", "metas", "variants"))
+        self.mapping(value, keypath, ("output", "metas", "variants", "capabilities"))
         output = self.scalar(value.get("output", "backend/index.yaml"), keypath + ("output",), non_empty=True)
         parts = PurePosixPath(output).parts
         if output.startswith("/") or ".." in parts or not output.endswith((".yaml", ".yml")):
@@ -317,6 +318,10 @@ def from_sections(doc: LocatedDocument, display: str, data: dict, upstreams: set
     if "index" in data:
         matrix.index_output, matrix.metas, matrix.variants = reader.index_section(data["index"], ("index",))
         matrix.index_file = display
+        if "capabilities" in data["index"]:
+            matrix.capabilities = parse_capabilities(
+                reader, data["index"]["capabilities"], ("index", "capabilities"), SAFE_NAME
+            )
     if "canary" in data:
         matrix.canary = reader.canary(data["canary"], ("canary",), upstreams)
     if "backends" in data:
