@@ -179,3 +179,32 @@ class Store:
 def supports_partial_clone(url: str) -> bool:
     """Whether URL names a remote whose upload-pack may honour `--filter` (local paths do not)."""
     return bool(_REMOTE_URL.match(url))
+
+
+def prefetch_blobs(repo: Path, rev: str, paths: list[str]) -> None:
+    """In a blobless mirror, fetch REV's blobs at PATHS in one request.
+
+    Reading them one by one (what `git apply --cached` does to each preimage) costs one
+    round trip each. Blobs already present are not asked for; a full mirror does nothing.
+    """
+    if not git.run(["config", "--bool", "remote.origin.promisor"], repo, check=False).stdout.strip() == "true":
+        return
+    if not paths:
+        return
+    listing = git.run(["ls-tree", "-z", rev, "--", *sorted(set(paths))], repo).stdout
+    blobs = [entry.split()[2] for entry in listing.split("\0") if entry and entry.split()[1] == "blob"]
+    if not blobs:
+        return
+    # rev-list marks what is absent without fetching it (naming an absent blob directly is an error).
+    listing = git.run(["rev-list", "--objects", "--no-walk", "--missing=print", rev], repo).stdout
+    absent = {line[1:].split()[0] for line in listing.splitlines() if line.startswith("?")}
+    missing = sorted(absent.intersection(blobs))
+    if missing:
+        # The request git itself makes for a lazy fetch, with every blob at once.
+        git.run(
+            ["-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
+            + ["--recurse-submodules=no", f"--filter={PARTIAL_CLONE_FILTER}", "--stdin", "origin"],
+            repo,
+            check=False,
+            input="".join(f"{oid}\n" for oid in missing),
+        )

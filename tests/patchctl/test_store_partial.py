@@ -15,7 +15,7 @@ import pytest
 from patchctl import git
 from patchctl.applier import Status, apply_in_worktree
 from patchctl.patchset import PatchFile
-from patchctl.store import Store, supports_partial_clone
+from patchctl.store import Store, prefetch_blobs, supports_partial_clone
 
 from .conftest import Project, Repo
 from .fixtures_sync import add_line20_patch, load_json, main_c
@@ -125,3 +125,19 @@ def test_a_server_without_filters_gives_an_ordinary_full_mirror(tmp_path: Path, 
         promisor = git.run(["config", "remote.origin.promisor"], mirror.path, check=False)
         assert not promisor.ok, "no promisor remote: nothing is ever fetched lazily"
         assert git.run(["cat-file", "-p", f"{upstream.head}~1:src/util.c"], mirror.path).stdout.startswith("util 1")
+
+
+def test_prefetch_brings_exactly_the_named_blobs_in_one_request(tmp_path: Path, upstream: Repo) -> None:
+    serve_filters(upstream)
+    pin = upstream.head
+    with git_daemon(upstream.path.parent) as base:
+        mirror = Store(tmp_path / "cache").mirror(f"{base}/upstream")
+        wanted = {blob_of(mirror.path, pin, p) for p in ("src/main.c", "src/util.c")}
+        other = blob_of(mirror.path, pin, "include/util.h")
+        assert wanted | {other} <= missing_blobs(mirror.path)
+        prefetch_blobs(mirror.path, pin, ["src/main.c", "src/util.c", "src/new-file.c"])
+        assert not wanted & missing_blobs(mirror.path) and other in missing_blobs(mirror.path)
+    # A full mirror (a local path) has nothing to prefetch and asks for nothing.
+    full = Store(tmp_path / "cache").mirror(str(upstream.path))
+    prefetch_blobs(full.path, pin, ["src/main.c"])
+    assert missing_blobs(full.path) == set()
