@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path, PurePosixPath
 
-from . import git, store
+from . import git
 from .patchset import MalformedPatch, PatchFile
+from .store import prefetch_blobs
 
 _OFFSET_RE = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\.", re.MULTILINE)
 _CHECKING_RE = re.compile(r"^Checking patch (.+?)\.\.\.$", re.MULTILINE)
@@ -326,7 +327,7 @@ def apply_series_to_index(
     """Apply PATCHES in order on BASE inside REPO's object store; stop at the first failure.
     Returns the outcomes so far and the last commit (BASE when none was made)."""
     outcomes: list[PatchOutcome] = []
-    store.prefetch_blobs(repo, base, [path for patch in patches for path in patch.touched_paths()])
+    prefetch_blobs(repo, base, [path for patch in patches for path in patch.touched_paths()])
     with IndexBuilder(repo, base) as builder:
         for patch in patches:
             outcome = builder.apply(patch, commit=commit)

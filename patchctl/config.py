@@ -270,7 +270,7 @@ def _upstream(config: Config, name: str) -> Upstream:
     if not is_full_sha(pin):
         raise config.error(keypath + ("pin",), f"pin must be a full 40-hex lowercase commit id, got {pin!r}")
     pin_files = []
-    for i, _entry in enumerate(r.list("pin_files")):
+    for i, entry in enumerate(r.list("pin_files")):
         pr = _Reader(config, keypath + ("pin_files", i), ("path", "pattern"))
         path, pattern_text = pr.str("path"), pr.str("pattern")
         _check_relative(config, keypath + ("pin_files", i, "path"), path)

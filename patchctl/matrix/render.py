@@ -202,9 +202,8 @@ def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = Non
             yaml.load(text, Loader=_VALIDATING_LOADER)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
-            line = mark.line + 1 if mark else "?"
             raise ConfigError(
-                f"templates/{template}: rendered output is not valid YAML (line {line}): {getattr(exc, 'problem', exc)}"
+                f"templates/{template}: rendered output is not valid YAML (line {mark.line + 1 if mark else '?'}): {getattr(exc, 'problem', exc)}"
             ) from None
         path = config.root / relative
         current = path.read_text(encoding="utf-8") if path.is_file() else None
