@@ -31,6 +31,7 @@ from . import git
 from .diffblocks import SYMLINK_MODE, overlong_hunks, read_blocks, symlink_target_escapes, unsafe_symlink_reason
 from .jsonout import json_field
 from .patchset import MalformedPatch, PatchFile
+from .store import prefetch_blobs
 
 _OFFSET_RE = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\.", re.MULTILINE)
 _CHECKING_RE = re.compile(r"^Checking patch (.+?)\.\.\.$", re.MULTILINE)
@@ -319,12 +320,14 @@ class IndexBuilder:
         return outcome
 
     def commit(self, patch: PatchFile) -> str:
-        tree = git.run(["write-tree"], self.repo, env=self.env).stdout.strip()
-        self.head = commit_tree(self.repo, tree, self.head, patch)
+        self.head = commit_tree(self.repo, self.tree(), self.head, patch)
         return self.head
 
     def tree(self) -> str:
-        return git.run(["write-tree"], self.repo, env=self.env).stdout.strip()
+        # --missing-ok: the index came from read-tree and `git apply --cached`, so every entry
+        # names an object that exists or, in a blobless mirror, one the promisor remote has;
+        # without it write-tree fetches every blob of the tree, one revision's worth of data.
+        return git.run(["write-tree", "--missing-ok"], self.repo, env=self.env).stdout.strip()
 
     def _git_apply(self, patch: PatchFile, extra: list[str]) -> git.GitResult:
         return git.run(
@@ -359,6 +362,7 @@ def apply_series_to_index(
     """Apply PATCHES in order on BASE inside REPO's object store; stop at the first failure.
     Returns the outcomes so far and the last commit (BASE when none was made)."""
     outcomes: list[PatchOutcome] = []
+    prefetch_blobs(repo, base, [path for patch in patches for path in patch.touched_paths()])
     with IndexBuilder(repo, base) as builder:
         for patch in patches:
             outcome = builder.apply(patch, commit=commit)

@@ -47,7 +47,7 @@ UPSTREAM_URL_ENV = "PATCHCTL_UPSTREAM_URL"
 RUNNERS = ("local", "docker")
 
 # Sections that belong to the CI build matrix; `patchctl.matrix` validates them.
-MATRIX_SECTIONS = ("include", "includeDarwin", "index", "canary", "backends")
+MATRIX_SECTIONS = ("include", "includeDarwin", "index", "canary", "backends", "actions")
 TOP_LEVEL_KEYS = ("version", "upstreams", "series", *MATRIX_SECTIONS)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

@@ -1,9 +1,15 @@
 """The cache of upstream repositories.
 
 One bare mirror per upstream URL under the cache directory, fetched incrementally and
-guarded by a file lock so that two runs cannot corrupt it. Mirrors are full clones, never
-shallow: `git apply -3` needs the preimage blobs named by a patch's index lines to build
-its fake ancestor. Checkouts are git worktrees of a mirror, or clean exports of a rev.
+guarded by a file lock so that two runs cannot corrupt it. Mirrors are never shallow:
+`git apply -3` needs the preimage blobs named by a patch's index lines to build its fake
+ancestor. Mirrors of remote URLs are blobless partial clones (`--filter=blob:none`): every
+commit and tree, but a blob only when something reads it (a checkout, an archive, the
+preimage `apply -3` asks for), fetched on demand from the promisor remote; a fresh runner
+then downloads one revision's files instead of the whole history (about 1.4 GB for
+llama.cpp). A server that does not support filters sends everything, and the mirror is an
+ordinary full clone. Local paths and sdists are always full: there is nothing to save.
+Checkouts are git worktrees of a mirror, or clean exports of a rev.
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ from .errors import EnvironmentFailure, GitError
 from .paths import cache_dir
 
 LOCK_TIMEOUT_S = 600
+PARTIAL_CLONE_FILTER = "blob:none"
+# Transports that can carry a filter request to a remote upload-pack.
+_REMOTE_URL = re.compile(r"^(https?|git|ssh|git\+ssh|ssh\+git|file)://|^[\w.-]+@[\w.-]+:")
+_FILTER_IGNORED = "filtering not recognized by server"
 
 
 @dataclass(frozen=True)
@@ -133,18 +143,28 @@ class Store:
         git.run(["remote", "add", "--mirror=fetch", "origin", mirror.url], tmp)
         # Worktrees of a mirror must not see the user's hooks or gc the objects 3-way needs.
         git.run(["config", "gc.auto", "0"], tmp)
+        partial = supports_partial_clone(mirror.url)
+        if partial:
+            git.run(["config", "remote.origin.promisor", "true"], tmp)
+            git.run(["config", "remote.origin.partialclonefilter", PARTIAL_CLONE_FILTER], tmp)
         try:
-            self._fetch_unlocked(Mirror(mirror.url, tmp))
+            warnings = self._fetch_unlocked(Mirror(mirror.url, tmp))
         except GitError:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        if partial and _FILTER_IGNORED in warnings:
+            # The server sent everything: an ordinary full mirror, which never fetches lazily.
+            git.run(["config", "--unset", "remote.origin.promisor"], tmp)
+            git.run(["config", "--unset", "remote.origin.partialclonefilter"], tmp)
         os.replace(tmp, mirror.path)
 
     @staticmethod
-    def _fetch_unlocked(mirror: Mirror) -> None:
+    def _fetch_unlocked(mirror: Mirror) -> str:
+        """Fetch every ref; git's warnings (stderr) are returned."""
         result = git.run(["fetch", "--quiet", "--prune", "--tags", "origin"], mirror.path, check=False)
         if not result.ok:
             raise GitError(f"cannot fetch {mirror.url}: {git.first_line(result.stderr)}")
+        return result.stderr
 
     @staticmethod
     @contextlib.contextmanager
@@ -154,3 +174,37 @@ class Store:
                 yield
         except Timeout:
             raise EnvironmentFailure(f"the cache is locked by another patchctl run: {mirror.lock.lock_file}") from None
+
+
+def supports_partial_clone(url: str) -> bool:
+    """Whether URL names a remote whose upload-pack may honour `--filter` (local paths do not)."""
+    return bool(_REMOTE_URL.match(url))
+
+
+def prefetch_blobs(repo: Path, rev: str, paths: list[str]) -> None:
+    """In a blobless mirror, fetch REV's blobs at PATHS in one request.
+
+    Reading them one by one (what `git apply --cached` does to each preimage) costs one
+    round trip each. Blobs already present are not asked for; a full mirror does nothing.
+    """
+    if not git.run(["config", "--bool", "remote.origin.promisor"], repo, check=False).stdout.strip() == "true":
+        return
+    if not paths:
+        return
+    listing = git.run(["ls-tree", "-z", rev, "--", *sorted(set(paths))], repo).stdout
+    blobs = [entry.split()[2] for entry in listing.split("\0") if entry and entry.split()[1] == "blob"]
+    if not blobs:
+        return
+    # rev-list marks what is absent without fetching it (naming an absent blob directly is an error).
+    listing = git.run(["rev-list", "--objects", "--no-walk", "--missing=print", rev], repo).stdout
+    absent = {line[1:].split()[0] for line in listing.splitlines() if line.startswith("?")}
+    missing = sorted(absent.intersection(blobs))
+    if missing:
+        # The request git itself makes for a lazy fetch, with every blob at once.
+        git.run(
+            ["-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
+            + ["--recurse-submodules=no", f"--filter={PARTIAL_CLONE_FILTER}", "--stdin", "origin"],
+            repo,
+            check=False,
+            input="".join(f"{oid}\n" for oid in missing),
+        )

@@ -416,16 +416,16 @@ def capability_targets(matrix: BuildMatrix) -> list[Finding]:
 
 def capability_keys(matrix: BuildMatrix) -> list[Finding]:
     found = []
+    known = matrix.capabilities or KNOWN_CAPABILITIES
     for meta in matrix.metas:
         for key in meta.capabilities:
-            if key not in KNOWN_CAPABILITIES:
+            if key not in known:
                 found.append(
                     Finding(
                         meta.file,
                         meta.capability_lines[key],
                         "MX302",
-                        f"meta backend {meta.name}: unknown capability {key!r} (known: "
-                        f"{', '.join(KNOWN_CAPABILITIES)})",
+                        f"meta backend {meta.name}: unknown capability {key!r} (known: {', '.join(known)})",
                         f"{meta.name}/{key}",
                     )
                 )

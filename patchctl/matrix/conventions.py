@@ -14,6 +14,8 @@ from .model import DARWIN, Row
 
 ARM_RUNNER = re.compile(r"(^|[-_.])(arm|arm64|aarch64)($|[-_.])", re.IGNORECASE)
 
+# LocalAI's capability names: pkg/system/capabilities.go and the keys of backend/index.yaml
+# (LocalAI 82c191afadf5, 2026-08-22). matrix.yaml's `index: capabilities:` replaces them.
 KNOWN_CAPABILITIES = (
     "default",
     "nvidia",
@@ -28,6 +30,7 @@ KNOWN_CAPABILITIES = (
     "nvidia-l4t-cuda-12",
     "nvidia-l4t-cuda-13",
     "cpu",
+    "metal-darwin-arm64",
 )
 
 
@@ -120,6 +123,7 @@ def capability_accepts(capability: str, toolchain: Toolchain) -> bool:
         "intel": kind in ("intel", "sycl-f16", "sycl-f32"),
         "vulkan": kind == "vulkan",
         "metal": kind == "metal",
+        "metal-darwin-arm64": kind == "metal",
     }
     return rules.get(capability, True)
 

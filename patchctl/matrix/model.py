@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .actions import DEFAULT_ACTIONS, ActionPin
+
 LINUX = "include"
 DARWIN = "includeDarwin"
 
@@ -124,6 +126,8 @@ class BuildMatrix:
     canary: Canary | None = None
     backends: dict[str, BackendPaths] | None = None  # None: the source declares no paths
     index_output: str = "backend/index.yaml"
+    capabilities: tuple[str, ...] | None = None  # None: LocalAI's set (conventions.KNOWN_CAPABILITIES)
+    actions: dict[str, ActionPin] = field(default_factory=lambda: dict(DEFAULT_ACTIONS))  # owner/repo -> pin
     # Lookup tables, built on first use (the matrix is not changed after loading).
     _variants_by_name: dict[str, Variant] | None = field(default=None, repr=False, compare=False)
     _rows_by_suffix: dict[str, list[Row]] | None = field(default=None, repr=False, compare=False)

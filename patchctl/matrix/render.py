@@ -25,6 +25,7 @@ import yaml
 from ..config import Config
 from ..errors import ConfigError
 from ..jsonout import json_field
+from .actions import UnpinnedAction, resolver
 from .checks import toolchain_row
 from .model import BuildMatrix
 
@@ -174,6 +175,7 @@ def context(config: Config, matrix: BuildMatrix) -> dict[str, Any]:
         "sync_upstreams": sorted(name for name, up in config.upstreams.items() if up.tracks is None),
         "upstreams": config.upstreams,
         "series": config.series,
+        "action": resolver(matrix.actions),
     }
 
 
@@ -203,7 +205,7 @@ def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = Non
     for template, relative in targets(templates_dir, matrix):
         try:
             body = env.get_template(template).render(values)
-        except UnsafeValue as exc:
+        except (UnsafeValue, UnpinnedAction) as exc:
             raise ConfigError(f"templates/{template}: {exc}") from None
         except jinja2.TemplateSyntaxError as exc:
             raise ConfigError(f"{exc.filename or template}:{exc.lineno}: template error: {exc.message}") from None

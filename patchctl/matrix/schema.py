@@ -42,6 +42,8 @@ from typing import Any
 
 from ..validation import Validator, kind
 from ..yamlloc import KeyPath, LocatedDocument
+from .actions import parse_actions
+from .capabilities import parse_capabilities
 from .model import (
     DARWIN,
     LINUX,
@@ -184,7 +186,7 @@ class Section(Validator):
         )
 
     def index_section(self, value: Any, keypath: KeyPath) -> tuple[str, list[Meta], list[Variant]]:
-        self.mapping(value, keypath, ("output", "metas", "variants"))
+        self.mapping(value, keypath, ("output", "metas", "variants", "capabilities"))
         output = self.scalar(value.get("output", "backend/index.yaml"), keypath + ("output",), non_empty=True)
         parts = PurePosixPath(output).parts
         if output.startswith("/") or ".." in parts or not output.endswith((".yaml", ".yml")):
@@ -295,8 +297,14 @@ def from_sections(doc: LocatedDocument, display: str, data: dict, upstreams: set
     if "index" in data:
         matrix.index_output, matrix.metas, matrix.variants = reader.index_section(data["index"], ("index",))
         matrix.index_file = display
+        if "capabilities" in data["index"]:
+            matrix.capabilities = parse_capabilities(
+                reader, data["index"]["capabilities"], ("index", "capabilities"), SAFE_NAME
+            )
     if "canary" in data:
         matrix.canary = reader.canary(data["canary"], ("canary",), upstreams)
     if "backends" in data:
         matrix.backends = reader.backends(data["backends"], ("backends",))
+    if "actions" in data:
+        matrix.actions = parse_actions(reader, data["actions"], ("actions",))
     return matrix

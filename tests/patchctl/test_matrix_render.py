@@ -172,7 +172,7 @@ def test_canary_workflow_shape() -> None:
     canary = workflow("canary.yml")
     triggers = canary[True]  # PyYAML reads the key `on` as True
     assert triggers["schedule"] == [{"cron": "17 3 * * 1"}] and "workflow_dispatch" in triggers
-    assert canary["permissions"] == {"contents": "read"}
+    assert canary["permissions"] == {} and canary["jobs"]["resolve"]["permissions"] == {"contents": "read"}
     assert canary["concurrency"]["group"] == "canary-llama.cpp"
     resolve, compile_job = canary["jobs"]["resolve"], canary["jobs"]["compile"]
     assert "patchctl canary" in resolve["steps"][-2]["run"] and "--no-compile --json" in resolve["steps"][-2]["run"]

@@ -1,0 +1,88 @@
+"""The third-party GitHub Actions the rendered workflows use, pinned to full commit ids.
+
+    actions:
+      actions/checkout: {sha: 3d3c42e5aac5ba805825da76410c181273ba90b1, version: v7.0.1}
+
+A tag can be moved, a commit id cannot, so every `uses:` is rendered as
+`OWNER/REPO@SHA # VERSION` (the comment is what Dependabot and zizmor read back). The
+table in matrix.yaml overrides or extends the defaults below; a template that uses an
+action missing from both is a configuration error, never an unpinned reference.
+
+The defaults are node24 releases (GitHub removed the node20 runtime on 2026-09-23); each
+commit id is the release tag's commit, cross-checked in several public repositories.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+from ..yamlloc import KeyPath
+
+ACTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
+RELEASE_VERSION = re.compile(r"^v[0-9]+(\.[0-9]+){0,2}$")
+
+
+@dataclass(frozen=True)
+class ActionPin:
+    name: str  # owner/repo, or owner/repo/path for an action in a subdirectory
+    sha: str
+    version: str
+
+    def reference(self) -> str:
+        """What goes after `uses:`: the commit id, with the release it is as a comment."""
+        return f"{self.name}@{self.sha} # {self.version}"
+
+
+DEFAULT_ACTIONS: dict[str, ActionPin] = {
+    pin.name: pin
+    for pin in (
+        ActionPin("actions/checkout", "3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
+        ActionPin("actions/setup-python", "5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
+        ActionPin("actions/upload-artifact", "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
+        ActionPin("actions/cache", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+        ActionPin("peter-evans/create-pull-request", "5f6978faf089d4d20b00c7766989d076bb2fc7f1", "v8.1.1"),
+    )
+}
+
+
+def parse_actions(reader: Any, value: Any, keypath: KeyPath) -> dict[str, ActionPin]:
+    """The `actions:` table, validated by READER (a schema.Section); defaults filled in."""
+    if not isinstance(value, dict):
+        raise reader.error(keypath, "must be a mapping of OWNER/REPO to {sha, version}")
+    pins = dict(DEFAULT_ACTIONS)
+    for name, item in value.items():
+        where = keypath + (name,)
+        if not isinstance(name, str) or not ACTION_NAME.match(name):
+            raise reader.error(where, f"invalid action name {name!r} (expected OWNER/REPO)")
+        reader.mapping(item, where, ("sha", "version"), ("sha", "version"))
+        sha = item["sha"]
+        if not isinstance(sha, str) or not COMMIT_SHA.match(sha):
+            raise reader.error(where + ("sha",), f"must be a full 40-character lowercase commit id, got {sha!r}")
+        version = item["version"]
+        if not isinstance(version, str) or not RELEASE_VERSION.match(version):
+            raise reader.error(where + ("version",), f"must be a release tag like v7.0.1, got {version!r}")
+        pins[name] = ActionPin(name, sha, version)
+    return pins
+
+
+class UnpinnedAction(ConfigError):
+    pass
+
+
+def resolver(pins: dict[str, ActionPin]):
+    """The `action(NAME)` function templates call: NAME's pinned `uses:` value."""
+
+    def action(name: str) -> str:
+        pin = pins.get(name)
+        if pin is None:
+            raise UnpinnedAction(
+                f"action {name!r} has no pinned commit: add it to matrix.yaml's actions: table "
+                f"(known: {', '.join(sorted(pins))})"
+            )
+        return pin.reference()
+
+    return action
