@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import IntFlag
 from pathlib import Path
 
+import numpy as np
 import regex
 
 SUPPORTED_MODELS = ("llama", "gpt2")
@@ -66,6 +67,9 @@ _GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\
 _CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 _LLAMA3 = _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 _QWEN2 = _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+_QWEN35 = (
+    _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ PRE_TOKENIZERS: dict[str, PreTokenizer] = {
     **dict.fromkeys(("starcoder", "refact"), PreTokenizer((r"\p{N}", _GPT2))),
     "command-r": PreTokenizer((r"\p{N}", _GPT2), clean_spaces=False),
     **dict.fromkeys(("qwen2", "deepseek-r1-qwen"), PreTokenizer((_QWEN2,), clean_spaces=False)),
+    "qwen35": PreTokenizer((_QWEN35,), clean_spaces=False),
     "stablelm2": PreTokenizer((_QWEN2,)),
     "deepseek-coder": PreTokenizer(
         (r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", r"\p{N}"),
@@ -140,32 +145,94 @@ def _decode_text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="surrogateescape")
 
 
-def read_vocabulary(path: str | os.PathLike[str]) -> Vocabulary:
-    """The tokenizer metadata of the GGUF file at PATH (tensors are not read)."""
-    from gguf import GGUFReader
+def read_metadata(path: str | os.PathLike[str]) -> dict[str, object]:
+    """The key/value metadata of the GGUF file at PATH; tensors are neither read nor mapped.
+
+    gguf-py's GGUFReader makes a numpy view per array element, which takes ~40 s for a
+    128k-token vocabulary, so the metadata section is parsed here with gguf-py's constants."""
+    from gguf.constants import GGUF_MAGIC, GGUFValueType
 
     path = Path(path)
     if not path.is_file():
         raise TokenizerError(f"{path}: no such file")
-    try:
-        reader = GGUFReader(path)
-    except Exception as exc:  # gguf-py raises ValueError, struct/numpy errors... on a bad file
-        raise TokenizerError(f"{path}: not a readable GGUF file ({exc})") from None
+    data = memoryview(path.read_bytes())
+    numeric = {
+        GGUFValueType.UINT8: "<u1",
+        GGUFValueType.INT8: "<i1",
+        GGUFValueType.UINT16: "<u2",
+        GGUFValueType.INT16: "<i2",
+        GGUFValueType.UINT32: "<u4",
+        GGUFValueType.INT32: "<i4",
+        GGUFValueType.FLOAT32: "<f4",
+        GGUFValueType.BOOL: "<u1",
+        GGUFValueType.UINT64: "<u8",
+        GGUFValueType.INT64: "<i8",
+        GGUFValueType.FLOAT64: "<f8",
+    }
+    offset = 0
+
+    def take(n: int) -> memoryview:
+        nonlocal offset
+        if offset + n > len(data):
+            raise TokenizerError(f"{path}: truncated GGUF file")
+        chunk = data[offset : offset + n]
+        offset += n
+        return chunk
+
+    def u32() -> int:
+        return int.from_bytes(take(4), "little")
+
+    def u64() -> int:
+        return int.from_bytes(take(8), "little")
+
+    def string() -> str:
+        return _decode_text(bytes(take(u64())))
+
+    def value_type() -> GGUFValueType:
+        code = u32()
+        try:
+            return GGUFValueType(code)
+        except ValueError:
+            raise TokenizerError(f"{path}: unknown GGUF value type {code}") from None
+
+    def value(kind: GGUFValueType) -> object:
+        if kind == GGUFValueType.STRING:
+            return string()
+        if kind == GGUFValueType.ARRAY:
+            item_kind, count = value_type(), u64()
+            if item_kind in numeric:
+                dtype = np.dtype(numeric[item_kind])
+                items = np.frombuffer(take(count * dtype.itemsize), dtype=dtype).tolist()
+                return [bool(v) for v in items] if item_kind == GGUFValueType.BOOL else items
+            return [value(item_kind) for _ in range(count)]
+        dtype = np.dtype(numeric[kind])
+        item = np.frombuffer(take(dtype.itemsize), dtype=dtype)[0].item()
+        return bool(item) if kind == GGUFValueType.BOOL else item
+
+    if len(data) < 4 or int.from_bytes(data[:4], "little") != GGUF_MAGIC:
+        raise TokenizerError(f"{path}: not a GGUF file (bad magic)")
+    take(4)
+    version = u32()
+    if version not in (2, 3):
+        raise TokenizerError(f"{path}: unsupported GGUF version {version} (big-endian files are not supported)")
+    u64()  # tensor count
+    metadata: dict[str, object] = {}
+    for _ in range(u64()):
+        key = string()
+        metadata[key] = value(value_type())
+    return metadata
+
+
+def read_vocabulary(path: str | os.PathLike[str]) -> Vocabulary:
+    """The tokenizer metadata of the GGUF file at PATH."""
+    metadata = read_metadata(path)
 
     def scalar(key: str) -> object | None:
-        f = reader.fields.get(key)
-        if f is None:
-            return None
-        value = f.parts[f.data[0]]
-        return _decode_text(bytes(value)) if f.types and f.types[0].name == "STRING" else value[0].item()
+        return metadata.get(key)
 
     def array(key: str) -> list | None:
-        f = reader.fields.get(key)
-        if f is None:
-            return None
-        if len(f.types) > 1 and f.types[1].name == "STRING":
-            return [_decode_text(bytes(f.parts[i])) for i in f.data]
-        return [f.parts[i][0].item() for i in f.data]
+        found = metadata.get(key)
+        return found if isinstance(found, list) else None
 
     model = scalar("tokenizer.ggml.model")
     if model is None:
