@@ -97,9 +97,7 @@ PRE_TOKENIZERS: dict[str, PreTokenizer] = {
         (r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+", r"\p{N}"),
         clean_spaces=False,
     ),
-    "falcon": PreTokenizer(
-        (r"[\p{P}\$\+<=>\^~\|`]+", r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)", "[0-9]{3}")
-    ),
+    "falcon": PreTokenizer((r"[\p{P}\$\+<=>\^~\|`]+", _GPT2, "[0-9][0-9][0-9]")),
 }
 
 
