@@ -19,6 +19,7 @@ llama.cpp's rules carried over (they decide the exact ids, so they are kept even
 from __future__ import annotations
 
 import heapq
+import mmap
 import os
 import re
 from collections.abc import Sequence
@@ -151,9 +152,14 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, object]:
     from gguf.constants import GGUF_MAGIC, GGUFValueType
 
     path = Path(path)
-    if not path.is_file():
-        raise TokenizerError(f"{path}: no such file")
-    data = memoryview(path.read_bytes())
+    try:
+        with open(path, "rb") as file:
+            # mapped, not read: a model file with its weights can be many GB and only the start is needed
+            data = memoryview(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) if path.stat().st_size else b"")
+    except FileNotFoundError:
+        raise TokenizerError(f"{path}: no such file") from None
+    except (OSError, ValueError) as exc:
+        raise TokenizerError(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc})") from None
     numeric = {
         GGUFValueType.UINT8: "<u1",
         GGUFValueType.INT8: "<i1",
