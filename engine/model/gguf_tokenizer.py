@@ -232,11 +232,18 @@ def read_vocabulary(path: str | os.PathLike[str]) -> Vocabulary:
     metadata = read_metadata(path)
 
     def scalar(key: str) -> object | None:
-        return metadata.get(key)
-
-    def array(key: str) -> list | None:
         found = metadata.get(key)
-        return found if isinstance(found, list) else None
+        if isinstance(found, list):
+            raise TokenizerError(f"{path}: {key} should be a single value, not an array")
+        return found
+
+    def array(key: str, kind: type | tuple[type, ...] = str) -> list | None:
+        found = metadata.get(key)
+        if found is None:
+            return None
+        if not isinstance(found, list) or not all(isinstance(item, kind) for item in found):
+            raise TokenizerError(f"{path}: {key} is not an array of the expected type")
+        return found
 
     model = scalar("tokenizer.ggml.model")
     if model is None:
@@ -251,14 +258,16 @@ def read_vocabulary(path: str | os.PathLike[str]) -> Vocabulary:
 
     def optional_id(key: str) -> int | None:
         value = scalar(key)
-        return None if value is None or not 0 <= int(value) < len(tokens) else int(value)  # type: ignore[arg-type]
+        if value is not None and not isinstance(value, int):
+            raise TokenizerError(f"{path}: {key} is not an integer")
+        return value if value is not None and 0 <= value < len(tokens) else None  # llama.cpp ignores bad ids
 
     return Vocabulary(
         model=str(model),
         pre=str(scalar("tokenizer.ggml.pre") or ""),
         tokens=tokens,
-        scores=array("tokenizer.ggml.scores") or [0.0] * len(tokens),
-        token_types=array("tokenizer.ggml.token_type") or [1] * len(tokens),
+        scores=array("tokenizer.ggml.scores", (int, float)) or [0.0] * len(tokens),
+        token_types=array("tokenizer.ggml.token_type", int) or [1] * len(tokens),
         merges=array("tokenizer.ggml.merges") or [],
         bos_id=optional_id("tokenizer.ggml.bos_token_id"),
         eos_id=optional_id("tokenizer.ggml.eos_token_id"),
@@ -568,7 +577,8 @@ class BPETokenizer(GGUFTokenizer):
         for ch in text:
             byte = CHAR_TO_BYTE.get(ch)
             if byte is None:  # not a byte-level character: llama.cpp writes a marker
-                data += b"[UNK_BYTE_0x" + ch.encode("utf-8", "surrogateescape").hex().encode() + b"]"
+                marker = "[UNK_BYTE_0x" + ch.encode("utf-8", "surrogateescape").hex() + text + "]"
+                data += marker.encode("utf-8", "surrogateescape")
             else:
                 data.append(byte)
         return bytes(data)
@@ -576,10 +586,13 @@ class BPETokenizer(GGUFTokenizer):
 
 def tokenizer_from_vocabulary(vocab: Vocabulary) -> GGUFTokenizer:
     """The tokenizer VOCAB describes; TokenizerError for models and pre-tokenizers not implemented."""
-    attrs = [_ATTR_FROM_TYPE.get(t, TokenAttr.UNDEFINED) for t in vocab.token_types]
+    attrs = [_ATTR_FROM_TYPE.get(t, TokenAttr.UNDEFINED) for t in vocab.token_types[: len(vocab.tokens)]]
+    if len(attrs) < len(vocab.tokens) or len(vocab.scores) < len(vocab.tokens):
+        raise TokenizerError("tokenizer.ggml.token_type or tokenizer.ggml.scores is shorter than the token list")
+    tokens = [text or f"[EMPTY_{i}]" for i, text in enumerate(vocab.tokens)]  # llama.cpp's name for empty ones
     if vocab.model == "llama":
         tokenizer: GGUFTokenizer = SentencePieceTokenizer(
-            tokens=vocab.tokens,
+            tokens=tokens,
             attrs=attrs,
             bos_id=1 if vocab.bos_id is None else vocab.bos_id,
             eos_id=2 if vocab.eos_id is None else vocab.eos_id,
@@ -600,7 +613,7 @@ def tokenizer_from_vocabulary(vocab: Vocabulary) -> GGUFTokenizer:
             raise TokenizerError("gpt2 tokenizer without tokenizer.ggml.merges")
         default_add_bos = bool(pre.add_bos)
         tokenizer = BPETokenizer(
-            tokens=vocab.tokens,
+            tokens=tokens,
             attrs=attrs,
             bos_id=11 if vocab.bos_id is None else vocab.bos_id,
             eos_id=11 if vocab.eos_id is None else vocab.eos_id,

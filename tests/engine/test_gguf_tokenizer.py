@@ -170,6 +170,18 @@ def test_gguf_without_tokenizer(tmp_path: Path) -> None:
     assert code == 2 and "tokenizer.ggml.model is missing" in err
 
 
+def test_wrongly_typed_metadata_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "ints.gguf"
+    writer = gguf.GGUFWriter(str(path), arch="llama")
+    writer.add_tokenizer_model("llama")
+    writer.add_array("tokenizer.ggml.tokens", [1, 2, 3])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    code, _, err = run_engine("tokenize", "--model", path, "hello")
+    assert code == 2 and err.strip().endswith("tokenizer.ggml.tokens is not an array of the expected type")
+
+
 def test_cli_round_trip_and_id_formats(spm_vocab: Path) -> None:
     code, out, _ = run_engine("tokenize", "--model", spm_vocab, "hi hi")
     assert code == 0
