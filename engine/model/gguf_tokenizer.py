@@ -137,6 +137,7 @@ class Vocabulary:
     add_eos: bool | None
     add_space_prefix: bool | None
     general_name: str = ""
+    role_ids: dict[str, int] = field(default_factory=dict)  # "fim_pre", "eot"...: ids the metadata names
 
 
 def _decode_text(raw: bytes) -> str:
@@ -275,6 +276,11 @@ def read_vocabulary(path: str | os.PathLike[str]) -> Vocabulary:
         add_eos=optional_bool("tokenizer.ggml.add_eos_token"),
         add_space_prefix=optional_bool("tokenizer.ggml.add_space_prefix"),
         general_name=str(scalar("general.name") or ""),
+        role_ids={
+            role: token_id
+            for role, keys in _ROLE_KEYS.items()
+            if (token_id := next((i for k in keys if (i := optional_id(k)) is not None), None)) is not None
+        },
     )
 
 
@@ -290,6 +296,7 @@ class GGUFTokenizer:
     add_eos: bool
     add_space_prefix: bool
     clean_spaces: bool
+    eog_ids: frozenset[int] = frozenset()  # end-of-generation tokens (EOS, EOT, <|im_end|>...)
     _index: dict[str, int] = field(init=False, repr=False)
     _specials: list[int] = field(init=False, repr=False)
 
@@ -297,9 +304,14 @@ class GGUFTokenizer:
         self._index = {}
         for i, text in enumerate(self.tokens):
             self._index[text] = i  # later duplicates win, as in llama.cpp's token_to_id
+        self.refresh_specials()
+
+    def refresh_specials(self) -> None:
+        """Rebuild the list of tokens cut out of text before tokenizing (after attributes change)."""
         special = TokenAttr.CONTROL | TokenAttr.USER_DEFINED | TokenAttr.UNKNOWN
         self._specials = sorted(
-            (i for i, a in enumerate(self.attrs) if a & special), key=lambda i: (-len(self.tokens[i].encode()), i)
+            (i for i, a in enumerate(self.attrs) if a & special),
+            key=lambda i: (-len(self.tokens[i].encode("utf-8", "surrogateescape")), i),
         )
 
     @property
@@ -584,6 +596,108 @@ class BPETokenizer(GGUFTokenizer):
         return bytes(data)
 
 
+_ROLE_KEYS = {
+    "eot": ("tokenizer.ggml.eot_token_id",),
+    "eom": ("tokenizer.ggml.eom_token_id",),
+    "fim_pre": ("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"),
+    "fim_suf": ("tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"),
+    "fim_mid": ("tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"),
+    "fim_pad": ("tokenizer.ggml.fim_pad_token_id",),
+    "fim_rep": ("tokenizer.ggml.fim_rep_token_id",),
+    "fim_sep": ("tokenizer.ggml.fim_sep_token_id",),
+}
+
+# Token texts llama.cpp recognises when the metadata does not name the role; such tokens become
+# control tokens even where the GGUF types them normal (which changes how text containing them splits).
+_ROLE_TEXTS = {
+    "eom": ("<|eom_id|>",),
+    "fim_pre": (
+        "<|fim_prefix|>",
+        "<fim-prefix>",
+        "<fim_prefix>",
+        "<｜fim▁begin｜>",
+        "<PRE>",
+        "▁<PRE>",
+        "<|code_prefix|>",
+        "<|prefix|>",
+    ),
+    "fim_suf": (
+        "<|fim_suffix|>",
+        "<fim-suffix>",
+        "<fim_suffix>",
+        "<｜fim▁hole｜>",
+        "<SUF>",
+        "▁<SUF>",
+        "<|code_suffix|>",
+        "<|suffix|>",
+    ),
+    "fim_mid": (
+        "<|fim_middle|>",
+        "<fim-middle>",
+        "<fim_middle>",
+        "<｜fim▁end｜>",
+        "<MID>",
+        "▁<MID>",
+        "<|code_middle|>",
+        "<|middle|>",
+    ),
+    "fim_pad": ("<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"),
+    "fim_rep": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
+    "fim_sep": ("<|file_sep|>",),
+}
+# End-of-generation texts: always control tokens, and generation stops at them.
+_EOG_TEXTS = (
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<｜end▁of▁sentence｜>",
+)
+_PLAIN_USER_TEXTS = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")  # harmony: user-defined
+
+
+def _apply_text_roles(tokenizer: GGUFTokenizer, vocab: Vocabulary) -> None:
+    """llama.cpp's detection of special tokens by their text (GGUF files do not always type them).
+    Where a vocabulary holds several texts for one unnamed role llama.cpp takes one in hash-map order;
+    here the lowest id is taken."""
+    index, attrs = tokenizer._index, tokenizer.attrs
+    found = dict(vocab.role_ids)
+    for role, texts in _ROLE_TEXTS.items():
+        if role not in found:
+            ids = sorted(index[t] for t in texts if t in index)
+            if ids:
+                found[role] = ids[0]
+                attrs[ids[0]] |= TokenAttr.CONTROL
+    eog = {found[r] for r in ("fim_pad", "fim_rep", "fim_sep", "eot", "eom") if r in found}
+    for text in _EOG_TEXTS:
+        if text in index:
+            eog.add(index[text])
+            attrs[index[text]] |= TokenAttr.CONTROL
+    for text in _PLAIN_USER_TEXTS:
+        if text in index:
+            attrs[index[text]] = TokenAttr.USER_DEFINED
+    if tokenizer.eos_id is not None:
+        eog.add(tokenizer.eos_id)
+    tokenizer.eog_ids = frozenset(eog)
+    tokenizer.refresh_specials()
+
+
 def tokenizer_from_vocabulary(vocab: Vocabulary) -> GGUFTokenizer:
     """The tokenizer VOCAB describes; TokenizerError for models and pre-tokenizers not implemented."""
     attrs = [_ATTR_FROM_TYPE.get(t, TokenAttr.UNDEFINED) for t in vocab.token_types[: len(vocab.tokens)]]
@@ -628,6 +742,7 @@ def tokenizer_from_vocabulary(vocab: Vocabulary) -> GGUFTokenizer:
         raise TokenizerError(
             f"tokenizer model {vocab.model!r} is not supported; supported: {', '.join(SUPPORTED_MODELS)}"
         )
+    _apply_text_roles(tokenizer, vocab)
     _apply_name_attributes(tokenizer, vocab.general_name)
     return tokenizer
 
