@@ -65,7 +65,7 @@ def run_engine(*args: str | Path) -> tuple[int, str, str]:
 
 # --- tier 1: vocabularies written here ---------------------------------------------------------
 
-SPM_PIECES = [("▁", -5.0), ("h", -6.0), ("i", -6.0), ("▁h", -2.0), ("▁hi", -1.0), ("<|end|>", 0.0)]
+SPM_PIECES = [("▁", -5.0), ("h", -6.0), ("i", -6.0), ("▁h", -2.0), ("▁hi", -1.0), ("<|user|>", 0.0)]
 SPM_BASE = 3 + 256  # <unk> <s> </s>, then <0x00>..<0xFF>
 
 
@@ -123,7 +123,7 @@ def test_special_tokens_are_parsed_only_when_asked(spm_vocab: Path) -> None:
     hi = SPM_BASE + 4
     end = SPM_BASE + 5
     # user-defined tokens are always cut out; the text after one gets the space prefix again
-    assert tok.encode("hi<|end|>hi", add_special=False) == [hi, end, hi]
+    assert tok.encode("hi<|user|>hi", add_special=False) == [hi, end, hi]
     # control tokens only with parse_special; otherwise "<s>" is plain text (here: bytes)
     assert tok.encode("<s>hi", add_special=False, parse_special=True) == [1, hi]
     byte = [3 + b for b in b"<s>"]
