@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("engine.tools.generate", "generate text with the embedded tiny model"),
     "bench": ("engine.tools.bench", "decode throughput and block-manager benchmarks"),
     "gate0": ("engine.tools.gate0", "Gate 0: paged KV must match the contiguous reference"),
+    "tokenize": ("engine.tools.tokenize", "token ids of a text (or text of ids) with a GGUF file's tokenizer"),
 }
 
 
