@@ -62,8 +62,8 @@ def test_build_makes_an_sdist_and_a_wheel_that_twine_accepts(dist: Path) -> None
 
 def test_wheel_carries_the_code_and_the_conformance_vectors(dist: Path) -> None:
     names = zipfile.ZipFile(dist / "patchctl-0.1.0-py3-none-any.whl").namelist()
-    checked_in = sorted(p.name for p in (REPO / "engine/conformance").iterdir() if p.is_file())
-    assert sorted(n.split("/")[-1] for n in names if n.startswith("engine/conformance/")) == checked_in
+    checked_in = sorted(p.name for p in (REPO / "engine/conformance/vectors").iterdir() if p.is_file())
+    assert sorted(n.split("/")[-1] for n in names if n.startswith("engine/conformance/vectors/")) == checked_in
     for module in ("patchctl/cli.py", "patchctl/matrix/actions.py", "engine/__main__.py"):
         assert module in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
@@ -109,7 +109,7 @@ def test_installed_wheel_runs_patchctl_and_the_engine(dist: Path, tmp_path: Path
     lint = run(patchctl, "-C", project.path, "lint", "--no-apply", cwd=tmp_path)
     assert lint.returncode == 1 and "PC001" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
 
-    installed = run(python, "-c", "from engine.conformance_files import CHECKED_IN_DIR as d; print(d)", cwd=tmp_path)
+    installed = run(python, "-c", "from engine.conformance.files import CHECKED_IN_DIR as d; print(d)", cwd=tmp_path)
     conformance = Path(installed.stdout.strip())
     assert conformance.is_relative_to(env_dir)
     vectors = run(python, "-m", "engine", "vectors", "--check", conformance, cwd=tmp_path)

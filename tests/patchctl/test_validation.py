@@ -25,7 +25,7 @@ def validator(tmp_path: Path, text: str) -> Validator:
 def test_errors_name_the_file_the_line_and_the_key_path(tmp_path: Path) -> None:
     v = validator(tmp_path, "top:\n  name: x\n  count: 0\n  flag: 'no'\n")
     assert v.string(("top",), "name") == "x"
-    with pytest.raises(ConfigError, match=r"doc\.yaml:3: top\.count: must be a positive integer, got 0"):
+    with pytest.raises(ConfigError, match=r"doc\.yaml:3: top\.count: must be an integer from 1 to 10000000, got 0"):
         v.positive_int(("top",), "count", 1)
     with pytest.raises(ConfigError, match=r"doc\.yaml:4: top\.flag: must be true or false, got a string"):
         v.boolean(("top",), "flag", False)
