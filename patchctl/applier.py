@@ -36,6 +36,7 @@ _FAILED_AT_RE = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
 _MISSING_RE = re.compile(r"^error: (.+?): (?:No such file or directory|does not exist in index)$", re.MULTILINE)
 _EXISTS_RE = re.compile(r"^error: (.+?): already exists in (?:working directory|index)$", re.MULTILINE)
 _CONFLICT_RE = re.compile(r"^U (.+)$", re.MULTILINE)
+_RFC2822_DATE_RE = re.compile(r"^(?:[A-Z][a-z]{2}, )?\d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d(?::\d\d)? [+-]\d{4}$")
 _MALFORMED_MARKERS = (
     "corrupt patch",
     "patch fragment without header",
@@ -295,13 +296,16 @@ class IndexBuilder:
 
 
 def commit_message(patch: PatchFile) -> str:
-    message = patch.message
-    subject = message.subject or patch.slug or patch.name
-    return subject + ("\n\n" + message.description if message.description else "") + "\n"
+    """The patch's subject (or the title its file name gives) and its description."""
+    description = patch.message.description
+    return patch.title + ("\n\n" + description if description else "") + "\n"
 
 
 def commit_tree(repo: Path, tree: str, parent: str, patch: PatchFile) -> str:
-    env = {"GIT_AUTHOR_DATE": git.FIXED_DATE, "GIT_COMMITTER_DATE": git.FIXED_DATE}
+    # The patch's own date when it has one (export then writes it back unchanged); the commit
+    # date stays fixed so that commit ids depend on the patches alone.
+    author_date = patch.message.date if _RFC2822_DATE_RE.match(patch.message.date) else git.FIXED_DATE
+    env = {"GIT_AUTHOR_DATE": author_date, "GIT_COMMITTER_DATE": git.FIXED_DATE}
     if m := re.match(r"^(?P<name>.*?)\s*<(?P<email>[^>]*)>$", patch.message.author):
         env.update(GIT_AUTHOR_NAME=m["name"] or git.IDENTITY_NAME, GIT_AUTHOR_EMAIL=m["email"])
     return git.run(
