@@ -33,7 +33,7 @@ from .config import Config, Series
 from .errors import CheckFailed, PatchctlError, UsageError
 from .gates import GatesFailed, run_gates
 from .jsonout import json_field
-from .patchset import PatchFile, read_series, series_digest
+from .patchset import QUILT_SERIES_FILE, PatchFile, read_series, series_digest
 from .runners import run_build
 from .store import Mirror, Store
 from .sync_state import (
@@ -577,7 +577,9 @@ def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.Fi
             target = directory / patch.name
             if not (target.exists() and target.read_bytes() == patch.data):
                 changes.append(pinfile.FileChange(target, patch.data))
-        changes += [pinfile.FileChange(directory / gone, None) for gone in export_result.deleted]
+        changes += [pinfile.FileChange(directory / gone, None) for gone in export_result.removed]
+        if export_result.quilt_series is not None:
+            changes.append(pinfile.FileChange(directory / QUILT_SERIES_FILE, export_result.quilt_series))
     changes += pinfile.pin_changes(config, state.upstream, state.target)
     return changes
 
