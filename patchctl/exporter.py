@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import ClassVar
 
 from . import git
-from .applier import apply_series_to_index, is_clean, write_tree_listing
+from .applier import IndexBuilder, apply_series_to_index, is_clean, write_tree_listing
 from .config import Config, Series
 from .errors import CheckFailed, UsageError
 from .jsonout import json_field
-from .applier import IndexBuilder
 from .patchset import (
     FORMAT_PATCH_SLUG_MAX,
     PATCH_NAME_RE,
