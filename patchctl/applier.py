@@ -73,6 +73,21 @@ class HunkOffset:
     offset: int
 
 
+@dataclass(frozen=True)
+class FailedHunk:
+    """One place a patch does not apply: a missing file, or a hunk whose context is not there."""
+
+    file: str
+    cause: str  # "file missing" | "context drift" | "already exists"
+    hunk: int | None = None
+    hunk_header: str | None = None
+    patch_line: int | None = None
+
+    def describe(self) -> str:
+        where = self.file + (f" hunk #{self.hunk}" if self.hunk else "")
+        return where + (f" ({self.hunk_header})" if self.hunk_header else "")
+
+
 @dataclass
 class PatchOutcome:
     JSON_PROPERTIES: ClassVar[dict[str, str]] = {"message": "message"}
@@ -86,6 +101,8 @@ class PatchOutcome:
     detail: str = ""
     offsets: list[HunkOffset] = field(default_factory=list)
     conflict_files: list[str] = field(default_factory=list)
+    failures: list[FailedHunk] = json_field(omit_empty=True, default_factory=list)  # every failing file and hunk
+    three_way: str = json_field(omit_empty=True, default="")  # git's own reason a 3-way merge could not run
     commit: str | None = json_field(omit_empty=True, default=None)
 
     @property
@@ -117,8 +134,15 @@ class PatchOutcome:
             Status.CONFLICT: "3-way merge conflict in " + ", ".join(self.conflict_files or [self.file or "?"]),
             Status.UNSAFE_PATH: "refused: writes outside the tree",
         }[self.status]
+        if len(self.failures) > 1 or (self.failures and self.status == Status.CONTEXT_DRIFT and self.detail):
+            text = "; ".join(
+                f"{cause} in " + ", ".join(f.describe() for f in self.failures if f.cause == cause)
+                for cause in dict.fromkeys(f.cause for f in self.failures)
+            )
         if self.detail and self.status in (Status.MALFORMED, Status.UNSAFE_PATH):
             text += f": {self.detail}"
+        if self.three_way:
+            text += f"; 3-way merge not possible: {self.three_way}"
         return f"{self.patch}: {text}"
 
 
@@ -185,7 +209,9 @@ def _offsets(output: str) -> list[HunkOffset]:
     return offsets
 
 
-def _classify_failure(patch: PatchFile, stderr: str, reverse_applies: bool) -> PatchOutcome:
+def _classify_failure(patch: PatchFile, stderr: str, reverse_applies: bool, every_hunk: str = "") -> PatchOutcome:
+    """What went wrong, from git apply's STDERR; EVERY_HUNK is the stderr of a `--check
+    --reject` run, which goes on past a file's first failing hunk and so names them all."""
     if any(marker in stderr for marker in _MALFORMED_MARKERS):
         line = None
         if m := re.search(r"at line (\d+)", stderr):
@@ -199,22 +225,65 @@ def _classify_failure(patch: PatchFile, stderr: str, reverse_applies: bool) -> P
         )
     if reverse_applies:
         return PatchOutcome(patch.name, Status.ALREADY_APPLIED)
-    if m := _MISSING_RE.search(stderr):
-        return PatchOutcome(patch.name, Status.FILE_MISSING, file=m.group(1), patch_line=_file_line(patch, m.group(1)))
-    if m := _FAILED_AT_RE.search(stderr):
-        path, start = m.group(1), int(m.group(2))
-        outcome = PatchOutcome(patch.name, Status.CONTEXT_DRIFT, file=path, patch_line=_file_line(patch, path))
-        for diff in _safe_files(patch):
-            if diff.path == path or diff.source_path == path:
-                hunk = next((h for h in diff.hunks if h.source_start == start), None)
-                if hunk is not None:
-                    outcome.hunk, outcome.hunk_header, outcome.patch_line = hunk.index, hunk.header, hunk.line
-        return outcome
-    if m := _EXISTS_RE.search(stderr):
-        return PatchOutcome(
-            patch.name, Status.CONTEXT_DRIFT, file=m.group(1), detail="the patch creates a file that already exists"
+    failures = [
+        FailedHunk(path, "file missing", patch_line=_file_line(patch, path)) for path in _MISSING_RE.findall(stderr)
+    ]
+    drifted = _FAILED_AT_RE.findall(every_hunk) or _FAILED_AT_RE.findall(stderr)
+    for path, start in dict.fromkeys(drifted):
+        hunk = _hunk_at(patch, path, int(start))
+        failures.append(
+            FailedHunk(
+                path,
+                "context drift",
+                hunk.index if hunk else None,
+                hunk.header if hunk else None,
+                hunk.line if hunk else _file_line(patch, path),
+            )
         )
-    return PatchOutcome(patch.name, Status.CONTEXT_DRIFT, detail=git.first_line(stderr).removeprefix("error: "))
+    failures += [
+        FailedHunk(path, "already exists", patch_line=_file_line(patch, path)) for path in _EXISTS_RE.findall(stderr)
+    ]
+    if not failures:
+        return PatchOutcome(patch.name, Status.CONTEXT_DRIFT, detail=git.first_line(stderr).removeprefix("error: "))
+    first = failures[0]
+    status = Status.FILE_MISSING if first.cause == "file missing" else Status.CONTEXT_DRIFT
+    detail = "the patch creates a file that already exists" if first.cause == "already exists" else ""
+    return PatchOutcome(
+        patch.name,
+        status,
+        file=first.file,
+        hunk=first.hunk,
+        hunk_header=first.hunk_header,
+        patch_line=first.patch_line,
+        detail=detail,
+        failures=failures,
+    )
+
+
+def _hunk_at(patch: PatchFile, path: str, start: int):
+    for diff in _safe_files(patch):
+        if path in (diff.path, diff.source_path):
+            return next((h for h in diff.hunks if h.source_start == start), None)
+    return None
+
+
+def three_way_reasons(stderr: str) -> str:
+    """git's own reasons a 3-way merge could not run, per file ("a.c: repository lacks the
+    necessary blob to perform 3-way merge"), without the direct-application noise after them."""
+    reasons: list[str] = []
+    current = None
+    for line in stderr.splitlines():
+        if m := _CHECKING_RE.match(line):
+            current = m.group(1)
+        elif line.startswith("error: ") and not re.match(
+            r"error: (?:patch failed: |while searching for:|.+: patch does not apply$)", line
+        ):
+            reason = line.removeprefix("error: ").rstrip(".")
+            if current and not reason.startswith(current):
+                reason = f"{current}: {reason}"
+            if reason not in reasons:
+                reasons.append(reason)
+    return "; ".join(reasons)
 
 
 def _safe_files(patch: PatchFile):
@@ -270,7 +339,8 @@ class IndexBuilder:
         result = self._git_apply(patch, [])
         if not result.ok:
             reverse = self._git_apply(patch, ["--check", "-R"]).ok
-            return _classify_failure(patch, result.stderr, reverse)
+            every_hunk = "" if reverse else self._git_apply(patch, ["--check", "--reject"]).stderr
+            return _classify_failure(patch, result.stderr, reverse, every_hunk)
         offsets = _offsets(result.stdout + result.stderr)
         outcome = PatchOutcome(patch.name, Status.OFFSET if offsets else Status.APPLIED, offsets=offsets)
         if commit:
@@ -347,7 +417,15 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         reverse = git.run(
             [*APPLY_CONFIG, "apply", "--check", "-R", "--index", "-"], tree, check=False, input=patch.data
         ).ok
-        outcome = _classify_failure(patch, strict.stderr, reverse)
+        every_hunk = ""
+        if not reverse:
+            every_hunk = git.run(
+                [*APPLY_CONFIG, "apply", "-v", "--check", "--reject", "--index", "-"],
+                tree,
+                check=False,
+                input=patch.data,
+            ).stderr
+        outcome = _classify_failure(patch, strict.stderr, reverse, every_hunk)
         if not three_way or outcome.status in (Status.MALFORMED, Status.UNSAFE_PATH, Status.ALREADY_APPLIED):
             return outcome
         merged = git.run([*APPLY_CONFIG, "apply", "-3", "-v", "--index", "-"], tree, check=False, input=patch.data)
@@ -356,8 +434,11 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
             outcome.status, outcome.conflict_files = Status.CONFLICT, conflicts
             return outcome
         if not merged.ok:
-            outcome.detail = git.first_line(merged.stderr).removeprefix("error: ")
-            return outcome  # 3-way could not even start (missing file, no ancestor): keep the strict cause
+            # 3-way could not even start (missing file, no preimage blob): keep the strict cause, add git's reason
+            outcome.three_way = three_way_reasons(merged.stderr) or git.first_line(merged.stderr).removeprefix(
+                "error: "
+            )
+            return outcome
         outcome = PatchOutcome(patch.name, Status.MERGED)
     if commit:
         outcome.commit = commit_worktree(tree, patch)
