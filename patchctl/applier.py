@@ -398,6 +398,19 @@ def apply_series_to_index(
         return outcomes, builder.head
 
 
+def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> None:
+    """Write into REPO's object store every blob the series produces when applied at BASE.
+
+    A 3-way merge needs the preimage blob each patch's `index` line names. For a stacked
+    series those blobs are the outputs of the earlier patches, which exist only if something
+    once applied them in this object store (an `apply`, a `lint`): without this, verdicts
+    would depend on the cache's history. Creating them every time makes them a function of
+    the series and the pin alone. Patches that do not apply at BASE are skipped."""
+    with IndexBuilder(repo, base) as builder:
+        for patch in patches:
+            builder.apply(patch, commit=False)
+
+
 # ---------------------------------------------------------------- work-tree application
 
 

@@ -104,6 +104,7 @@ def canary_markdown(payload: dict) -> str:
             "ok": "applies strictly",
             "mechanical": "fails strictly; a pin-sync would be mechanical",
             "needs a hand": "fails; a pin-sync needs a hand",
+            "blocked": "fails; a pin-sync needs a hand",
         }[series["verdict"]]
         out += ["", f"### series {series['name']}: {verdict}", ""]
         if not series["patches"]:
@@ -132,7 +133,8 @@ def canary_markdown(payload: dict) -> str:
                 f"| {_cell(record['toolchain'])} | {_cell(record['series'])} | "
                 f"{_cell(record.get('image') or 'as declared')} | {result} | {_cell(detail)} |"
             )
-    out += ["", f"Logs: `{payload.get('work_dir')}`"]
+    if payload.get("work_dir"):
+        out += ["", f"Logs: `{payload.get('work_dir')}`"]
     return "\n".join(out) + "\n"
 
 
