@@ -199,7 +199,10 @@ def export(
         if result.out_of_date:
             raise ExportOutOfDate(result)
         return result
-    verify(series, tree, base_id, [PatchFile(series.dir / p.name, p.data) for p in planned])
+    try:
+        verify(series, tree, base_id, [PatchFile(series.dir / p.name, p.data) for p in planned])
+    except CheckFailed as exc:
+        raise CheckFailed(f"{exc}; nothing written") from None
     write_series(series.dir, planned, result.removed, result.quilt_series)
     return result
 
@@ -294,14 +297,12 @@ def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> N
     outcomes, head = apply_series_to_index(tree, base, patches)
     failed = next((o for o in outcomes if not o.ok), None)
     if failed is not None:
-        raise CheckFailed(f"the regenerated series does not apply to {base[:12]}: {failed.describe()}; nothing written")
+        raise CheckFailed(f"the regenerated series does not apply to {base[:12]}: {failed.describe()}")
     expected = {p: v for p, v in write_tree_listing(tree, "HEAD").items() if not is_excluded(p, series.exclude)}
     produced = {p: v for p, v in write_tree_listing(tree, head).items() if not is_excluded(p, series.exclude)}
     if expected != produced:
         differing = sorted(p for p in expected.keys() | produced.keys() if expected.get(p) != produced.get(p))
-        raise CheckFailed(
-            f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])}); nothing written"
-        )
+        raise CheckFailed(f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])})")
 
 
 def write_series(
