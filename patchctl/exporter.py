@@ -38,7 +38,9 @@ from .patchset import (
     FORMAT_PATCH_SLUG_MAX,
     PATCH_NAME_RE,
     QUILT_SERIES_FILE,
+    MalformedPatch,
     PatchFile,
+    hunk_fingerprint,
     is_excluded,
     quilt_names,
     read_series,
@@ -282,6 +284,11 @@ def _same_patch(series: Series, tree: Path, commit: str, old: PatchFile, fresh: 
     """Whether OLD says what the commit says: the same message, and applied strictly to the
     commit's parent it gives the commit's tree on every non-excluded path."""
     if (old.title, old.message.description) != (fresh.title, fresh.message.description):
+        return False
+    try:
+        if hunk_fingerprint(old) == hunk_fingerprint(fresh):
+            return True  # the same hunks, maybe shifted: no need to ask git
+    except MalformedPatch:
         return False
     with IndexBuilder(tree, f"{commit}^") as builder:
         if not builder.apply(old, commit=False).ok:

