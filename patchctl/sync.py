@@ -294,6 +294,7 @@ def _run(
     report.patches = list(state.records)
     report.warnings = _drop_warnings(state)
     if stopped is not None:
+        report.patches += _blocked_records(config, state)
         markers = state.records[-1].classification == CLASSIFICATION[Status.CONFLICT]
         report.state = "conflict" if markers else "needs-hand"
         what = "stops at a conflict" if markers else "stops at a patch that needs a hand (nothing applied)"
@@ -436,6 +437,31 @@ def _by_hand_steps(config: Config, state: SyncState) -> list[str]:
         "or `patchctl pin-sync --abort` to drop the sync; matrix.yaml and patches/ are unchanged until every gate has "
         "passed",
     ]
+
+
+def _blocked_records(config: Config, state: SyncState) -> list[PatchRecord]:
+    """The patches after the one that stopped the replay that touch its files (or those of a
+    patch it blocks): reported as blocked by it, so that a cascade never reads as an upstream break."""
+    entry = next((e for e in state.series if e.head_before is not None), None)
+    if entry is None:
+        return []
+    patches = read_series(config.get_series(entry.name))
+    stopper = patches[entry.next]
+    touched = set(stopper.touched_paths())
+    records = []
+    for later in patches[entry.next + 1 :]:
+        shared = sorted(touched & set(later.touched_paths()))
+        if shared:
+            touched |= set(later.touched_paths())
+            records.append(
+                PatchRecord(
+                    entry.name,
+                    later.name,
+                    f"blocked by {stopper.name}",
+                    f"not replayed yet: it touches {', '.join(shared[:3])}, which {stopper.name} changes first",
+                )
+            )
+    return records
 
 
 def _drop_warnings(state: SyncState) -> list[str]:

@@ -12,7 +12,7 @@ import re
 
 from patchctl import git
 
-from .conftest import Project, Repo
+from .conftest import Project, Repo, make_patch
 from .fixtures_sync import add_hello_patch, add_line20_patch, load_json, main_c, write_config
 
 MISSING_BLOB = "1234567890abcdef1234567890abcdef12345678"
@@ -50,6 +50,7 @@ def test_three_way_failure_without_markers_is_not_a_conflict_and_continue_refuse
     assert record["conflicts"] == []
     assert "repository lacks the necessary blob" in record["detail"]  # git's own reason
     assert "src/main.c hunk #1" in record["detail"] and "nothing was applied" in record["detail"]
+    assert len(payload["patches"]) == 1  # 0002 touches other files: not blocked by 0001
     assert not any("remove the markers" in step for step in payload["next_steps"])
     assert any("--continue --drop" in step for step in payload["next_steps"])
     tree = project.path / ".patchctl" / "sync" / "up" / "main"
@@ -104,3 +105,19 @@ def test_conflict_resolved_to_nothing_is_a_loud_drop(project: Project, upstream:
     assert resumed.exit_code == 0, resumed.output
     assert payload["patches"][0]["classification"] == "dropped by hand (its conflict was resolved to nothing)"
     assert len(payload["warnings"]) == 1 and "DROPPED" in resumed.stderr
+
+
+def test_later_patches_on_the_same_files_are_blocked_not_broken(project: Project, upstream: Repo, cli) -> None:
+    pin = upstream.head
+    add_line20_patch(project, upstream, pin)
+    later = make_patch(upstream, pin, {"src/main.c": main_c({30: "MAIN 30 patched"})}, "Patch line thirty")
+    project.add_patch("0004-Patch-line-thirty.patch", later)
+    write_config(project, pin)
+    upstream.commit({"src/main.c": main_c({20: "main 20 rewritten upstream"})}, "Upstream rewrites line 20")
+    result, payload = sync(cli, project, "up", "--latest")
+    assert result.exit_code == 1 and payload["state"] == "conflict"
+    assert [(p["patch"], p["classification"]) for p in payload["patches"]] == [
+        ("0001-patch-line-twenty.patch", "conflict"),
+        ("0004-Patch-line-thirty.patch", "blocked by 0001-patch-line-twenty.patch"),
+    ]
+    assert "not replayed yet: it touches src/main.c" in payload["patches"][1]["detail"]
