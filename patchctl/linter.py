@@ -119,7 +119,12 @@ def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Fi
         add(1, "PC012", reason)
     message = patch.message
     if not message.subject:
-        add(1, "PC007", "no Subject: the patch needs a one-line summary")
+        add(
+            1,
+            "PC007",
+            f"no Subject: the patch needs a one-line summary (it applies as {patch.title!r}, from its file name; "
+            "add a Subject: or a DEP-3 Description: line)",
+        )
     if not message.description:
         add(message.body_line, "PC008", "no description: say why the patch exists")
     try:
