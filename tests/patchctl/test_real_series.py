@@ -183,3 +183,22 @@ def test_canary_and_pin_sync_verdicts_do_not_depend_on_the_cache(tmp_path: Path,
     assert failing[0]["breaking_commit"]["sha"] == breaking
     assert dict(fresh_sync)[next(n for n in series.patches if n.startswith(BROKEN_PATCH))] == "merged 3-way"
     assert not any(c.startswith("needs a hand") for _, c in fresh_sync)
+
+
+def test_unreachable_archive_uses_the_cache_then_skips_or_fails_under_require_network(
+    tmp_path: Path, monkeypatch
+) -> None:
+    real = realseries.fetch(*realseries.TAR_DEBIAN)
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(realseries, "POOL", "http://127.0.0.1:9/debian/pool/main")
+    monkeypatch.setattr(realseries, "data_dir", lambda: cache)
+    monkeypatch.setenv("PATCHCTL_REQUIRE_NETWORK", "1")
+    cache.mkdir()
+    shutil.copy(real, cache / real.name)
+    assert realseries.fetch(*realseries.TAR_DEBIAN) == cache / real.name  # cached and sha-checked: no network
+    (cache / real.name).write_bytes(b"tampered")
+    with pytest.raises(pytest.fail.Exception, match="unreachable and PATCHCTL_REQUIRE_NETWORK=1"):
+        realseries.fetch(*realseries.TAR_DEBIAN)
+    monkeypatch.delenv("PATCHCTL_REQUIRE_NETWORK")
+    with pytest.raises(pytest.skip.Exception, match="unreachable and nothing is cached"):
+        realseries.fetch(*realseries.TAR_DEBIAN)
