@@ -190,22 +190,20 @@ def parse_message(text: str) -> PatchMessage:
     lines = text.splitlines()
     end = next((n for n, line in enumerate(lines) if _starts_diff(lines, n)), len(lines))
     i = 1 if lines and lines[0].startswith("From ") else 0
-    headers: dict[str, list[str]] = {}
-    order: list[str] = []
-    last = None
+    fields: list[tuple[str, list[str]]] = []  # every header in order, repeated ones (Bug-Debian:) included
     while i < end and lines[i].strip():
         line = lines[i]
-        if line[:1] in (" ", "\t") and last:
-            headers[last].append(line)
+        if line[:1] in (" ", "\t") and fields:
+            fields[-1][1].append(line)
         elif (m := _HEADER_RE.match(line)) and m["key"].lower() != "index":
-            last = m["key"].lower()
-            if last not in headers:
-                order.append(m["key"])
-            headers[last] = [line.partition(":")[2].strip()]
+            fields.append((m["key"], [line.partition(":")[2].strip()]))
         else:
             break  # not a header block: free text
         i += 1
     header_end = i
+    headers: dict[str, list[str]] = {}
+    for key, values in fields:
+        headers.setdefault(key.lower(), values)
     body: list[str] = []
     for line in lines[header_end:end]:
         if line == "---":
@@ -220,8 +218,8 @@ def parse_message(text: str) -> PatchMessage:
         subject = first
         description_lines = ["" if r.strip() == "." else r[1:] if r.startswith(" ") else r.strip() for r in rest]
         trailers = [
-            f"{key}: {' '.join(v.strip() for v in headers[key.lower()])}"
-            for key in order
+            f"{key}: {' '.join(v.strip() for v in values)}"
+            for key, values in fields
             if key.lower() not in ("description", "subject", "from", "date", "author")
         ]
         if trailers:
