@@ -146,10 +146,26 @@ def verdicts(payload: dict) -> list[tuple]:
     ]
 
 
-def test_canary_and_pin_sync_verdicts_do_not_depend_on_the_cache(tmp_path: Path, monkeypatch) -> None:
+@pytest.fixture
+def red_project(tmp_path: Path) -> tuple[Path, str, realseries.RealSeries]:
     series = realseries.rsync_series()
     upstream, breaking = red_upstream(series, tmp_path / "up")
-    project = make_project(tmp_path / "proj", upstream, series.pin, series.patches, naming="format-patch")
+    return (
+        make_project(tmp_path / "proj", upstream, series.pin, series.patches, naming="format-patch"),
+        breaking,
+        series,
+    )
+
+
+def used_cache(project: Path, cache: Path, monkeypatch) -> None:
+    """What the issue saw: an earlier `apply` left the stacked patches' blobs in the mirror."""
+    monkeypatch.setenv("PATCHCTL_CACHE", str(cache))
+    ok("-C", project, "apply")
+    shutil.rmtree(project / ".patchctl")
+
+
+def test_canary_verdicts_do_not_depend_on_the_cache(red_project, tmp_path: Path, monkeypatch) -> None:
+    project, breaking, _ = red_project
 
     def canary(cache: str, *args: str) -> dict:
         monkeypatch.setenv("PATCHCTL_CACHE", str(tmp_path / cache))
@@ -158,6 +174,20 @@ def test_canary_and_pin_sync_verdicts_do_not_depend_on_the_cache(tmp_path: Path,
         assert result.exit_code == 1, result.output
         return json.loads(out.read_text())
 
+    fresh = canary("fresh")
+    used_cache(project, tmp_path / "used", monkeypatch)
+    used = canary("used", "--no-bisect")
+    assert verdicts(fresh) == verdicts(used)
+    failing = [p for p in fresh["series"][0]["patches"] if p["verdict"] != "ok"]
+    assert [p["patch"][:5] for p in failing] == [BROKEN_PATCH]
+    assert failing[0]["trial"] == "merged 3-way without conflict" and failing[0]["verdict"] == "mechanical"
+    assert "context drift in util1.c hunk #2" in failing[0]["strict_detail"]
+    assert failing[0]["breaking_commit"]["sha"] == breaking
+
+
+def test_pin_sync_verdicts_do_not_depend_on_the_cache(red_project, tmp_path: Path, monkeypatch) -> None:
+    project, _, series = red_project
+
     def sync(cache: str) -> list[tuple[str, str]]:
         monkeypatch.setenv("PATCHCTL_CACHE", str(tmp_path / cache))
         out = tmp_path / f"sync-{cache}.json"
@@ -165,24 +195,11 @@ def test_canary_and_pin_sync_verdicts_do_not_depend_on_the_cache(tmp_path: Path,
         assert result.exit_code == 0, result.output
         return [(p["patch"], p["classification"]) for p in json.loads(out.read_text())["patches"]]
 
-    fresh_canary = canary("fresh-canary")
-    fresh_sync = sync("fresh-sync")
-    # What the issue saw: an earlier `apply` left the stacked patches' blobs in the mirror.
-    monkeypatch.setenv("PATCHCTL_CACHE", str(tmp_path / "used"))
-    ok("-C", project, "apply")
-    shutil.rmtree(project / ".patchctl")
-    used_canary = canary("used", "--no-bisect")
-    used_sync = sync("used")
-
-    assert verdicts(fresh_canary) == verdicts(used_canary)
-    assert fresh_sync == used_sync
-    failing = [p for p in fresh_canary["series"][0]["patches"] if p["verdict"] != "ok"]
-    assert [p["patch"][:5] for p in failing] == [BROKEN_PATCH]
-    assert failing[0]["trial"] == "merged 3-way without conflict" and failing[0]["verdict"] == "mechanical"
-    assert "context drift in util1.c hunk #2" in failing[0]["strict_detail"]
-    assert failing[0]["breaking_commit"]["sha"] == breaking
-    assert dict(fresh_sync)[next(n for n in series.patches if n.startswith(BROKEN_PATCH))] == "merged 3-way"
-    assert not any(c.startswith("needs a hand") for _, c in fresh_sync)
+    fresh = sync("fresh")
+    used_cache(project, tmp_path / "used", monkeypatch)
+    assert sync("used") == fresh
+    assert dict(fresh)[next(n for n in series.patches if n.startswith(BROKEN_PATCH))] == "merged 3-way"
+    assert not any(c.startswith("needs a hand") for _, c in fresh)
 
 
 def test_unreachable_archive_uses_the_cache_then_skips_or_fails_under_require_network(
