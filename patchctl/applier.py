@@ -39,6 +39,7 @@ _FAILED_AT_RE = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
 _MISSING_RE = re.compile(r"^error: (.+?): (?:No such file or directory|does not exist in index)$", re.MULTILINE)
 _EXISTS_RE = re.compile(r"^error: (.+?): already exists in (?:working directory|index)$", re.MULTILINE)
 _CONFLICT_RE = re.compile(r"^U (.+)$", re.MULTILINE)
+_RFC2822_DATE_RE = re.compile(r"^(?:[A-Z][a-z]{2}, )?\d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d(?::\d\d)? [+-]\d{4}$")
 _MALFORMED_MARKERS = (
     "corrupt patch",
     "patch fragment without header",
@@ -80,6 +81,21 @@ class HunkOffset:
     offset: int
 
 
+@dataclass(frozen=True)
+class FailedHunk:
+    """One place a patch does not apply: a missing file, or a hunk whose context is not there."""
+
+    file: str
+    cause: str  # "file missing" | "context drift" | "already exists"
+    hunk: int | None = None
+    hunk_header: str | None = None
+    patch_line: int | None = None
+
+    def describe(self) -> str:
+        where = self.file + (f" hunk #{self.hunk}" if self.hunk else "")
+        return where + (f" ({self.hunk_header})" if self.hunk_header else "")
+
+
 @dataclass
 class PatchOutcome:
     JSON_PROPERTIES: ClassVar[dict[str, str]] = {"message": "message"}
@@ -93,6 +109,8 @@ class PatchOutcome:
     detail: str = ""
     offsets: list[HunkOffset] = field(default_factory=list)
     conflict_files: list[str] = field(default_factory=list)
+    failures: list[FailedHunk] = json_field(omit_empty=True, default_factory=list)  # every failing file and hunk
+    three_way: str = json_field(omit_empty=True, default="")  # git's own reason a 3-way merge could not run
     commit: str | None = json_field(omit_empty=True, default=None)
 
     @property
@@ -124,8 +142,15 @@ class PatchOutcome:
             Status.CONFLICT: "3-way merge conflict in " + ", ".join(self.conflict_files or [self.file or "?"]),
             Status.UNSAFE_PATH: "refused: writes outside the tree",
         }[self.status]
+        if len(self.failures) > 1 or (self.failures and self.status == Status.CONTEXT_DRIFT and self.detail):
+            text = "; ".join(
+                f"{cause} in " + ", ".join(f.describe() for f in self.failures if f.cause == cause)
+                for cause in dict.fromkeys(f.cause for f in self.failures)
+            )
         if self.detail and self.status in (Status.MALFORMED, Status.UNSAFE_PATH):
             text += f": {self.detail}"
+        if self.three_way:
+            text += f"; 3-way merge not possible: {self.three_way}"
         return f"{self.patch}: {text}"
 
 
@@ -208,7 +233,9 @@ def _offsets(output: str) -> list[HunkOffset]:
     return offsets
 
 
-def _classify_failure(patch: PatchFile, stderr: str, reverse_applies: bool) -> PatchOutcome:
+def _classify_failure(patch: PatchFile, stderr: str, reverse_applies: bool, every_hunk: str = "") -> PatchOutcome:
+    """What went wrong, from git apply's STDERR; EVERY_HUNK is the stderr of a `--check
+    --reject` run, which goes on past a file's first failing hunk and so names them all."""
     if any(marker in stderr for marker in _MALFORMED_MARKERS):
         line = None
         if m := re.search(r"at line (\d+)", stderr):
@@ -222,22 +249,65 @@ def _classify_failure(patch: PatchFile, stderr: str, reverse_applies: bool) -> P
         )
     if reverse_applies:
         return PatchOutcome(patch.name, Status.ALREADY_APPLIED)
-    if m := _MISSING_RE.search(stderr):
-        return PatchOutcome(patch.name, Status.FILE_MISSING, file=m.group(1), patch_line=_file_line(patch, m.group(1)))
-    if m := _FAILED_AT_RE.search(stderr):
-        path, start = m.group(1), int(m.group(2))
-        outcome = PatchOutcome(patch.name, Status.CONTEXT_DRIFT, file=path, patch_line=_file_line(patch, path))
-        for diff in _safe_files(patch):
-            if diff.path == path or diff.source_path == path:
-                hunk = next((h for h in diff.hunks if h.source_start == start), None)
-                if hunk is not None:
-                    outcome.hunk, outcome.hunk_header, outcome.patch_line = hunk.index, hunk.header, hunk.line
-        return outcome
-    if m := _EXISTS_RE.search(stderr):
-        return PatchOutcome(
-            patch.name, Status.CONTEXT_DRIFT, file=m.group(1), detail="the patch creates a file that already exists"
+    failures = [
+        FailedHunk(path, "file missing", patch_line=_file_line(patch, path)) for path in _MISSING_RE.findall(stderr)
+    ]
+    drifted = _FAILED_AT_RE.findall(every_hunk) or _FAILED_AT_RE.findall(stderr)
+    for path, start in dict.fromkeys(drifted):
+        hunk = _hunk_at(patch, path, int(start))
+        failures.append(
+            FailedHunk(
+                path,
+                "context drift",
+                hunk.index if hunk else None,
+                hunk.header if hunk else None,
+                hunk.line if hunk else _file_line(patch, path),
+            )
         )
-    return PatchOutcome(patch.name, Status.CONTEXT_DRIFT, detail=git.first_line(stderr).removeprefix("error: "))
+    failures += [
+        FailedHunk(path, "already exists", patch_line=_file_line(patch, path)) for path in _EXISTS_RE.findall(stderr)
+    ]
+    if not failures:
+        return PatchOutcome(patch.name, Status.CONTEXT_DRIFT, detail=git.first_line(stderr).removeprefix("error: "))
+    first = failures[0]
+    status = Status.FILE_MISSING if first.cause == "file missing" else Status.CONTEXT_DRIFT
+    detail = "the patch creates a file that already exists" if first.cause == "already exists" else ""
+    return PatchOutcome(
+        patch.name,
+        status,
+        file=first.file,
+        hunk=first.hunk,
+        hunk_header=first.hunk_header,
+        patch_line=first.patch_line,
+        detail=detail,
+        failures=failures,
+    )
+
+
+def _hunk_at(patch: PatchFile, path: str, start: int):
+    for diff in _safe_files(patch):
+        if path in (diff.path, diff.source_path):
+            return next((h for h in diff.hunks if h.source_start == start), None)
+    return None
+
+
+def three_way_reasons(stderr: str) -> str:
+    """git's own reasons a 3-way merge could not run, per file ("a.c: repository lacks the
+    necessary blob to perform 3-way merge"), without the direct-application noise after them."""
+    reasons: list[str] = []
+    current = None
+    for line in stderr.splitlines():
+        if m := _CHECKING_RE.match(line):
+            current = m.group(1)
+        elif line.startswith("error: ") and not re.match(
+            r"error: (?:patch failed: |while searching for:|.+: patch does not apply$)", line
+        ):
+            reason = line.removeprefix("error: ").rstrip(".")
+            if current and not reason.startswith(current):
+                reason = f"{current}: {reason}"
+            if reason not in reasons:
+                reasons.append(reason)
+    return "; ".join(reasons)
 
 
 def _safe_files(patch: PatchFile):
@@ -309,7 +379,8 @@ class IndexBuilder:
         result = self._git_apply(patch, [])
         if not result.ok:
             reverse = self._git_apply(patch, ["--check", "-R"]).ok
-            return _classify_failure(patch, result.stderr, reverse)
+            every_hunk = "" if reverse else self._git_apply(patch, ["--check", "--reject"]).stderr
+            return _classify_failure(patch, result.stderr, reverse, every_hunk)
         if (reason := escaping_symlinks_in_index(self.repo, self.head, self.env)) is not None:
             git.run(["read-tree", self.head], self.repo, env=self.env)  # undo this patch in the private index
             return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
@@ -340,13 +411,16 @@ class IndexBuilder:
 
 
 def commit_message(patch: PatchFile) -> str:
-    message = patch.message
-    subject = message.subject or patch.slug or patch.name
-    return subject + ("\n\n" + message.description if message.description else "") + "\n"
+    """The patch's subject (or the title its file name gives) and its description."""
+    description = patch.message.description
+    return patch.title + ("\n\n" + description if description else "") + "\n"
 
 
 def commit_tree(repo: Path, tree: str, parent: str, patch: PatchFile) -> str:
-    env = {"GIT_AUTHOR_DATE": git.FIXED_DATE, "GIT_COMMITTER_DATE": git.FIXED_DATE}
+    # The patch's own date when it has one (export then writes it back unchanged); the commit
+    # date stays fixed so that commit ids depend on the patches alone.
+    author_date = patch.message.date if _RFC2822_DATE_RE.match(patch.message.date) else git.FIXED_DATE
+    env = {"GIT_AUTHOR_DATE": author_date, "GIT_COMMITTER_DATE": git.FIXED_DATE}
     # A name git cannot take through the environment (NUL, control characters) falls back to ours.
     author = patch.message.author
     if (m := re.match(r"^(?P<name>.*?)\s*<(?P<email>[^>]*)>$", author)) and not re.search(r"[\x00-\x1f]", author):
@@ -372,6 +446,19 @@ def apply_series_to_index(
         return outcomes, builder.head
 
 
+def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> None:
+    """Write into REPO's object store every blob the series produces when applied at BASE.
+
+    A 3-way merge needs the preimage blob each patch's `index` line names. For a stacked
+    series those blobs are the outputs of the earlier patches, which exist only if something
+    once applied them in this object store (an `apply`, a `lint`): without this, verdicts
+    would depend on the cache's history. Creating them every time makes them a function of
+    the series and the pin alone. Patches that do not apply at BASE are skipped."""
+    with IndexBuilder(repo, base) as builder:
+        for patch in patches:
+            builder.apply(patch, commit=False)
+
+
 # ---------------------------------------------------------------- work-tree application
 
 
@@ -391,7 +478,15 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         reverse = git.run(
             [*APPLY_CONFIG, "apply", "--check", "-R", "--index", "-"], tree, check=False, input=patch.data
         ).ok
-        outcome = _classify_failure(patch, strict.stderr, reverse)
+        every_hunk = ""
+        if not reverse:
+            every_hunk = git.run(
+                [*APPLY_CONFIG, "apply", "-v", "--check", "--reject", "--index", "-"],
+                tree,
+                check=False,
+                input=patch.data,
+            ).stderr
+        outcome = _classify_failure(patch, strict.stderr, reverse, every_hunk)
         if not three_way or outcome.status in (Status.MALFORMED, Status.UNSAFE_PATH, Status.ALREADY_APPLIED):
             return outcome
         merged = git.run([*APPLY_CONFIG, "apply", "-3", "-v", "--index", "-"], tree, check=False, input=patch.data)
@@ -400,8 +495,11 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
             outcome.status, outcome.conflict_files = Status.CONFLICT, conflicts
             return outcome
         if not merged.ok:
-            outcome.detail = git.first_line(merged.stderr).removeprefix("error: ")
-            return outcome  # 3-way could not even start (missing file, no ancestor): keep the strict cause
+            # 3-way could not even start (missing file, no preimage blob): keep the strict cause, add git's reason
+            outcome.three_way = three_way_reasons(merged.stderr) or git.first_line(merged.stderr).removeprefix(
+                "error: "
+            )
+            return outcome
         outcome = PatchOutcome(patch.name, Status.MERGED)
     if commit:
         outcome.commit = commit_worktree(tree, patch)

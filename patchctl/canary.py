@@ -1,16 +1,22 @@
 """`patchctl canary`: apply every series to the upstream tip, to learn early what breaks.
 
-A signal only: it never writes to the repository. Its trees and logs live in a scratch
-directory outside it (`--work-dir`, default a new temporary directory; the trees are
-removed at the end, the logs are kept for the report).
+A signal only: it never writes to the repository's files. Its trees live in a scratch
+directory (`--work-dir`, default a temporary directory removed at the end); the compile
+logs go to `--work-dir`/logs, or by default to `.patchctl/logs/canary/UPSTREAM/`.
 
 For every series on the upstream:
 
 * each patch is applied strictly at the tip; one that fails is tried again with a 3-way
   merge, which says whether a pin-sync would be mechanical (merged, or already upstream)
-  or needs a hand (conflict, file gone);
-* for each patch that fails strictly, the upstream history between the pin and the tip is
-  bisected (first-parent line) to name the first commit at which it stops applying;
+  or needs a hand (conflict, file gone, with git's own reason); every failing file and
+  hunk is named. The blobs 3-way needs are created from the pin first, every time, so the
+  verdicts never depend on what the cache happens to hold;
+* a failing patch that touches files an earlier, unapplied patch touches is "blocked by"
+  that patch (a cascade, not an upstream break): it is neither merged nor bisected;
+* for each other patch that fails strictly, the upstream history between the pin and the
+  tip is bisected (first-parent line) to name the first commit at which it stops
+  applying. Probes share their work: at each commit the series is applied once, as far as
+  the patches asked about, in a private index kept for the next question;
 * with `compile`, the series' build steps run once per toolchain that matrix.yaml's
   `canary:` section lists for this upstream, in the toolchain's image, each in its own
   clean tree; without a `canary:` section for the upstream they run as declared.
@@ -20,6 +26,7 @@ The canary is red (exit 1) when any patch fails strictly or any compile fails.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,8 +34,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
-from . import git
-from .applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree
+from . import git, worktree
+from .applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, seed_three_way_objects
 from .config import Config, Series
 from .errors import UsageError
 from .jsonout import json_field, to_json
@@ -39,6 +46,7 @@ from .store import Mirror, Store
 Progress = Callable[[str], None]
 MECHANICAL = "mechanical"
 NEEDS_HAND = "needs a hand"
+BLOCKED = "blocked"
 
 
 @dataclass
@@ -47,9 +55,10 @@ class CanaryPatch:
     strict: str  # applier Status value
     strict_detail: str = ""
     trial: str | None = None  # 3-way trial outcome when strict failed
-    verdict: str = "ok"  # ok | mechanical | needs a hand
+    verdict: str = "ok"  # ok | mechanical | needs a hand | blocked (by an earlier failing patch)
     breaking_commit: dict | None = None  # {sha, subject}: first upstream commit it fails at
     bisect_note: str = ""
+    blocked_by: str | None = json_field(omit_empty=True, default=None)  # the earlier failing patch it depends on
 
 
 @dataclass
@@ -62,7 +71,7 @@ class CanarySeries:
     @property
     def verdict(self) -> str:
         verdicts = {p.verdict for p in self.patches}
-        if NEEDS_HAND in verdicts:
+        if NEEDS_HAND in verdicts or BLOCKED in verdicts:
             return NEEDS_HAND
         return MECHANICAL if MECHANICAL in verdicts else "ok"
 
@@ -132,32 +141,41 @@ def canary(
     mirror = store.mirror(up.url, base=config.root)
     tip = store.resolve(mirror, rev) if rev else store.branch_tip(mirror, up.branch)
     selected = _toolchains(config, name, toolchains) if compile else []
-    workspace = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="patchctl-canary-"))
-    _refuse_inside(config, workspace)
-    workspace.mkdir(parents=True, exist_ok=True)
+    if work_dir is not None:
+        _refuse_inside(config, Path(work_dir))
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+    # Trees are scratch: a temporary directory removed at the end, whatever happens.
+    scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="patchctl-canary-"))
+    logs = Path(work_dir) / "logs" if work_dir else worktree.canary_logs(config.root, name)
     report = CanaryReport(
         name,
         up.pin,
         tip,
         rev or f"tip of {up.branch}",
         _count_commits(mirror.path, up.pin, tip),
-        work_dir=str(workspace),
+        work_dir=str(logs) if compile else (str(work_dir) if work_dir else ""),
     )
-    heads: dict[str, str | None] = {}
-    for series in config.series_on(name):
-        say(f"applying {series.name} at {tip[:12]}")
-        result, head = _trial(store, mirror, series, tip, workspace / "trees" / f"trial-{series.name}")
-        report.series.append(result)
-        heads[series.name] = head if result.verdict != NEEDS_HAND else None
-        if bisect:
-            _bisect_failures(mirror, series, result, up.pin, tip, say)
-    if compile:
-        for toolchain in selected:
-            for series in config.series_on(name):
-                say(f"compiling {series.name} with {toolchain.name}")
-                report.compiles.append(
-                    _compile(store, mirror, series, toolchain, heads.get(series.name), workspace, say)
-                )
+    try:
+        heads: dict[str, str | None] = {}
+        for series in config.series_on(name):
+            say(f"applying {series.name} at {tip[:12]}")
+            patches = read_series(series)
+            seed_three_way_objects(mirror.path, up.pin, patches)
+            result, head = _trial(store, mirror, series, patches, tip, scratch / "trees" / f"trial-{series.name}")
+            report.series.append(result)
+            heads[series.name] = head if result.verdict not in (NEEDS_HAND, BLOCKED) else None
+            if bisect:
+                _bisect_failures(mirror, patches, result, up.pin, tip, say)
+        if compile:
+            for toolchain in selected:
+                for series in config.series_on(name):
+                    say(f"compiling {series.name} with {toolchain.name}")
+                    report.compiles.append(
+                        _compile(store, mirror, series, toolchain, heads.get(series.name), scratch, logs, say)
+                    )
+    finally:
+        if work_dir is None:
+            shutil.rmtree(scratch, ignore_errors=True)
     report.duration_s = time.monotonic() - start
     return report
 
@@ -165,20 +183,29 @@ def canary(
 # ---------------------------------------------------------------- apply and 3-way trial
 
 
-def _trial(store: Store, mirror: Mirror, series: Series, tip: str, tree: Path) -> tuple[CanarySeries, str]:
+def _trial(
+    store: Store, mirror: Mirror, series: Series, patches: list[PatchFile], tip: str, tree: Path
+) -> tuple[CanarySeries, str]:
     """Apply each patch strictly at TIP; retry a failing one with 3-way. Returns the
     classification and the commit with every patch that could be applied."""
     result = CanarySeries(series.name)
     store.remove_worktree(mirror, tree)
     store.add_worktree(mirror, tip, tree)
+    unapplied: dict[str, str] = {}  # path -> the earlier patch that touches it and could not be applied
     try:
-        for patch in read_series(series):
+        for patch in patches:
             strict = apply_in_worktree(tree, patch, three_way=False, commit=True)
             entry = CanaryPatch(
                 patch.name, strict.status.value, "" if strict.ok else strict.describe().split(": ", 1)[-1]
             )
             if not strict.ok:
-                entry.trial, entry.verdict = _three_way_trial(tree, patch, strict)
+                blocker = next((unapplied[p] for p in patch.touched_paths() if p in unapplied), None)
+                if blocker is not None and strict.status != Status.ALREADY_APPLIED:
+                    entry.trial, entry.verdict, entry.blocked_by = f"blocked by {blocker}", BLOCKED, blocker
+                else:
+                    entry.trial, entry.verdict = _three_way_trial(tree, patch, strict)
+                if entry.verdict in (NEEDS_HAND, BLOCKED):
+                    unapplied.update(dict.fromkeys(patch.touched_paths(), patch.name))
             result.patches.append(entry)
         return result, git.rev_parse(tree, "HEAD")
     finally:
@@ -200,46 +227,76 @@ def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome) -> tupl
     git.run(["clean", "-q", "-fd"], tree)
     if merged.status == Status.CONFLICT:
         return f"3-way conflict in {', '.join(merged.conflict_files)}", NEEDS_HAND
-    return f"3-way failed: {merged.describe().split(': ', 1)[-1]}", NEEDS_HAND
+    return f"3-way failed: {merged.three_way or merged.describe().split(': ', 1)[-1]}", NEEDS_HAND
 
 
 # ---------------------------------------------------------------- bisect
 
 
-def _bisect_failures(mirror: Mirror, series: Series, result: CanarySeries, pin: str, tip: str, say: Progress) -> None:
+def _bisect_failures(
+    mirror: Mirror, patches: list[PatchFile], result: CanarySeries, pin: str, tip: str, say: Progress
+) -> None:
     failing = [i for i, p in enumerate(result.patches) if p.verdict != "ok"]
     if not failing:
         return
-    patches = read_series(series)
     line, note = _first_parent_line(mirror.path, pin, tip)
-    for index in failing:
-        entry = result.patches[index]
-        if line is None:
-            entry.bisect_note = note
-            continue
-        say(f"bisecting {series.name}/{entry.patch} over {len(line)} commit(s)")
-        if not applies_at(mirror.path, pin, patches, index):
-            entry.bisect_note = "it does not apply at the pin either"
-            continue
-        first_bad = _first_failing(
-            line, lambda commit, index=index: not applies_at(mirror.path, commit, patches, index)
-        )
-        if first_bad is None:
-            entry.bisect_note = (
-                "it applies at every commit on the line from pin to tip (it fails only on top of other changes)"
-            )
-            continue
-        subject = git.run(["log", "-1", "--format=%s", first_bad], mirror.path).stdout.strip()
-        entry.breaking_commit = {"sha": first_bad, "subject": subject}
-        entry.bisect_note = f"first of {len(line)} upstream commit(s) since the pin at which it stops applying"
+    with SeriesProbes(mirror.path, patches) as probes:
+        for index in failing:
+            entry = result.patches[index]
+            if entry.blocked_by is not None:
+                entry.bisect_note = f"blocked by {entry.blocked_by}: not bisected (a cascade, not an upstream break)"
+                continue
+            if line is None:
+                entry.bisect_note = note
+                continue
+            say(f"bisecting {entry.patch} over {len(line)} commit(s)")
+            if not probes.applies(pin, index):
+                entry.bisect_note = "it does not apply at the pin either"
+                continue
+            first_bad = _first_failing(line, lambda commit, index=index: not probes.applies(commit, index))
+            if first_bad is None:
+                entry.bisect_note = (
+                    "it applies at every commit on the line from pin to tip (it fails only on top of other changes)"
+                )
+                continue
+            subject = git.run(["log", "-1", "--format=%s", first_bad], mirror.path).stdout.strip()
+            entry.breaking_commit = {"sha": first_bad, "subject": subject}
+            entry.bisect_note = f"first of {len(line)} upstream commit(s) since the pin at which it stops applying"
 
 
-def applies_at(repo: Path, commit: str, patches: list[PatchFile], index: int) -> bool:
-    """Whether patch INDEX applies strictly at COMMIT on top of the earlier patches that do."""
-    with IndexBuilder(repo, commit) as builder:
-        for earlier in patches[:index]:
-            builder.apply(earlier, commit=False)
-        return builder.apply(patches[index], commit=False).ok
+class SeriesProbes:
+    """Whether patch I applies strictly at COMMIT on top of the earlier patches that do there.
+
+    Every commit asked about keeps a private index with the series applied as far as asked
+    so far, so each patch is applied at most once per commit, however many failing patches
+    are bisected over the same commits."""
+
+    def __init__(self, repo: Path, patches: list[PatchFile]):
+        self.repo = repo
+        self.patches = patches
+        self._builders: dict[str, IndexBuilder] = {}
+        self._results: dict[str, list[bool]] = {}
+
+    def applies(self, commit: str, index: int) -> bool:
+        builder = self._builders.get(commit)
+        if builder is None:
+            builder = self._builders[commit] = IndexBuilder(self.repo, commit)
+            self._results[commit] = []
+        results = self._results[commit]
+        while len(results) <= index:
+            results.append(builder.apply(self.patches[len(results)], commit=False).ok)
+        return results[index]
+
+    def close(self) -> None:
+        for builder in self._builders.values():
+            builder.close()
+        self._builders.clear()
+
+    def __enter__(self) -> SeriesProbes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _first_failing(line: list[str], fails: Callable[[str], bool]) -> str | None:
@@ -293,7 +350,14 @@ def _toolchains(config: Config, upstream: str, names: tuple[str, ...] = ()) -> l
 
 
 def _compile(
-    store: Store, mirror: Mirror, series: Series, toolchain: Toolchain, head: str | None, workspace: Path, say: Progress
+    store: Store,
+    mirror: Mirror,
+    series: Series,
+    toolchain: Toolchain,
+    head: str | None,
+    workspace: Path,
+    log_root: Path,
+    say: Progress,
 ) -> CompileRecord:
     record = CompileRecord(toolchain.name, series.name, toolchain.image, "skipped")
     if head is None:
@@ -303,7 +367,7 @@ def _compile(
         record.detail = "the series declares no build steps"
         return record
     tree = workspace / "trees" / f"build-{toolchain.name}-{series.name}"
-    logs = workspace / "logs" / toolchain.name / series.name
+    logs = log_root / toolchain.name / series.name
     store.remove_worktree(mirror, tree)
     store.add_worktree(mirror, head, tree)  # a clean tree per toolchain: no build shares objects
     try:

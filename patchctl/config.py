@@ -15,10 +15,19 @@
         upstream: NAME
         dir: patches/NAME
         exclude: ['*.md', 'docs/**']   # source-only policy (this is the default)
+        naming: format-patch     # format-patch (default) | strict | quilt, see below
         allow_crlf: false
         allow_binary: false
         build: [{name, runner: local|docker, command, image, timeout, env}]
         gates: [{name, command, timeout, baseline}]
+
+`naming` says how the series' files are named and ordered:
+
+* `format-patch` (default): `NNNN-<slug>.patch` as git format-patch names them: any case,
+  a slug of at most 52 characters of `[A-Za-z0-9._-]`; applied in name order; numbering
+  gaps are allowed, duplicate numbers are not;
+* `strict`: the same with a lower-case slug, numbered 0001, 0002, ... without gaps;
+* `quilt`: any file names, applied in the order of the `series` file in the series' directory.
 
 The CI build rows (`include:`, `includeDarwin:`, `index:`, `canary:`, `backends:`) are
 validated by `patchctl.matrix`. Every error names the file, the key path and the line.
@@ -45,6 +54,7 @@ DEFAULT_CONFIG_NAME = "matrix.yaml"
 DEFAULT_EXCLUDE = ("*.md", "docs/**")
 UPSTREAM_URL_ENV = "PATCHCTL_UPSTREAM_URL"
 RUNNERS = ("local", "docker")
+NAMINGS = ("format-patch", "strict", "quilt")
 
 # Sections that belong to the CI build matrix; `patchctl.matrix` validates them.
 MATRIX_SECTIONS = ("include", "includeDarwin", "index", "canary", "backends", "actions")
@@ -95,6 +105,7 @@ class Series:
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     allow_crlf: bool = False
     allow_binary: bool = False
+    naming: str = "format-patch"
     build: tuple[BuildStep, ...] = ()
     gates: tuple[Gate, ...] = ()
 
@@ -261,7 +272,9 @@ def _series(config: Config, name: str) -> Series:
     _check_name(config, keypath, name)
     v = Validator(config.doc)
     data = v.mapping(
-        v.at(keypath), keypath, ("upstream", "dir", "exclude", "allow_crlf", "allow_binary", "build", "gates")
+        v.at(keypath),
+        keypath,
+        ("upstream", "dir", "exclude", "allow_crlf", "allow_binary", "naming", "build", "gates"),
     )
     upstream = v.string(keypath, "upstream")
     if upstream not in config.upstreams:
@@ -272,6 +285,9 @@ def _series(config: Config, name: str) -> Series:
     for i, pattern in enumerate(exclude):
         if not isinstance(pattern, str) or not pattern:
             raise config.error(keypath + ("exclude", i), "exclude entries must be non-empty glob strings")
+    naming = v.string(keypath, "naming", "format-patch")
+    if naming not in NAMINGS:
+        raise config.error(keypath + ("naming",), f"unknown naming {naming!r} (choose: {', '.join(NAMINGS)})")
     build = []
     for i in range(len(v.optional_list(keypath, "build"))):
         step = keypath + ("build", i)
@@ -325,6 +341,7 @@ def _series(config: Config, name: str) -> Series:
         exclude=tuple(exclude),
         allow_crlf=v.boolean(keypath, "allow_crlf", False),
         allow_binary=v.boolean(keypath, "allow_binary", False),
+        naming=naming,
         build=tuple(build),
         gates=tuple(gates),
     )

@@ -6,9 +6,15 @@ output pinned (zero commit id, no signature, full index lines so that 3-way keep
 working, myers diff, no renames, no stat), whatever the user's or the repository's git
 config says. Churn is avoided on purpose:
 
-* an existing patch keeps its file name (`NNNN-slug.patch`, matched by subject) as long
-  as its position is unchanged, and its file is rewritten only when what it changes
-  really changed: offset-only, index-only or date-only differences are no change;
+* an existing patch (matched by subject, or by the title its file name gives a header-less
+  patch) keeps its file name verbatim: numbering gaps, capitals and long format-patch slugs
+  stay; it is renumbered only when the commits were reordered past it. A new patch gets the
+  number after the one before it (after the highest, for patches added at the end); under
+  `naming: quilt` it gets a slug name and its place in the `series` file;
+* an existing patch's file is kept byte for byte (its From, Date, Subject and any DEP-3 or
+  quilt header included) unless its change or its message really changed: applied to
+  the commit's parent it must give the commit's tree, whatever its hunk order, offsets,
+  index lines or diff algorithm;
 * hunks on excluded paths (the source-only policy) are dropped and reported, and a
   commit left empty by that is dropped and reported too.
 
@@ -18,16 +24,29 @@ the base and the result must equal the work tree's HEAD on every non-excluded pa
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 from . import git
-from .applier import apply_series_to_index, is_clean, write_tree_listing
+from .applier import IndexBuilder, apply_series_to_index, is_clean, write_tree_listing
 from .config import Config, Series
 from .errors import CheckFailed, UsageError
 from .jsonout import json_field
-from .patchset import PatchFile, hunk_fingerprint, is_excluded, read_series, slugify
+from .patchset import (
+    FORMAT_PATCH_SLUG_MAX,
+    PATCH_NAME_RE,
+    QUILT_SERIES_FILE,
+    MalformedPatch,
+    PatchFile,
+    hunk_fingerprint,
+    is_excluded,
+    quilt_names,
+    read_series,
+    render_quilt_series,
+    slugify,
+)
 from .paths import atomic_write_bytes
 
 FORMAT_PATCH_CONFIG = [
@@ -119,6 +138,14 @@ class ExportResult:
     dropped_hunks: list[DroppedHunk] = field(default_factory=list)
     dropped_commits: list[str] = field(default_factory=list)
     check_only: bool = False
+    # naming: quilt: the new `series` file when the list of patches changed
+    quilt_series: bytes | None = json_field(omit=True, default=None)
+
+    @property
+    def removed(self) -> list[str]:
+        """Every file to remove: the deleted patches and the old names of renamed ones."""
+        kept = set(self.written) | {new for _, new in self.renamed} | set(self.unchanged)
+        return self.deleted + [old for old, _ in self.renamed if old not in kept]
 
     @property
     def out_of_date(self) -> list[str]:
@@ -174,8 +201,11 @@ def export(
         if result.out_of_date:
             raise ExportOutOfDate(result)
         return result
-    verify(series, tree, base_id, [PatchFile(series.dir / p.name, p.data) for p in planned])
-    write_series(series.dir, planned, result.deleted)
+    try:
+        verify(series, tree, base_id, [PatchFile(series.dir / p.name, p.data) for p in planned])
+    except CheckFailed as exc:
+        raise CheckFailed(f"{exc}; nothing written") from None
+    write_series(series.dir, planned, result.removed, result.quilt_series)
     return result
 
 
@@ -183,32 +213,90 @@ def plan_export(series: Series, tree: Path, base: str) -> tuple[list[GeneratedPa
     """The series as it should be on disk, and how that differs from what is there."""
     result = ExportResult(series.name, base)
     existing = read_series(series)
-    by_subject: dict[str, PatchFile] = {}
+    by_title: dict[str, list[PatchFile]] = {}
     for patch in existing:
-        by_subject.setdefault(patch.message.subject, patch)
+        by_title.setdefault(patch.title, []).append(patch)
+    names_taken = {p.name for p in existing}
     planned: list[GeneratedPatch] = []
+    last_number = 0
     for commit in _commits(tree, base):
         data, subject, dropped = _format_commit(series, tree, commit)
         result.dropped_hunks += [DroppedHunk(subject, path) for path in dropped]
         if data is None:
             result.dropped_commits.append(subject)
             continue
-        old = by_subject.pop(subject, None)
-        number = len(planned) + 1
-        name = f"{number:04d}-{old.slug if old and old.slug else slugify(subject)}.patch"
-        fresh = PatchFile(series.dir / name, data)
-        if old is not None and hunk_fingerprint(old) == hunk_fingerprint(fresh):
+        fresh = PatchFile(series.dir / "0000-export.patch", data)
+        candidates = by_title.get(fresh.title) or []
+        old = candidates.pop(0) if candidates else None
+        name, last_number = _name(series, old, subject, last_number, names_taken)
+        names_taken.add(name)
+        if old is not None and _same_patch(series, tree, commit, old, fresh):
             planned.append(GeneratedPatch(name, old.data, keep_existing=True))
-            if old.name == name:
-                result.unchanged.append(name)
-            else:
-                result.renamed.append((old.name, name))
-        else:
-            planned.append(GeneratedPatch(name, data, keep_existing=False))
-            result.written.append(name)
-    names = {p.name for p in planned}
-    result.deleted = [p.name for p in existing if p.name not in names]
+            (result.unchanged.append(name) if old.name == name else result.renamed.append((old.name, name)))
+            continue
+        planned.append(GeneratedPatch(name, data, keep_existing=False))
+        result.written.append(name)
+        if old is not None and old.name != name:
+            result.renamed.append((old.name, name))
+    planned_names = {p.name for p in planned}
+    rename_sources = {old for old, _ in result.renamed}
+    result.deleted = [p.name for p in existing if p.name not in planned_names and p.name not in rename_sources]
+    if series.naming == "quilt":
+        names = [p.name for p in planned]
+        if names != quilt_names(series.dir) or not (series.dir / QUILT_SERIES_FILE).is_file():
+            result.quilt_series = render_quilt_series(names)
+            result.written.append(QUILT_SERIES_FILE)
     return planned, result
+
+
+def _name(series: Series, old: PatchFile | None, subject: str, last_number: int, taken: set[str]) -> tuple[str, int]:
+    """The file name of the next patch in the series, and the number it ends at."""
+    if series.naming == "quilt":
+        if old is not None:
+            return old.name, last_number
+        stem, suffix = slugify(subject), 1
+        while f"{stem}{'' if suffix == 1 else f'-{suffix}'}.patch" in taken:
+            suffix += 1
+        return f"{stem}{'' if suffix == 1 else f'-{suffix}'}.patch", last_number
+    if old is not None and (match := PATCH_NAME_RE.match(old.name)) and int(match["number"]) > last_number:
+        return old.name, int(match["number"])  # kept verbatim, gaps and capitals included
+    number = last_number + 1
+    slug = old.slug if old is not None and old.slug else _slug(series, subject)
+    return f"{number:04d}-{slug}.patch", number
+
+
+def _slug(series: Series, subject: str) -> str:
+    if series.naming == "strict":
+        return slugify(subject)
+    return format_patch_slug(subject)
+
+
+def format_patch_slug(subject: str) -> str:
+    """The slug git format-patch puts in a file name: runs of anything but letters, digits,
+    '.' and '_' become one '-', no '.' after '.', at most 52 characters, no trailing '.' or '-'."""
+    slug = re.sub(r"[^A-Za-z0-9._]+", "-", subject.split("\n", 1)[0])
+    slug = re.sub(r"\.{2,}", ".", slug).strip("-")
+    slug = slug[:FORMAT_PATCH_SLUG_MAX].rstrip(".-")
+    return slug or "patch"
+
+
+def _same_patch(series: Series, tree: Path, commit: str, old: PatchFile, fresh: PatchFile) -> bool:
+    """Whether OLD says what the commit says: the same message, and applied strictly to the
+    commit's parent it gives the commit's tree on every non-excluded path."""
+    if (old.title, old.message.description) != (fresh.title, fresh.message.description):
+        return False
+    try:
+        if hunk_fingerprint(old) == hunk_fingerprint(fresh):
+            return True  # the same hunks, maybe shifted: no need to ask git
+    except MalformedPatch:
+        return False
+    with IndexBuilder(tree, f"{commit}^") as builder:
+        if not builder.apply(old, commit=False).ok:
+            return False
+        differing = git.run(
+            ["diff-tree", "-r", "-z", "--name-only", "--no-renames", builder.tree(), f"{commit}^{{tree}}"], tree
+        ).stdout
+    return all(is_excluded(p, series.exclude) for p in differing.split("\0") if p)
 
 
 def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> None:
@@ -216,23 +304,26 @@ def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> N
     outcomes, head = apply_series_to_index(tree, base, patches)
     failed = next((o for o in outcomes if not o.ok), None)
     if failed is not None:
-        raise CheckFailed(f"the regenerated series does not apply to {base[:12]}: {failed.describe()}; nothing written")
+        raise CheckFailed(f"the regenerated series does not apply to {base[:12]}: {failed.describe()}")
     expected = {p: v for p, v in write_tree_listing(tree, "HEAD").items() if not is_excluded(p, series.exclude)}
     produced = {p: v for p, v in write_tree_listing(tree, head).items() if not is_excluded(p, series.exclude)}
     if expected != produced:
         differing = sorted(p for p in expected.keys() | produced.keys() if expected.get(p) != produced.get(p))
-        raise CheckFailed(
-            f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])}); nothing written"
-        )
+        raise CheckFailed(f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])})")
 
 
-def write_series(directory: Path, planned: list[GeneratedPatch], deleted: list[str]) -> None:
+def write_series(
+    directory: Path, planned: list[GeneratedPatch], removed: list[str], quilt_series: bytes | None = None
+) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for patch in planned:
         target = directory / patch.name
         if not (target.exists() and target.read_bytes() == patch.data):
+            target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(target, patch.data)
-    for name in deleted:
+    if quilt_series is not None:
+        atomic_write_bytes(directory / QUILT_SERIES_FILE, quilt_series)
+    for name in removed:
         (directory / name).unlink(missing_ok=True)
 
 

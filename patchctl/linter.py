@@ -1,8 +1,8 @@
 """The rules of `patchctl lint`: everything about a series and its pins that can be checked without a
 build. Each rule has an id; findings carry `file:line`.
 
-    PC001  patch numbers are unique and contiguous from 0001
-    PC002  patch file names are NNNN-slug.patch
+    PC001  patch numbers are unique (and, with `naming: strict`, contiguous from 0001)
+    PC002  patch file names follow the series' naming (format-patch, strict or quilt)
     PC003  every patch parses
     PC004  no hunk on an excluded path (the source-only policy)
     PC005  no CRLF line endings unless the series allows them
@@ -23,12 +23,20 @@ from .applier import Status, apply_series_to_index, unsafe_path_reason
 from .config import Config, Series
 from .diffblocks import overlong_hunks
 from .findings import Finding
-from .patchset import MalformedPatch, PatchFile, is_excluded, read_series
+from .patchset import (
+    FORMAT_PATCH_SLUG_MAX,
+    PATCH_NAME_RE,
+    STRICT_NAME_RE,
+    MalformedPatch,
+    PatchFile,
+    is_excluded,
+    read_series,
+)
 from .store import Store
 
 RULES = {
-    "PC001": "patch numbers are unique and contiguous from 0001",
-    "PC002": "patch file names are NNNN-slug.patch",
+    "PC001": "patch numbers are unique (contiguous from 0001 with naming: strict)",
+    "PC002": "patch file names follow the series' naming",
     "PC003": "every patch parses",
     "PC004": "no hunk on an excluded path",
     "PC005": "no CRLF line endings unless allowed",
@@ -50,7 +58,7 @@ def lint(
     findings: list[Finding] = []
     for series in config.select_series(series_names):
         patches = read_series(series)
-        findings += _numbering(config, patches)
+        findings += _numbering(config, series, patches)
         for patch in patches:
             findings += _patch_findings(config, series, patch)
         blocking = ("PC003", "PC012", "PC013")
@@ -60,45 +68,48 @@ def lint(
     return sorted(findings)
 
 
-def _numbering(config: Config, patches: list[PatchFile]) -> list[Finding]:
+def _numbering(config: Config, series: Series, patches: list[PatchFile]) -> list[Finding]:
+    """PC002 names by the series' naming; PC001 duplicate numbers, and gaps only where the
+    naming is strict (real series have gaps: patches dropped upstream keep their neighbours' names)."""
+    if series.naming == "quilt":
+        return []  # any names: the order is the series file's
     findings = []
+
+    def add(patch_name: str, rule: str, message: str) -> None:
+        findings.append(Finding(worktree.display(config.root, series.dir / patch_name), 1, rule, message, patch_name))
+
     numbers: dict[int, str] = {}
     for patch in patches:
-        if patch.number is None:
-            findings.append(
-                Finding(
-                    worktree.display(config.root, patch.path),
-                    1,
-                    "PC002",
-                    f"file name {patch.name!r} is not NNNN-slug.patch (lower-case slug)",
-                    patch.name,
-                )
+        if not _well_named(series.naming, patch.name):
+            expected = (
+                "NNNN-slug.patch with a lower-case slug"
+                if series.naming == "strict"
+                else f"NNNN-slug.patch, a slug of at most {FORMAT_PATCH_SLUG_MAX} characters of [A-Za-z0-9._-]"
             )
+            add(patch.name, "PC002", f"file name {patch.name!r} is not {expected} (naming: {series.naming})")
             continue
-        if patch.number in numbers:
-            findings.append(
-                Finding(
-                    worktree.display(config.root, patch.path),
-                    1,
-                    "PC001",
-                    f"number {patch.number:04d} is also used by {numbers[patch.number]}",
-                    patch.name,
-                )
-            )
-        numbers.setdefault(patch.number, patch.name)
-    for expected, number in enumerate(sorted(numbers), 1):
-        if number != expected:
-            findings.append(
-                Finding(
-                    worktree.display(config.root, patches[0].path.parent / numbers[number]),
-                    1,
-                    "PC001",
-                    f"numbering is not contiguous: expected {expected:04d}, found {number:04d}",
-                    numbers[number],
-                )
-            )
-            break
+        number = int(patch.name[:4])
+        if number in numbers:
+            add(patch.name, "PC001", f"number {number:04d} is also used by {numbers[number]}")
+        elif number == 0:
+            add(patch.name, "PC001", "numbers start at 0001")
+        numbers.setdefault(number, patch.name)
+    if series.naming == "strict":
+        present = sorted(numbers)
+        previous = 0
+        for number in present:
+            if number > previous + 1:
+                missing = f"{previous + 1:04d}" + (f"-{number - 1:04d}" if number - 1 > previous + 1 else "")
+                add(numbers[number], "PC001", f"numbering gap: {missing} missing before {number:04d} (naming: strict)")
+            previous = number
     return findings
+
+
+def _well_named(naming: str, name: str) -> bool:
+    if naming == "strict":
+        return STRICT_NAME_RE.match(name) is not None
+    match = PATCH_NAME_RE.match(name)
+    return match is not None and len(match["slug"]) <= FORMAT_PATCH_SLUG_MAX and not match["slug"].endswith((".", "-"))
 
 
 def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Finding]:
@@ -119,7 +130,12 @@ def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Fi
         )
     message = patch.message
     if not message.subject:
-        add(1, "PC007", "no Subject: the patch needs a one-line summary")
+        add(
+            1,
+            "PC007",
+            f"no Subject: the patch needs a one-line summary (it applies as {patch.title!r}, from its file name; "
+            "add a Subject: or a DEP-3 Description: line)",
+        )
     if not message.description:
         add(message.body_line, "PC008", "no description: say why the patch exists")
     try:

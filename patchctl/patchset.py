@@ -1,12 +1,21 @@
-"""A patch series on disk: `NNNN-slug.patch` files in mail format (git format-patch).
+"""A patch series on disk, and what the other commands need from each patch file.
 
-This module reads patch files and parses what the other commands need from them: the
-subject and description, the files each patch touches, and its hunks (through unidiff).
+A series is either `NNNN-slug.patch` files applied in name order (`naming: format-patch`,
+the default, or `strict`) or any file names listed in a quilt `series` file (`naming:
+quilt`). Patch files come in every form real series use: git format-patch mails, DEP-3
+headers (`Description:`, `Author:`, `Origin:` ...), quilt `Index:` + `====` preambles,
+and bare `git diff` or `--- a/x` / `+++ b/x` unified diffs without any header. A patch
+without a subject of its own gets one derived from its file name (`title`), so that it
+applies as a commit with a sensible message and exports back to the same file.
+
+This module parses subjects, descriptions, touched files and hunks (through unidiff).
 It never touches a tree.
 """
 
 from __future__ import annotations
 
+import email.errors
+import email.header
 import fnmatch
 import hashlib
 import re
@@ -18,8 +27,17 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from .config import Series
+from .errors import UsageError
 
-PATCH_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[a-z0-9][a-z0-9._-]*)\.patch$")
+PATCH_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
+STRICT_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[a-z0-9][a-z0-9._-]*)\.patch$")
+# git format-patch cuts its file-name slug at 52 characters (format.filenameMaxLength's default is 64 with the
+# number and the extension); a longer slug is not something git made.
+FORMAT_PATCH_SLUG_MAX = 52
+QUILT_SERIES_FILE = "series"
+# Where the diff starts in a patch file: everything before is the message.
+_DIFF_START_RE = re.compile(r"^(?:diff --git |Index: |diff -|={20,}$)")
+_HEADER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*):(?:\s|$)")
 _DIFF_GIT_RE = re.compile(r"^diff --git (?P<a>\S+) (?P<b>\S+)$")
 _PATH_HEADER_RE = re.compile(r"^(?:---|\+\+\+) (?P<path>\S+)")
 _RENAME_RE = re.compile(r"^(?:rename|copy) (?:from|to) (?P<path>.+)$")
@@ -85,6 +103,11 @@ class PatchFile:
     def message(self) -> PatchMessage:
         return parse_message(self.text)
 
+    @property
+    def title(self) -> str:
+        """The patch's subject, or one derived from its file name when it has none."""
+        return self.message.subject or title_from_name(self.name)
+
     @cached_property
     def files(self) -> tuple[FileDiff, ...]:
         """The patch's file diffs; raises MalformedPatch when it does not parse."""
@@ -111,10 +134,35 @@ class MalformedPatch(ValueError):
 
 
 def read_series(series: Series) -> list[PatchFile]:
-    """The series' patch files in application order (by file name). A missing dir is empty."""
+    """The series' patch files in application order: by file name, or in the order of the
+    quilt `series` file with `naming: quilt`. A missing dir is empty."""
     if not series.dir.is_dir():
         return []
+    if series.naming == "quilt":
+        return [PatchFile(series.dir / name, (series.dir / name).read_bytes()) for name in quilt_names(series.dir)]
     return [PatchFile(p, p.read_bytes()) for p in sorted(series.dir.glob("*.patch"))]
+
+
+def quilt_names(directory: Path) -> list[str]:
+    """The patch names a quilt `series` file lists, in order (comments and options dropped).
+    A listed file that does not exist is a usage error: quilt itself would refuse the series."""
+    path = directory / QUILT_SERIES_FILE
+    if not path.is_file():
+        return []
+    names = []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        name = line.split("#", 1)[0].split()
+        if not name:
+            continue
+        parts = PurePosixPath(name[0]).parts
+        if name[0].startswith("/") or ".." in parts or not (directory / name[0]).is_file():
+            raise UsageError(f"{path}:{number}: {name[0]!r} is not a file in {directory}")
+        names.append(name[0])
+    return names
+
+
+def render_quilt_series(names: list[str]) -> bytes:
+    return "".join(f"{name}\n" for name in names).encode()
 
 
 def series_digest(patches: list[PatchFile]) -> str:
@@ -133,31 +181,80 @@ def slugify(subject: str) -> str:
 
 
 def parse_message(text: str) -> PatchMessage:
-    """Subject, description, author and date of a mail-format patch (empty when absent)."""
+    """Subject, description, author and date of a patch file (empty when absent).
+
+    Reads git format-patch mails (the description ends at the `---` line), DEP-3 headers
+    (`Description:` or `Subject:` gives the subject, its continuation lines the description,
+    a lone ` .` a blank line; the other fields are kept as trailers so nothing is lost) and
+    free text before a quilt `Index:` preamble or a bare diff."""
     lines = text.splitlines()
-    headers: dict[str, str] = {}
+    end = next((n for n, line in enumerate(lines) if _starts_diff(lines, n)), len(lines))
     i = 1 if lines and lines[0].startswith("From ") else 0
-    last = None
-    while i < len(lines) and lines[i].strip():
+    fields: list[tuple[str, list[str]]] = []  # every header in order, repeated ones (Bug-Debian:) included
+    while i < end and lines[i].strip():
         line = lines[i]
-        if line[:1] in (" ", "\t") and last:
-            headers[last] += " " + line.strip()
-        elif ":" in line:
-            last, _, value = line.partition(":")
-            last = last.lower()
-            headers[last] = value.strip()
+        if line[:1] in (" ", "\t") and fields:
+            fields[-1][1].append(line)
+        elif (m := _HEADER_RE.match(line)) and m["key"].lower() != "index":
+            fields.append((m["key"], [line.partition(":")[2].strip()]))
         else:
-            break  # not a mail header block: a bare diff
+            break  # not a header block: free text
         i += 1
-    subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", headers.get("subject", ""))
-    body_start = i + 1
+    header_end = i
+    headers: dict[str, list[str]] = {}
+    for key, values in fields:
+        headers.setdefault(key.lower(), values)
     body: list[str] = []
-    for line in lines[body_start:]:
-        if line == "---" or line.startswith("diff --git ") or line.startswith("Index: "):
+    for line in lines[header_end:end]:
+        if line == "---":
             break
         body.append(line)
-    description = "\n".join(body).strip()
-    return PatchMessage(subject, description, headers.get("from", ""), headers.get("date", ""), body_start + 1)
+    description_lines: list[str] = []
+    subject = ""
+    if "subject" in headers:  # a mail: the subject folds, the body is the description
+        subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", " ".join(v.strip() for v in headers["subject"]).strip())
+    elif "description" in headers:  # DEP-3: the first line is the summary, the rest the long description
+        first, *rest = headers["description"]
+        subject = first
+        description_lines = ["" if r.strip() == "." else r[1:] if r.startswith(" ") else r.strip() for r in rest]
+        trailers = [
+            f"{key}: {' '.join(v.strip() for v in values)}"
+            for key, values in fields
+            if key.lower() not in ("description", "subject", "from", "date", "author")
+        ]
+        if trailers:
+            description_lines += ["", *trailers]
+    description = "\n".join([*description_lines, *body]).strip("\n").strip()
+    author = _decoded(" ".join(headers.get("from") or headers.get("author") or [""]).strip())
+    subject = _decoded(subject)
+    date = " ".join(headers.get("date") or [""]).strip()
+    body_line = (header_end + 2) if header_end else 1
+    return PatchMessage(subject, description, author, date, min(body_line, max(len(lines), 1)))
+
+
+def _decoded(value: str) -> str:
+    """A header value with its RFC 2047 encoded words (`=?UTF-8?q?...?=`) decoded."""
+    if "=?" not in value:
+        return value
+    try:
+        return str(email.header.make_header(email.header.decode_header(value)))
+    except (ValueError, LookupError, email.errors.HeaderParseError):
+        return value
+
+
+def _starts_diff(lines: list[str], n: int) -> bool:
+    line = lines[n]
+    if _DIFF_START_RE.match(line):
+        return True
+    return line.startswith("--- ") and n + 1 < len(lines) and lines[n + 1].startswith("+++ ")
+
+
+def title_from_name(name: str) -> str:
+    """A subject for a patch that has none: its file name without number and extension,
+    words separated by spaces (`0003-fix-the-foo.patch` -> `fix the foo`)."""
+    stem = re.sub(r"\.(?:patch|diff)$", "", name)
+    stem = re.sub(r"^\d{4}-", "", stem)
+    return re.sub(r"[-_]+", " ", stem).strip() or name
 
 
 def raw_paths(text: str) -> list[str]:
@@ -179,7 +276,11 @@ def creates_symlink(text: str) -> bool:
 
 
 def _strip_prefix(path: str) -> str:
-    return path[2:] if path[:2] in ("a/", "b/") else path
+    """The path git apply -p1 sees: the first component removed, whatever it is (`a/`, `b/`,
+    quilt's `tar.git.orig/`)."""
+    if path.startswith("/"):
+        return path  # absolute: kept, so that the path checks see it
+    return path.split("/", 1)[1] if "/" in path else path
 
 
 def parse_diff(text: str) -> tuple[FileDiff, ...]:
@@ -194,13 +295,17 @@ def parse_diff(text: str) -> tuple[FileDiff, ...]:
         raise MalformedPatch(f"does not parse: {exc}", line) from None
     if not len(patch_set):
         raise MalformedPatch("no file diffs in the patch")
-    header_lines = [n for n, line in enumerate(text.splitlines(), 1) if line.startswith("diff --git ")]
-    hunk_lines = [n for n, line in enumerate(text.splitlines(), 1) if line.startswith("@@ ")]
+    lines = text.splitlines()
+    header_lines = [n for n, line in enumerate(lines, 1) if line.startswith("diff --git ")] or [
+        n for n, line in enumerate(lines, 1) if line.startswith("--- ") and n < len(lines) and lines[n][:4] == "+++ "
+    ]
+    hunk_lines = [n for n, line in enumerate(lines, 1) if line.startswith("@@ ")]
     files: list[FileDiff] = []
     hunk_cursor = 0
     for file_index, patched in enumerate(patch_set):
         hunks = []
-        path = _strip_prefix(patched.path)
+        target = patched.target_file if patched.target_file != "/dev/null" else patched.source_file
+        path = _strip_prefix(target)
         for hunk_index, hunk in enumerate(patched, 1):
             hunks.append(
                 Hunk(
@@ -269,14 +374,24 @@ def _glob_match(path: str, pattern: str) -> bool:
 
 
 def hunk_fingerprint(patch: PatchFile) -> tuple:
-    """What a patch changes, ignoring line numbers, index lines and mail metadata other than
-    subject and description: two patches with the same fingerprint need no rewrite."""
+    """What a patch changes, ignoring line numbers, index lines, the order of its files and
+    mail metadata other than subject (or title) and description: two patches with the same
+    fingerprint need no rewrite."""
     try:
         files = tuple(
-            (f.source_path, f.path, f.is_binary, f.is_added, f.is_removed, tuple((h.section, h.body) for h in f.hunks))
-            for f in patch.files
+            sorted(
+                (
+                    f.source_path or "",
+                    f.path,
+                    f.is_binary,
+                    f.is_added,
+                    f.is_removed,
+                    tuple((h.section, h.body) for h in f.hunks),
+                )
+                for f in patch.files
+            )
         )
     except MalformedPatch:
         return ("malformed", patch.digest)  # equal to no regenerated patch: it is rewritten
     binary_payload = tuple(line for line in patch.text.splitlines() if line.startswith(("literal ", "delta ")))
-    return (patch.message.subject, patch.message.description, files, binary_payload)
+    return (patch.title, patch.message.description, files, binary_payload)

@@ -30,6 +30,7 @@ def sync_markdown(payload: dict) -> str:
         "dry-run": "✅ dry run: every gate passed, nothing written",
         "up-to-date": "✅ already at the target",
         "conflict": "❌ stopped at a conflict",
+        "needs-hand": "❌ stopped: a patch needs a hand (nothing applied)",
         "gate-failed": "❌ a gate failed, nothing written",
         "aborted": "⏹ aborted",
     }.get(state, state)
@@ -39,6 +40,7 @@ def sync_markdown(payload: dict) -> str:
         f"- old pin: {_short(payload['old_pin'])}",
         f"- new pin: {_short(payload['new_pin'])} (target: `{payload['target_spec']}`)",
     ]
+    out += [f"- ⚠️ **warning**: {_cell(warning)}" for warning in payload.get("warnings") or []]
     moved = payload.get("moved_upstreams") or []
     if len(moved) > 1:
         out.append(f"- upstreams moved together: {', '.join(moved)}")
@@ -104,6 +106,7 @@ def canary_markdown(payload: dict) -> str:
             "ok": "applies strictly",
             "mechanical": "fails strictly; a pin-sync would be mechanical",
             "needs a hand": "fails; a pin-sync needs a hand",
+            "blocked": "fails; a pin-sync needs a hand",
         }[series["verdict"]]
         out += ["", f"### series {series['name']}: {verdict}", ""]
         if not series["patches"]:
@@ -132,7 +135,8 @@ def canary_markdown(payload: dict) -> str:
                 f"| {_cell(record['toolchain'])} | {_cell(record['series'])} | "
                 f"{_cell(record.get('image') or 'as declared')} | {result} | {_cell(detail)} |"
             )
-    out += ["", f"Logs: `{payload.get('work_dir')}`"]
+    if payload.get("work_dir"):
+        out += ["", f"Logs: `{payload.get('work_dir')}`"]
     return "\n".join(out) + "\n"
 
 

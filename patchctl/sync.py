@@ -5,7 +5,13 @@
    sync worktree at the target under `.patchctl/sync/<upstream>/<series>`, where each
    patch is applied with a 3-way merge and classified: clean, applied with offset, merged
    3-way, already upstream (dropped) or conflict. A conflict stops the sync with the
-   markers left in the worktree and a state file for `--continue` / `--abort`.
+   markers left in the worktree and a state file for `--continue` / `--abort`. A patch
+   that 3-way cannot even merge (git says why: a missing file, a missing preimage blob)
+   stops it too, with nothing applied: the user applies it by hand, or drops it on purpose
+   with `--continue --drop`. A patch is never dropped silently: `--continue` refuses while
+   nothing was done, and every dropped patch is a warning in the report and on stderr.
+   The blobs 3-way needs are created from the old pin first, every time, so the outcome
+   never depends on what the cache holds.
 3. Gates, per series, in order: the series is re-exported from the worktree and applied
    strictly on a clean checkout of the target; the series' build steps run in that tree;
    then its gate commands. A failing gate stops the sync; `--continue` re-runs the gates
@@ -27,13 +33,20 @@ from pathlib import Path
 from typing import ClassVar
 
 from . import exporter, git, pinfile, worktree
-from .applier import PatchOutcome, Status, apply_in_worktree, commit_worktree, is_clean
+from .applier import (
+    PatchOutcome,
+    Status,
+    apply_in_worktree,
+    commit_worktree,
+    is_clean,
+    seed_three_way_objects,
+)
 from .apply_job import ApplyJob, apply_job
 from .config import Config, Series
 from .errors import CheckFailed, PatchctlError, UsageError
 from .gates import GatesFailed, run_gates
 from .jsonout import json_field
-from .patchset import PatchFile, read_series, series_digest
+from .patchset import QUILT_SERIES_FILE, PatchFile, read_series, series_digest
 from .runners import run_build
 from .store import Mirror, Store
 from .sync_state import (
@@ -75,7 +88,7 @@ class GateRecord:
 class SyncReport:
     JSON_PROPERTIES: ClassVar[dict[str, str]] = {"ok": "ok"}
 
-    state: str  # synced | dry-run | up-to-date | conflict | gate-failed | aborted
+    state: str  # synced | dry-run | up-to-date | conflict | needs-hand | gate-failed | aborted
     upstream: str
     old_pin: str
     new_pin: str
@@ -87,6 +100,7 @@ class SyncReport:
     gates: list[GateRecord] = field(default_factory=list)
     files_changed: list[str] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # patches dropped from the series, said loudly
     phase_seconds: dict[str, float] = json_field(digits=3, default_factory=dict)
 
     @property
@@ -215,10 +229,10 @@ def pin_sync(
 
 
 def continue_sync(
-    config: Config, store: Store, upstream: str | None = None, *, progress: Progress | None = None
+    config: Config, store: Store, upstream: str | None = None, *, drop: bool = False, progress: Progress | None = None
 ) -> SyncReport:
     """Resume a stopped sync after the user resolved the conflict (and committed) or fixed
-    what made a gate fail."""
+    what made a gate fail. DROP drops the patch that stopped the replay, on purpose."""
     say = progress or (lambda _line: None)
     recover_pin_update(config.root)
     state = load_state(config.root, _pick_in_progress(config, upstream))
@@ -229,7 +243,9 @@ def continue_sync(
     if up.pin != state.old_pin:
         raise UsageError(f"the pin of {state.upstream} changed since the sync started; --abort and start again")
     if state.phase == "conflict":
-        _take_resolution(config, state)
+        _take_resolution(config, state, drop=drop)
+    elif drop:
+        raise UsageError("--drop: no patch is waiting for a hand (the sync stopped at a gate)")
     mirror = _mirror_of(config, store, state.upstream)
     commits, note = upstream_commits(mirror.path, state.old_pin, state.target)
     moved = [u.name for u in pinfile.moved_upstreams(config, state.upstream)]
@@ -276,15 +292,19 @@ def _run(
     with timer.phase("replay"):
         stopped = _replay(config, state, say)
     report.patches = list(state.records)
+    report.warnings = _drop_warnings(state)
     if stopped is not None:
-        report.state = "conflict"
+        report.patches += _blocked_records(config, state)
+        markers = state.records[-1].classification == CLASSIFICATION[Status.CONFLICT]
+        report.state = "conflict" if markers else "needs-hand"
+        what = "stops at a conflict" if markers else "stops at a patch that needs a hand (nothing applied)"
         if dry_run:
             report.next_steps = [f"dry run: {stopped}; a real pin-sync would stop here for you to resolve it"]
-            raise SyncStopped(report, f"pin-sync of {state.upstream} (dry run) stops at a conflict: {stopped}")
+            raise SyncStopped(report, f"pin-sync of {state.upstream} (dry run) {what}: {stopped}")
         state.phase = "conflict"
         save_state(config.root, state)
-        report.next_steps = _conflict_steps(config, state)
-        raise SyncStopped(report, f"pin-sync of {state.upstream} stopped: {stopped}; see the report for what to do")
+        report.next_steps = _conflict_steps(config, state) if markers else _by_hand_steps(config, state)
+        raise SyncStopped(report, f"pin-sync of {state.upstream} {what}: {stopped}; see the report for what to do")
 
     planned: dict[str, tuple[list[exporter.GeneratedPatch], exporter.ExportResult]] = {}
     for entry in state.series:
@@ -334,6 +354,8 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
         series = config.get_series(entry.name)
         patches = read_series(series)
         tree = Path(entry.tree)
+        if entry.next < len(patches):
+            seed_three_way_objects(tree, state.old_pin, patches)
         while entry.next < len(patches):
             patch = patches[entry.next]
             say(f"replaying {series.name}: {patch.name}")
@@ -360,6 +382,8 @@ def _record(series: str, patch: PatchFile, outcome: PatchOutcome, tree: Path) ->
         detail = "its change is already in the upstream tree; the patch is dropped from the series"
     elif not outcome.ok:
         detail = outcome.describe().split(": ", 1)[-1]
+        if outcome.status != Status.CONFLICT:
+            detail += "; nothing was applied"
         if outcome.status == Status.CONFLICT and outcome.hunk:
             detail += (
                 f"; the patch's {outcome.file} hunk #{outcome.hunk} {outcome.hunk_header or ''} "
@@ -399,13 +423,66 @@ def _conflict_steps(config: Config, state: SyncState) -> list[str]:
     ]
 
 
-def _take_resolution(config: Config, state: SyncState) -> None:
-    """Accept the user's resolution of the patch that stopped the replay."""
+def _by_hand_steps(config: Config, state: SyncState) -> list[str]:
+    entry = next(e for e in state.series if e.head_before is not None)
+    tree = worktree.display(config.root, Path(entry.tree))
+    patch = read_series(config.get_series(entry.name))[entry.next]
+    return [
+        f"{patch.name} does not apply to the target and git could not merge it 3-way (see its detail above); "
+        f"nothing of it was applied in {tree}",
+        f"apply it by hand there (e.g. `git -C {tree} apply --reject {worktree.display(config.root, patch.path)}`, "
+        "then fix the .rej hunks), `git add` the files, then run `patchctl pin-sync --continue` (it commits with the "
+        "patch's message)",
+        "to drop the patch from the series on purpose: `patchctl pin-sync --continue --drop`",
+        "or `patchctl pin-sync --abort` to drop the sync; matrix.yaml and patches/ are unchanged until every gate has "
+        "passed",
+    ]
+
+
+def _blocked_records(config: Config, state: SyncState) -> list[PatchRecord]:
+    """The patches after the one that stopped the replay that touch its files (or those of a
+    patch it blocks): reported as blocked by it, so that a cascade never reads as an upstream break."""
     entry = next((e for e in state.series if e.head_before is not None), None)
     if entry is None:
+        return []
+    patches = read_series(config.get_series(entry.name))
+    stopper = patches[entry.next]
+    touched = set(stopper.touched_paths())
+    records = []
+    for later in patches[entry.next + 1 :]:
+        shared = sorted(touched & set(later.touched_paths()))
+        if shared:
+            touched |= set(later.touched_paths())
+            records.append(
+                PatchRecord(
+                    entry.name,
+                    later.name,
+                    f"blocked by {stopper.name}",
+                    f"not replayed yet: it touches {', '.join(shared[:3])}, which {stopper.name} changes first",
+                )
+            )
+    return records
+
+
+def _drop_warnings(state: SyncState) -> list[str]:
+    return [
+        f"{r.series}/{r.patch} is DROPPED from the series ({r.classification}): its file will be deleted"
+        for r in state.records
+        if r.classification.startswith(("dropped", "already upstream"))
+    ]
+
+
+def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) -> None:
+    """Accept the user's resolution of the patch that stopped the replay. A patch is dropped
+    only on purpose: with DROP, or when the user resolved a conflict to nothing."""
+    entry = next((e for e in state.series if e.head_before is not None), None)
+    if entry is None:
+        if drop:
+            raise UsageError("--drop: no patch is waiting for a hand")
         return
     tree = Path(entry.tree)
     patch = read_series(config.get_series(entry.name))[entry.next]
+    record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
     unmerged = git.run(["diff", "--name-only", "--diff-filter=U"], tree).stdout.split()
     if unmerged:
         raise UsageError(
@@ -425,13 +502,27 @@ def _take_resolution(config: Config, state: SyncState) -> None:
             "resolving, then --continue"
         )
     head = git.rev_parse(tree, "HEAD")
+    shown = worktree.display(config.root, tree)
+    if drop and (changed or head != entry.head_before):
+        raise UsageError(
+            f"--drop: {shown} has changes for {patch.name}; discard them first (`git -C {shown} reset --hard "
+            f"{entry.head_before[:12]}`) or run --continue without --drop to keep them"
+        )
     if head == entry.head_before:
         if changed:
             git.run(["add", "-u"], tree)
             commit_worktree(tree, patch)
             label = "resolved by hand"
+        elif drop:
+            label = "dropped by hand (--drop)"
+        elif record.classification == CLASSIFICATION[Status.CONFLICT]:
+            label = "dropped by hand (its conflict was resolved to nothing)"
         else:
-            label = "dropped by hand (nothing left to apply)"
+            raise UsageError(
+                f"nothing was done for {patch.name} in {shown} (git could not merge it: nothing was applied); apply "
+                "it by hand and `git add` the files, then --continue; or drop it on purpose with --continue --drop; "
+                "or --abort"
+            )
     else:
         if not git.run(["merge-base", "--is-ancestor", entry.head_before, "HEAD"], tree, check=False).ok:
             raise UsageError(
@@ -444,7 +535,6 @@ def _take_resolution(config: Config, state: SyncState) -> None:
                 "--continue"
             )
         label = "resolved by hand"
-    record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
     record.classification, record.detail = (
         label,
         f"was: {record.classification}" + (f" ({record.detail})" if record.detail else ""),
@@ -577,7 +667,9 @@ def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.Fi
             target = directory / patch.name
             if not (target.exists() and target.read_bytes() == patch.data):
                 changes.append(pinfile.FileChange(target, patch.data))
-        changes += [pinfile.FileChange(directory / gone, None) for gone in export_result.deleted]
+        changes += [pinfile.FileChange(directory / gone, None) for gone in export_result.removed]
+        if export_result.quilt_series is not None:
+            changes.append(pinfile.FileChange(directory / QUILT_SERIES_FILE, export_result.quilt_series))
     changes += pinfile.pin_changes(config, state.upstream, state.target)
     return changes
 

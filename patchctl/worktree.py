@@ -6,6 +6,7 @@
     .patchctl/sync/UPSTREAM/state.json      a stopped pin-sync's state (`--continue`)
     .patchctl/gates/SERIES                  logs of `patchctl gate`
     .patchctl/logs/pin-sync/UPSTREAM/SERIES logs of a pin-sync's builds and gates
+    .patchctl/logs/canary/UPSTREAM          logs of a canary's compiles (without --work-dir)
     .patchctl/pin-update.journal.json       the journal of an all-or-nothing pin update
 
 The marker is a file in an applied tree's git directory: the upstream rev, the digest of
@@ -67,6 +68,10 @@ def gate_logs(root: Path, series: str) -> Path:
 
 def sync_logs(root: Path, upstream: str, series: str) -> Path:
     return state_dir(root) / "logs" / "pin-sync" / upstream / series
+
+
+def canary_logs(root: Path, upstream: str) -> Path:
+    return state_dir(root) / "logs" / "canary" / upstream
 
 
 def log_name(name: str) -> str:

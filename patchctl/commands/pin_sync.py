@@ -21,6 +21,11 @@ from ..jsonout import to_json
 @click.option(
     "--continue", "resume", is_flag=True, help="Resume a stopped sync after resolving the conflict or fixing the gate."
 )
+@click.option(
+    "--drop",
+    is_flag=True,
+    help="With --continue: drop the patch that stopped the sync from the series, on purpose (said in the report).",
+)
 @click.option("--abort", is_flag=True, help="Drop a stopped sync: remove its worktrees and state.")
 @click.option(
     "--report",
@@ -39,6 +44,7 @@ def pin_sync_cmd(
     latest: bool,
     dry_run: bool,
     resume: bool,
+    drop: bool,
     abort: bool,
     report_file: Path | None,
     json_file: Path | None,
@@ -60,8 +66,11 @@ def pin_sync_cmd(
       patchctl pin-sync llama.cpp --latest --report sync.md
       patchctl pin-sync llama.cpp --to aa601ae300d05a804f5f68940ab6fa75fc9653d3 --dry-run
       patchctl pin-sync --continue          # after resolving and `git add` in the sync tree
+      patchctl pin-sync --continue --drop   # drop the patch that stopped it, on purpose
       patchctl pin-sync --abort
     """
+    if drop and not resume:
+        raise UsageError("--drop goes with --continue")
     if resume and abort:
         raise UsageError("--continue and --abort exclude each other")
     if (resume or abort) and (to or latest or dry_run):
@@ -74,7 +83,7 @@ def pin_sync_cmd(
             if abort:
                 report = sync.abort_sync(config, app.store, upstream)
             elif resume:
-                report = sync.continue_sync(config, app.store, upstream, progress=progress)
+                report = sync.continue_sync(config, app.store, upstream, drop=drop, progress=progress)
             else:
                 report = sync.pin_sync(
                     config, app.store, upstream, to=to, latest=latest, dry_run=dry_run, progress=progress
@@ -91,3 +100,5 @@ def pin_sync_cmd(
             if json_file:
                 report_mod.write_json(json_file, payload)
             click.echo(markdown, nl=False)
+            for warning in report.warnings:
+                click.echo(f"patchctl: warning: {warning}", err=True)

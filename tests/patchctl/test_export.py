@@ -59,12 +59,12 @@ def test_new_commit_becomes_the_next_patch_and_check_reports_it(project: Project
     commit_in(tree_of(project), {"src/util.c": numbered(31, "util")}, "Grow util\n\nUtil needs one more line.")
     before = project.snapshot()
     check = cli("-C", project.path, "export", "main", "--check")
-    assert check.exit_code == 1 and "0003-grow-util.patch" in check.stderr
+    assert check.exit_code == 1 and "0003-Grow-util.patch" in check.stderr
     assert project.snapshot() == before, "--check must write nothing"
     result = cli("-C", project.path, "export", "main")
     assert result.exit_code == 0, result.output
-    assert project.patch_names() == ["0001-tune-main.patch", "0002-add-paged.patch", "0003-grow-util.patch"]
-    new = (project.series_dir / "0003-grow-util.patch").read_text()
+    assert project.patch_names() == ["0001-tune-main.patch", "0002-add-paged.patch", "0003-Grow-util.patch"]
+    new = (project.series_dir / "0003-Grow-util.patch").read_text()
     assert new.startswith("From 0000000000000000000000000000000000000000 ")
     assert "Subject: [PATCH] Grow util\n\nUtil needs one more line.\n" in new
     assert re.search(r"^index [0-9a-f]{40}\.\.[0-9a-f]{40} 100644$", new, re.M)
@@ -104,9 +104,9 @@ def test_excluded_paths_are_dropped_and_reported(project: Project, upstream: Rep
     assert "dropped hunks on excluded path NOTES.md (commit 'Shrink util')" in result.stdout
     assert "dropped hunks on excluded path docs/design.md (commit 'Shrink util')" in result.stdout
     assert "dropped commit 'Docs only': it only touches excluded paths" in result.stdout
-    text = (project.series_dir / "0003-shrink-util.patch").read_text()
+    text = (project.series_dir / "0003-Shrink-util.patch").read_text()
     assert "src/util.c" in text and "design.md" not in text and "NOTES.md" not in text
-    assert project.patch_names()[-1] == "0003-shrink-util.patch"
+    assert project.patch_names()[-1] == "0003-Shrink-util.patch"
 
 
 def test_export_is_byte_identical_whatever_the_git_config(
@@ -121,8 +121,8 @@ def test_export_is_byte_identical_whatever_the_git_config(
         "Insert util",
     )
     assert cli("-C", project.path, "export", "main").exit_code == 0
-    reference = (project.series_dir / "0003-insert-util.patch").read_bytes()
-    (project.series_dir / "0003-insert-util.patch").unlink()
+    reference = (project.series_dir / "0003-Insert-util.patch").read_bytes()
+    (project.series_dir / "0003-Insert-util.patch").unlink()
 
     hostile = tmp_path / "hostile.gitconfig"
     hostile.write_text(
@@ -137,7 +137,7 @@ def test_export_is_byte_identical_whatever_the_git_config(
         assert cli("-C", project.path, "export", "main").exit_code == 0
     finally:
         git.run(["config", "--unset", "diff.noprefix"], tree)
-    assert (project.series_dir / "0003-insert-util.patch").read_bytes() == reference
+    assert (project.series_dir / "0003-Insert-util.patch").read_bytes() == reference
 
 
 def test_offset_only_changes_cause_no_churn(project: Project, upstream: Repo, cli) -> None:

@@ -126,13 +126,13 @@ def test_patch_taken_upstream_is_dropped_and_reported(project: Project, upstream
         ("0002-add-hello.patch", "clean"),
     ]
     assert "already in the upstream tree" in payload["patches"][0]["detail"]
-    assert project.patch_names() == ["0001-add-hello.patch"]
-    assert set(payload["files_changed"]) == {
-        "patches/main/0001-add-hello.patch",
-        "patches/main/0001-patch-line-twenty.patch",
-        "patches/main/0002-add-hello.patch",
-        "matrix.yaml",
-    }
+    assert project.patch_names() == ["0002-add-hello.patch"]  # kept its name: no renumbering
+    assert set(payload["files_changed"]) == {"patches/main/0001-patch-line-twenty.patch", "matrix.yaml"}
+    assert payload["warnings"] == [
+        "main/0001-patch-line-twenty.patch is DROPPED from the series (already upstream (dropped)): its file will be "
+        "deleted"
+    ]
+    assert "patchctl: warning: main/0001-patch-line-twenty.patch is DROPPED" in result.stderr
 
 
 def test_dry_run_runs_everything_and_writes_nothing(project: Project, upstream: Repo, cli) -> None:
@@ -178,7 +178,7 @@ def test_true_conflict_stops_with_a_report_and_leaves_the_repository_unchanged(
     before = project.snapshot()
     result, payload = sync(cli, project, "up", "--latest")
     assert result.exit_code == 1
-    assert "stopped: main/0001-patch-line-twenty.patch: conflict" in result.stderr
+    assert "stops at a conflict: main/0001-patch-line-twenty.patch: conflict" in result.stderr
     assert payload["state"] == "conflict"
     record = payload["patches"][0]
     assert record["classification"] == "conflict" and record["conflicts"] == ["src/main.c:20-24"]
@@ -296,7 +296,7 @@ def test_failing_gate_command_leaves_everything_unchanged_and_continue_reruns_ga
     git.run(["commit", "-q", "-m", "Add marker\n\nThe gate needs it."], tree)
     resumed, payload = sync(cli, project, "--continue")
     assert resumed.exit_code == 0, resumed.output
-    assert project.patch_names() == ["0001-patch-line-twenty.patch", "0002-add-marker.patch"]
+    assert project.patch_names() == ["0001-patch-line-twenty.patch", "0002-Add-marker.patch"]
     assert f"pin: '{tip}'" in (project.path / "matrix.yaml").read_text()
 
 

@@ -45,7 +45,7 @@ def test_apply_export_round_trip_on_real_llama_cpp(tmp_path: Path, mirror_path: 
     )
     Repo(work).commit({}, "Mark the KV cache\n\nA one-line downstream change.")
     assert cli("-C", project.path, "export", "llama.cpp", "--from", work).exit_code == 0
-    assert project.patch_names() == ["0001-mark-the-kv-cache.patch"]
+    assert project.patch_names() == ["0001-Mark-the-KV-cache.patch"]
     assert cli("-C", project.path, "lint").exit_code == 0
     # The same patch at the newer upstream: applies (with or without offset) or is
     # classified precisely; either way the JSON says which.
