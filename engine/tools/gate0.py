@@ -14,12 +14,12 @@ Checks, each on the embedded tiny model, greedy, f32 KV unless stated:
    prefills, mixed steps and preemption by recompute; tokens still match the reference.
 4. q8_0 KV: logits stay within Q8_0_LOGIT_TOLERANCE of the f32-KV engine's, compared
    step by step while both have generated the same tokens.
-5. Speculative decoding (greedy): for each proposer (ngram, draft, self) and k in SPEC_KS,
-   on permuted blocks, the tokens equal the reference's, and drafts were accepted (so the
-   verification path really ran). Also: a draft that is a copy of the target (own weights,
-   own KV) has its drafts accepted; speculation under chunked prefill and preemption still
-   matches; prefix hits on blocks that once held rejected drafts match, and the prefix
-   cache indexes only verified tokens.
+5. Speculative decoding (greedy, at least SPEC_MIN_TOKENS tokens): for each proposer
+   (ngram, draft, self) and k in SPEC_KS, on permuted blocks, the tokens equal the
+   reference's, and drafts were accepted (so the verification path really ran). Also: a
+   draft that is a copy of the target (own weights, own KV) has its drafts accepted;
+   speculation under chunked prefill and preemption still matches; prefix hits on blocks
+   that once held rejected drafts match, and the prefix cache indexes only verified tokens.
 
 `--checks paged|speculative` runs one group (default: all).
 
@@ -64,6 +64,9 @@ REPETITIVE_PROMPT = "the cat sat on the mat. the cat sat on the mat. the cat sat
 # draft's decode kernel and the target's prefill kernel (different summation orders)
 COPY_DRAFT_MIN_ACCEPTANCE = 0.95
 CHECK_GROUPS = ("all", "paged", "speculative")
+# the speculative checks generate at least this many tokens: the tiny model needs a couple
+# of dozen before it repeats itself, and only then does prompt lookup get a draft accepted
+SPEC_MIN_TOKENS = 24
 
 
 @dataclass(frozen=True)
@@ -98,12 +101,12 @@ class _Harness:
         self.model = LlamaModel.tiny().to(config.device)
         self._references: dict[tuple[int, ...], list[int]] = {}
 
-    def reference(self, token_ids: Sequence[int]) -> list[int]:
+    def reference(self, token_ids: Sequence[int], max_tokens: int) -> list[int]:
         from engine.model.reference import contiguous_greedy
 
-        key = tuple(token_ids)
+        key = (max_tokens, *token_ids)
         if key not in self._references:
-            self._references[key] = contiguous_greedy(self.model, [list(key)], self.config.max_tokens).token_ids[0]
+            self._references[key] = contiguous_greedy(self.model, [list(token_ids)], max_tokens).token_ids[0]
         return self._references[key]
 
     def engine(self, draft_model: LlamaModel | None = None, **overrides: object) -> LLMEngine:
@@ -122,11 +125,13 @@ class _Harness:
         base.update(overrides)
         return LLMEngine(self.model, EngineConfig(**base), draft_model)  # type: ignore[arg-type]
 
-    def token_mismatches(self, outputs: Sequence[RequestOutput]) -> list[str]:
+    def token_mismatches(self, outputs: Sequence[RequestOutput], max_tokens: int | None = None) -> list[str]:
+        """The outputs whose tokens are not the reference's `max_tokens` (default: the config's) tokens."""
+        wanted = self.config.max_tokens if max_tokens is None else max_tokens
         return [
             f"{o.request_id} prompt {o.prompt_token_ids[:6]}..."
             for o in outputs
-            if o.token_ids != self.reference(o.prompt_token_ids)
+            if o.token_ids != self.reference(o.prompt_token_ids, wanted)
         ]
 
 
@@ -248,14 +253,15 @@ def _speculative_checks(harness: _Harness, report: Callable[[CheckResult], None]
     from engine.runtime.spec_decode.config import SpeculativeConfig
 
     config, engine, token_mismatches = harness.config, harness.engine, harness.token_mismatches
-    params = SamplingParams(max_tokens=config.max_tokens, ignore_eos=True)
+    max_tokens = max(config.max_tokens, SPEC_MIN_TOKENS)
+    params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
     prompts = [REPETITIVE_PROMPT, *PROMPTS[: max(1, min(config.max_batch, len(PROMPTS)) - 1)]]
 
     for method in SPEC_METHODS:
         for k in SPEC_KS:
             spec = engine(speculative=SpeculativeConfig(method, k), block_shuffle_seed=config.seed + k)
             outputs = spec.generate(prompts, params)
-            bad_tokens = token_mismatches(outputs)
+            bad_tokens = token_mismatches(outputs, max_tokens)
             stats = spec.spec_stats
             report(
                 CheckResult(
@@ -270,7 +276,7 @@ def _speculative_checks(harness: _Harness, report: Callable[[CheckResult], None]
     copy = LlamaModel(model.config, {name: w.clone() for name, w in model.weights.items()}, model.tokens)
     spec = engine(draft_model=copy, speculative=SpeculativeConfig("draft", 4), block_shuffle_seed=config.seed)
     outputs = spec.generate(prompts, params)
-    bad_tokens = token_mismatches(outputs)
+    bad_tokens = token_mismatches(outputs, max_tokens)
     rate = spec.spec_stats.acceptance_rate
     report(
         CheckResult(
@@ -282,7 +288,7 @@ def _speculative_checks(harness: _Harness, report: Callable[[CheckResult], None]
     )
 
     stress_prompts = [REPETITIVE_PROMPT, *PROMPTS[:5]]
-    need = max(-(-(len(p) + 1 + config.max_tokens) // config.block_size) for p in stress_prompts)
+    need = max(-(-(len(p) + 1 + max_tokens) // config.block_size) for p in stress_prompts)
     stressed = engine(
         speculative=SpeculativeConfig("ngram", 4),
         num_blocks=need + 3,
@@ -290,7 +296,7 @@ def _speculative_checks(harness: _Harness, report: Callable[[CheckResult], None]
         block_shuffle_seed=config.seed,
     )
     outputs = stressed.generate(stress_prompts, params)
-    bad_tokens = token_mismatches(outputs)
+    bad_tokens = token_mismatches(outputs, max_tokens)
     s = stressed.stats
     report(
         CheckResult(
@@ -307,7 +313,7 @@ def _speculative_checks(harness: _Harness, report: Callable[[CheckResult], None]
     cached = engine(speculative=SpeculativeConfig("self", 4))
     first = cached.generate(prompts, params)
     second = cached.generate([o.prompt_token_ids + o.token_ids for o in first], params)
-    bad_tokens = token_mismatches(first + second)
+    bad_tokens = token_mismatches(first + second, max_tokens)
     hits = [o.num_cached_tokens for o in second]
     verified: set[bytes] = set()
     for o in first + second:
