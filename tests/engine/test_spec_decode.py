@@ -10,9 +10,11 @@ from functools import cache
 import pytest
 import torch
 
+from engine.kv.formats import get_format as engine_format
 from engine.kv.storage import KVCacheStorage
 from engine.model.llama import LlamaConfig, LlamaModel, random_weights
 from engine.model.reference import ContiguousKV, contiguous_greedy, forward_contiguous
+from engine.model.tokenizer import CharTokenizer
 from engine.runtime.llm_engine import EngineConfig, LLMEngine
 from engine.runtime.sampling import SamplingParams
 from engine.runtime.spec_decode.config import SpeculativeConfig
@@ -23,6 +25,7 @@ from engine.runtime.spec_decode.ngram_proposer import NgramProposer
 from tests.engine.spec_stats import P_VALUE_THRESHOLD, chi_square_p_value
 
 MODEL = LlamaModel.tiny()
+MODEL_TOKENS = CharTokenizer().encode
 PROMPTS = [
     "the cat sat on the mat. the cat sat on the mat. the cat",
     "Paged attention",
@@ -108,6 +111,37 @@ def test_rejected_slots_are_rolled_back_in_both_pools() -> None:
             assert len(draft.kv_manager.get_block_ids(request.request_id)[0]) <= -(-(request.num_tokens + 7) // 2)
     assert rejected_steps > 3
     assert engine.kv_manager.get_num_free_blocks() == 127 and draft.kv_manager.get_num_free_blocks() == 127
+
+
+def test_the_draft_rolls_back_to_the_accepted_tokens_and_redrafts_from_there() -> None:
+    """After a partial acceptance the draft's KV past the accepted tokens is stale: proposals
+    must equal those of a fresh proposer that never saw the rejected drafts."""
+    from engine.core.kv_cache_manager import KVCacheManager
+    from engine.runtime.spec_decode.draft_model_proposer import DraftKVConfig
+    from engine.runtime.spec_decode.proposer import ProposalRequest
+
+    kv = DraftKVConfig(64, 4, engine_format("f32"), engine_format("f32"), True, "torch")
+    draft = standalone_draft(MODEL)
+    target_requests = KVCacheManager(64, 4)
+    request = target_requests.make_request("r", MODEL_TOKENS("Paged attention"))
+    proposer = DraftModelProposer(draft, kv)
+    first = proposer.propose([ProposalRequest(request, 5, GREEDY, None)])[0].token_ids
+    assert len(first) == 5
+    wrong = (first[1] + 1) % MODEL.config.vocab_size
+    # the draft's KV holds first[1] where the sequence now has `wrong`, before the last token
+    # (which is recomputed anyway): the rollback must notice
+    request.append_output_token_ids([first[0], wrong, first[2]])
+    # sampled drafts come with their distributions, which show any stale KV row
+    sampled = SamplingParams(max_tokens=24, temperature=1.0)
+    again = proposer.propose([ProposalRequest(request, 5, sampled, torch.Generator().manual_seed(1))])[0]
+    assert proposer._sequences["r"].request.num_tokens == request.num_tokens
+    fresh = DraftModelProposer(draft, kv).propose(
+        [ProposalRequest(request, 5, sampled, torch.Generator().manual_seed(1))]
+    )
+    assert again.token_ids == fresh[0].token_ids and again.probs is not None
+    torch.testing.assert_close(again.probs, fresh[0].probs, rtol=0, atol=1e-6)
+    proposer.remove("r")
+    assert proposer.kv_manager.get_num_free_blocks() == 63
 
 
 def test_free_lookahead_slots_refuses_to_drop_a_hashed_block() -> None:
