@@ -13,7 +13,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "vectors": ("engine.tools.vectors", "write the block manager's conformance vectors"),
     "capacity": ("engine.tools.capacity", "paged vs reserved KV capacity and prefix-sharing memory"),
     "generate": ("engine.tools.generate", "generate text with the embedded tiny model"),
-    "bench": ("engine.tools.bench", "decode throughput and block-manager benchmarks"),
+    "bench": ("engine.tools.bench", "decode throughput, block-manager and speculative decoding benchmarks"),
     "gate0": ("engine.tools.gate0", "Gate 0: paged KV must match the contiguous reference"),
     "tokenize": ("engine.tools.tokenize", "token ids of a text (or text of ids) with a GGUF file's tokenizer"),
 }

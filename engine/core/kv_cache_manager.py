@@ -185,6 +185,28 @@ class KVCacheManager:
         )
         self.num_cached_block[request.request_id] = num_full
 
+    def free_lookahead_slots(self, request: Request, num_tokens: int) -> int:
+        """Give back the tail blocks beyond those the first `num_tokens` tokens need; the number freed.
+
+        After speculative verification the slots of rejected draft tokens (and unused
+        lookahead) hold garbage: the request keeps only the blocks of its computed tokens.
+        Such blocks were never hashed (caching stops at `request.num_tokens`); a hashed one
+        here would mean the prefix cache indexed unverified tokens, so it raises.
+        """
+        if num_tokens < 0:
+            raise ValueError(f"num_tokens must be >= 0, got {num_tokens}")
+        blocks = self.req_to_blocks.get(request.request_id, [])
+        keep = -(-num_tokens // self.block_size)
+        tail = blocks[keep:]
+        if not tail:
+            return 0
+        hashed = [block.block_id for block in tail if block.block_hash is not None]
+        if hashed:
+            raise AssertionError(f"request {request.request_id!r}: lookahead blocks {hashed} carry a block hash")
+        del blocks[keep:]
+        self.block_pool.free_blocks(reversed(tail))
+        return len(tail)
+
     def free(self, request: Request) -> None:
         """Release the request's blocks, tail first, so a chain's end is evicted before its start."""
         blocks = self.req_to_blocks.pop(request.request_id, [])

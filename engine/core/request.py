@@ -29,6 +29,9 @@ class Request:
     all_token_ids: list[int] = field(init=False)
     num_computed_tokens: int = field(default=0, init=False)
     num_preemptions: int = field(default=0, init=False)
+    # draft tokens proposed for the next step (speculative decoding): not part of the
+    # sequence until verified, so never hashed and never counted in num_tokens
+    spec_token_ids: list[int] = field(default_factory=list, init=False)
     block_hashes: list[BlockHash] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -43,6 +46,10 @@ class Request:
     @property
     def num_tokens(self) -> int:
         return len(self.all_token_ids)
+
+    @property
+    def num_tokens_with_spec(self) -> int:
+        return len(self.all_token_ids) + len(self.spec_token_ids)
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -8,6 +8,11 @@ the token budget, preemption by recompute when blocks run out), the model runner
 them, and every request whose chunk reached its last token gets one sampled token.
 The attention path and the KV formats come from `engine.attention.policy`; a fallback
 warning is logged once, on the "engine" logger.
+
+With `EngineConfig(speculative=SpeculativeConfig(...))` a proposer drafts up to k tokens for
+every decoding request after each step; the next step verifies them in the same forward
+pass as the request's last token, the rejection sampler keeps what the target accepts, and
+the slots of rejected drafts are rolled back (`engine.runtime.spec_decode`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,14 @@ from engine.model.tokenizer import CharTokenizer
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.sampling import SamplingParams, sample
 from engine.runtime.scheduler import ScheduledChunk, Scheduler, SchedulerConfig, SchedulerOutput
+from engine.runtime.spec_decode.config import SpeculativeConfig
+from engine.runtime.spec_decode.draft_model_proposer import DraftKVConfig, DraftModelProposer
+from engine.runtime.spec_decode.draft_models import check_draft_compatible, first_layers, standalone_draft
+from engine.runtime.spec_decode.kv_isolation import ensure_separate_kv
+from engine.runtime.spec_decode.metrics import SpecDecodingStats
+from engine.runtime.spec_decode.ngram_proposer import NgramProposer
+from engine.runtime.spec_decode.proposer import ProposalRequest, Proposer
+from engine.runtime.spec_decode.rejection_sampler import RejectionSampler
 
 logger = logging.getLogger("engine")
 
@@ -56,6 +69,7 @@ class EngineConfig:
     device: str = "cpu"
     block_shuffle_seed: int | None = None  # hand out blocks in a random order (Gate 0)
     record_logits: bool = False
+    speculative: SpeculativeConfig | None = None
 
 
 @dataclass
@@ -86,12 +100,16 @@ class _Sequence:
     params: SamplingParams
     generator: torch.Generator | None
     logits: list[torch.Tensor] = field(default_factory=list)
+    draft_probs: torch.Tensor | None = None  # the distributions request.spec_token_ids were drawn from
     num_cached_tokens: int | None = None
     finish_reason: str | None = None
 
 
 class LLMEngine:
-    def __init__(self, model: LlamaModel | None = None, config: EngineConfig | None = None) -> None:
+    def __init__(
+        self, model: LlamaModel | None = None, config: EngineConfig | None = None, draft_model: LlamaModel | None = None
+    ) -> None:
+        """`draft_model` is the draft of speculative method "draft" (default: a 1-layer cut of the target)."""
         self.config = config or EngineConfig()
         c = self.config
         if c.device.startswith("cuda") and not torch.cuda.is_available():
@@ -128,10 +146,44 @@ class LLMEngine:
         self.scheduler = Scheduler(SchedulerConfig(c.max_num_seqs, c.max_num_batched_tokens), self.kv_manager)
         attention = PagedAttention(storage, mc.head_dim**-0.5, self.plan.flash_attn, backend)
         self.runner = ModelRunner(self.model, attention, self.kv_manager)
+        self.proposer: Proposer | None = None
+        if c.speculative is not None:
+            self.proposer = self._build_proposer(c.speculative, draft_model, backend, storage)
+        elif draft_model is not None:
+            raise ValueError("a draft model is used only with speculative method 'draft'")
+        self.rejection_sampler = RejectionSampler()
+        self.spec_stats = SpecDecodingStats()
         self.tokenizer = CharTokenizer(self.model.tokens) if self.model.tokens else CharTokenizer()
         self.stats = EngineStats()
         self._sequences: dict[str, _Sequence] = {}
         self._next_id = 0
+
+    def _build_proposer(
+        self, spec: SpeculativeConfig, draft_model: LlamaModel | None, backend: str, storage: KVCacheStorage
+    ) -> Proposer:
+        if draft_model is not None and spec.method != "draft":
+            raise ValueError(f"a draft model is used only with speculative method 'draft', not {spec.method!r}")
+        if spec.method == "ngram":
+            return NgramProposer(spec.prompt_lookup_min, spec.prompt_lookup_max)
+        c = self.config
+        if spec.method == "self":
+            draft = first_layers(self.model, spec.draft_num_layers)
+        elif draft_model is not None:
+            draft = draft_model.to(c.device)
+        else:
+            draft = standalone_draft(self.model, spec.draft_num_layers)
+        check_draft_compatible(draft, self.model)
+        support = flash_attention_support(draft.config.head_dim, backend, c.device)
+        plan = resolve_attention(requested_flash_attn_mode(c.flash_attn), c.cache_type_k, c.cache_type_v, support)
+        kv = DraftKVConfig(
+            c.num_blocks, c.block_size, plan.k_format, plan.v_format, plan.flash_attn, backend, c.enable_prefix_caching
+        )
+        try:
+            proposer = DraftModelProposer(draft, kv)
+        except ValueError as exc:
+            raise AttentionConfigError(f"draft KV cache: {exc}") from None
+        ensure_separate_kv(storage, proposer.storage)
+        return proposer
 
     def _shuffle_free_blocks(self, rng: random.Random) -> None:
         pool = self.kv_manager.block_pool
@@ -188,22 +240,63 @@ class LLMEngine:
             seq = self._sequences[chunk.request.request_id]
             if seq.num_cached_tokens is None:
                 seq.num_cached_tokens = chunk.start
-            chunk.request.num_computed_tokens = chunk.start + chunk.num_tokens
-            row = logits.get(chunk.request.request_id)
-            if row is None:
+            rows = logits.get(chunk.request.request_id)
+            if rows is None:
+                chunk.request.num_computed_tokens = chunk.start + chunk.num_tokens
                 continue
+            if self._accept(chunk, seq, rows):
+                self.scheduler.finish(chunk.request)
+                if self.proposer is not None:
+                    self.proposer.remove(chunk.request.request_id)
+                finished.append(self._output(seq))
+        if self.proposer is not None:
+            self._propose()
+        return finished
+
+    def _accept(self, chunk: ScheduledChunk, seq: _Sequence, rows: torch.Tensor) -> bool:
+        """Sample (or verify the drafts and sample), roll back rejected slots; True if the request finished."""
+        request = chunk.request
+        drafts = list(request.spec_token_ids)
+        if drafts:
+            probs = seq.draft_probs[: len(drafts)] if seq.draft_probs is not None else None
+            tokens = self.rejection_sampler(rows, drafts, probs, seq.params, seq.generator)
+            self.spec_stats.observe(len(drafts), len(tokens) - 1)
+        else:
+            tokens = [sample(rows[0], seq.params, seq.generator)]
+        num_rejected = len(drafts) - (len(tokens) - 1)
+        request.num_computed_tokens = chunk.start + chunk.num_tokens - num_rejected
+        request.spec_token_ids.clear()
+        seq.draft_probs = None
+        if drafts:
+            self.kv_manager.free_lookahead_slots(request, request.num_computed_tokens)
+        for row, token in zip(rows, tokens):
             if self.config.record_logits:
                 seq.logits.append(row.detach().cpu().clone())
-            token = sample(row, seq.params, seq.generator)
-            chunk.request.append_output_token_ids(token)
+            request.append_output_token_ids(token)
             if token == self.tokenizer.eos_id and not seq.params.ignore_eos:
                 seq.finish_reason = "stop"
-            elif len(chunk.request.output_token_ids) >= seq.params.max_tokens:
+            elif len(request.output_token_ids) >= seq.params.max_tokens:
                 seq.finish_reason = "length"
             if seq.finish_reason:
-                self.scheduler.finish(chunk.request)
-                finished.append(self._output(seq))
-        return finished
+                return True
+        return False
+
+    def _propose(self) -> None:
+        """Draft tokens for every running request that is decoding, for the next step to verify."""
+        assert self.proposer is not None and self.config.speculative is not None
+        k = self.config.speculative.num_speculative_tokens
+        inputs = []
+        for request in self.scheduler.running:
+            if request.num_computed_tokens != request.num_tokens - 1:
+                continue  # still in prefill
+            seq = self._sequences[request.request_id]
+            # never draft past max_tokens: the last token is the target's own
+            num_draft = min(k, seq.params.max_tokens - len(request.output_token_ids) - 1)
+            if num_draft > 0:
+                inputs.append(ProposalRequest(request, num_draft, seq.params, seq.generator))
+        for item, proposal in zip(inputs, self.proposer.propose(inputs)):
+            item.request.spec_token_ids[:] = proposal.token_ids
+            self._sequences[item.request.request_id].draft_probs = proposal.probs
 
     def _record_stats(self, plan: SchedulerOutput, chunks: list[ScheduledChunk]) -> None:
         s = self.stats
@@ -211,8 +304,8 @@ class LLMEngine:
         s.preemptions += len(plan.preempted)
         s.prefix_hit_tokens += plan.prefix_hit_tokens
         s.max_step_tokens = max(s.max_step_tokens, plan.num_tokens)
-        has_decode = any(c.num_tokens == 1 and c.start > 0 for c in chunks)
-        has_prefill = any(c.num_tokens > 1 for c in chunks)
+        has_decode = any(c.num_tokens - c.num_spec_tokens == 1 and c.start > 0 for c in chunks)
+        has_prefill = any(c.num_tokens - c.num_spec_tokens > 1 for c in chunks)
         s.mixed_steps += has_decode and has_prefill
         s.chunked_prefills += sum(1 for c in chunks if c.num_tokens > 1 and not c.completes_sequence)
 

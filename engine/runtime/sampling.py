@@ -31,10 +31,12 @@ class SamplingParams:
         return self.temperature == 0
 
 
-def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
-    """One token from a `[vocab]` row of logits."""
-    if params.greedy:
-        return int(torch.argmax(logits))
+def sampling_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """The distribution `sample` draws from for a `[vocab]` row (temperature, top-k, top-p), on the CPU.
+
+    Speculative decoding's rejection sampler needs it explicitly: the target distribution it
+    preserves is exactly this one. Not for greedy params (greedy has no distribution to sample).
+    """
     scaled = logits.float().cpu() / params.temperature
     if params.top_k:
         kth = torch.topk(scaled, min(params.top_k, scaled.numel())).values[-1]
@@ -45,4 +47,11 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Genera
         drop = sorted_probs.cumsum(0) - sorted_probs > params.top_p  # keep the smallest set reaching top_p
         probs = probs.scatter(0, order[drop], 0.0)
         probs = probs / probs.sum()
-    return int(torch.multinomial(probs, 1, generator=generator))
+    return probs
+
+
+def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
+    """One token from a `[vocab]` row of logits."""
+    if params.greedy:
+        return int(torch.argmax(logits))
+    return int(torch.multinomial(sampling_probs(logits, params), 1, generator=generator))

@@ -12,6 +12,13 @@ admitted running request is preempted: its blocks are freed, its progress reset,
 goes back to the front of the waiting queue, to be recomputed from its tokens (prompt and
 everything generated so far) when it is readmitted. No new request is admitted in a step
 that preempted.
+
+Speculative decoding: a decoding request may carry draft tokens (`request.spec_token_ids`,
+proposed after its last step). They are scheduled with its last token, so one forward pass
+verifies them all; the budget may cut them (the cut ones are dropped, as in vLLM). Their
+slots come from the same `allocate_slots` call; the manager caches blocks only up to
+`request.num_tokens`, so unverified tokens are never hashed. A preempted request loses
+its drafts.
 """
 
 from __future__ import annotations
@@ -39,10 +46,12 @@ class ScheduledChunk:
     start: int  # first position computed in this step
     num_tokens: int
 
+    num_spec_tokens: int = 0  # draft tokens at the chunk's end, to verify
+
     @property
     def completes_sequence(self) -> bool:
-        """True when the chunk reaches the request's last token, so its logits are sampled."""
-        return self.start + self.num_tokens == self.request.num_tokens
+        """True when the chunk reaches the request's last token (and its drafts), so its logits are sampled."""
+        return self.start + self.num_tokens == self.request.num_tokens + self.num_spec_tokens
 
 
 @dataclass
@@ -79,10 +88,15 @@ class Scheduler:
         index = 0
         while index < len(self.running) and budget > 0:
             request = self.running[index]
-            num_new = min(request.num_tokens - request.num_computed_tokens, budget)
-            if not self._allocate_or_preempt(request, num_new, out):
+            num_new = min(request.num_tokens_with_spec - request.num_computed_tokens, budget)
+            num_spec = max(0, request.num_computed_tokens + num_new - request.num_tokens)
+            del request.spec_token_ids[num_spec:]  # drafts the budget cut
+            allocated = self._allocate_or_preempt(request, num_new, out)
+            if allocated is None:
                 break  # the request itself was preempted
-            out.chunks.append(ScheduledChunk(request, request.num_computed_tokens, num_new))
+            num_spec -= num_new - allocated
+            num_new = allocated
+            out.chunks.append(ScheduledChunk(request, request.num_computed_tokens, num_new, num_spec))
             budget -= num_new
             index += 1
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs and not out.preempted:
@@ -99,15 +113,22 @@ class Scheduler:
             budget -= num_new
         return out
 
-    def _allocate_or_preempt(self, request: Request, num_new: int, out: SchedulerOutput) -> bool:
-        """Make room for the request's new tokens, preempting from the back; False if it was preempted."""
+    def _allocate_or_preempt(self, request: Request, num_new: int, out: SchedulerOutput) -> int | None:
+        """Make room for the request's new tokens, preempting from the back; the tokens given
+        room (fewer when the request dropped its drafts), or None if it was preempted."""
         while self.kv_manager.allocate_slots(request, num_new) is None:
+            if request.spec_token_ids and self.running[-1] is request:
+                # rather than preempt itself, a request gives up its drafts and retries with its last token
+                num_new -= len(request.spec_token_ids)
+                request.spec_token_ids.clear()
+                continue
             victim = self.running.pop()
             self.kv_manager.free(victim)
             victim.num_computed_tokens = 0
             victim.num_preemptions += 1
+            victim.spec_token_ids.clear()
             self.waiting.appendleft(victim)
             out.preempted.append(victim)
             if victim is request:
-                return False
-        return True
+                return None
+        return num_new

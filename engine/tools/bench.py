@@ -1,9 +1,12 @@
 """`python -m engine bench [NAME] [--requests N] [--runs R]`: the engine's benchmarks.
 
 Each benchmark is one entry of BENCHMARKS (name -> runner printing nothing, formatter);
-with no NAME all of them run. `decode` compares the paged engine's CPU decode tokens/s
+with no NAME all but `spec` run. `decode` compares the paged engine's CPU decode tokens/s
 with the contiguous-KV reference as a ratio; `gpu` (the decode kernel's bandwidth) runs
-only where CUDA is available. Exit codes: 0 success, 2 bad arguments.
+only where CUDA is available; `spec` (speculative decoding per proposer and k against
+non-speculative decoding in the same run; minutes on CPU) runs only when named.
+Exit codes: 0 success, 1 a speculative run's tokens differed
+from the baseline's, 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ import sys
 from collections.abc import Callable
 
 from engine.tools.bench_blocks import format_block_bench, run_block_bench
-from engine.tools.common import progress_display
+from engine.tools.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, progress_display
+
+
+class BenchmarkMismatch(Exception):
+    """A benchmark's outputs differ where they must be equal."""
 
 
 def _blocks(args: argparse.Namespace) -> list[str]:
@@ -46,11 +53,44 @@ def _gpu(args: argparse.Namespace) -> list[str]:
     return format_gpu_decode(run_gpu_decode(args.batch, args.gpu_context))
 
 
+def _spec(args: argparse.Namespace) -> list[str]:
+    import torch
+
+    from engine.tools.bench_spec import BENCH_PROMPTS, SPEC_METHODS, format_spec_bench, run_spec_bench
+
+    try:
+        ks = sorted({int(k) for k in args.spec_ks.split(",")})
+    except ValueError:
+        raise ValueError(f"--spec-ks: expected comma-separated integers, got {args.spec_ks!r}") from None
+    if not all(k >= 1 for k in ks):
+        raise ValueError(f"--spec-ks: every k must be >= 1, got {args.spec_ks!r}")
+    if args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    # the tiny model's matrices are too small to split: extra threads only spin, worst on a loaded machine
+    torch.set_num_threads(args.threads)
+    # the display counts generated tokens: it shows for long runs only
+    total = args.spec_runs * (1 + len(SPEC_METHODS) * len(ks)) * len(BENCH_PROMPTS) * args.spec_tokens
+    with progress_display("speculative decoding", total) as progress:
+
+        def measured(done: int, wanted: int) -> None:
+            if progress is not None:
+                progress(done * total // wanted, total)
+
+        result = run_spec_bench(ks, args.spec_tokens, args.spec_runs, args.device, SPEC_METHODS, measured)
+    different = [f"{r.method} k={r.k}" for r in result.rows if not r.same_tokens]
+    if different:
+        print("\n".join(format_spec_bench(result)))
+        raise BenchmarkMismatch(f"speculative tokens differ from the baseline's: {', '.join(different)}")
+    return format_spec_bench(result)
+
+
 BENCHMARKS: dict[str, tuple[str, Callable[[argparse.Namespace], list[str]]]] = {
     "blocks": ("block manager: ops/s of allocate, decode, free, prefix hit, hashing", _blocks),
     "decode": ("CPU decode tok/s: paged engine vs contiguous-KV reference, as a ratio", _decode),
     "gpu": ("decode kernel GB/s vs the card's peak and SDPA (CUDA only)", _gpu),
+    "spec": ("speculative decoding: acceptance, tokens/forward, speed-up per proposer and k", _spec),
 }
+DEFAULT_BENCHMARKS = ("blocks", "decode", "gpu")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,12 +103,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=64, help="decode: decode steps timed per run (%(default)s)")
     parser.add_argument("--kv-type", default="f32", help="decode: paged KV cache type (%(default)s)")
     parser.add_argument("--gpu-context", type=int, default=4096, help="gpu: tokens per sequence (%(default)s)")
+    parser.add_argument("--spec-ks", default="1,2,3,4,5,6,7,8", help="spec: the k values (%(default)s)")
+    parser.add_argument("--spec-tokens", type=int, default=96, help="spec: tokens per prompt (%(default)s)")
+    parser.add_argument("--spec-runs", type=int, default=3, help="spec: runs per configuration (%(default)s)")
+    parser.add_argument("--device", default="cpu", help="spec: torch device; cuda runs Triton (%(default)s)")
+    parser.add_argument("--threads", type=int, default=1, help="spec: torch CPU threads (%(default)s)")
     args = parser.parse_args(argv)
-    names = [args.name] if args.name else list(BENCHMARKS)
+    names = [args.name] if args.name else list(DEFAULT_BENCHMARKS)
     try:
         for name in names:
-            print("\n".join(BENCHMARKS[name][1](args)))
+            lines = BENCHMARKS[name][1](args)
+            if lines:
+                print("\n".join(lines))
     except ValueError as error:
         print(f"engine bench: {error}", file=sys.stderr)
-        return 2
-    return 0
+        return EXIT_BAD_INPUT
+    except BenchmarkMismatch as error:
+        print(f"engine bench: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK

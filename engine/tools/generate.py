@@ -1,13 +1,21 @@
 """`python -m engine generate [PROMPT ...]`: generate text, by default with the embedded tiny model.
 
-Exit codes: 0 generated; 2 bad arguments, an unusable GGUF file or an impossible
-attention/KV configuration (one `engine generate: error: ...` line on stderr).
+`--speculative ngram|draft|self --num-speculative-tokens K` decodes speculatively: prompt
+lookup, a draft model (`--draft-model GGUF`; without one, a separate 1-layer cut of the
+target) or the target's first `--draft-layers` layers propose K tokens per step and the
+target verifies them in one pass. Greedy output is the same as without speculation; the
+acceptance is reported on stderr.
+
+Exit codes: 0 generated; 2 bad arguments, an unusable GGUF file (target or draft), a draft
+whose vocabulary differs from the target's, or an impossible attention/KV configuration
+(one `engine generate: error: ...` line on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from engine.tools.common import (
     EXIT_BAD_INPUT,
@@ -18,6 +26,9 @@ from engine.tools.common import (
     progress_display,
     show_warnings_on_stderr,
 )
+
+if TYPE_CHECKING:
+    from engine.runtime.spec_decode.config import SpeculativeConfig
 
 DEFAULT_PROMPT = "Once upon a time"
 PROG = "engine generate"
@@ -40,7 +51,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=positive_int, default=16)
     p.add_argument("--num-blocks", type=positive_int, default=256)
     p.add_argument("--device", default="cpu")
+    spec = p.add_argument_group("speculative decoding")
+    spec.add_argument("--speculative", metavar="METHOD", help="ngram, draft or self (default: off)")
+    spec.add_argument("--num-speculative-tokens", type=int, metavar="K", help="tokens drafted per step (default 4)")
+    spec.add_argument("--draft-model", metavar="GGUF", help="draft: a llama GGUF with the target's vocabulary")
+    spec.add_argument("--draft-layers", type=int, default=1, help="self: the target layers the draft runs (1)")
+    spec.add_argument("--prompt-lookup-min", type=int, default=1, help="ngram: shortest suffix matched (1)")
+    spec.add_argument("--prompt-lookup-max", type=int, default=4, help="ngram: longest suffix matched (4)")
     return p
+
+
+def speculative_config(args: argparse.Namespace) -> SpeculativeConfig | None:
+    """The speculative settings, or None; ValueError (one line) for a bad combination."""
+    from engine.runtime.spec_decode.config import SpeculativeConfig
+
+    if args.speculative is None:
+        if args.num_speculative_tokens is not None or args.draft_model is not None:
+            raise ValueError("--num-speculative-tokens and --draft-model need --speculative")
+        return None
+    if args.draft_model is not None and args.speculative != "draft":
+        raise ValueError(f"--draft-model is used only with --speculative draft, not {args.speculative!r}")
+    k = 4 if args.num_speculative_tokens is None else args.num_speculative_tokens
+    return SpeculativeConfig(
+        args.speculative,
+        k,
+        prompt_lookup_min=args.prompt_lookup_min,
+        prompt_lookup_max=args.prompt_lookup_max,
+        draft_num_layers=args.draft_layers,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             ignore_eos=args.ignore_eos,
         )
+        spec = speculative_config(args)
         model = load_gguf(args.model) if args.model else None
+        draft_model = load_gguf(args.draft_model) if args.draft_model else None
         config = EngineConfig(
             block_size=args.block_size,
             num_blocks=args.num_blocks,
@@ -74,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
             flash_attn=args.flash_attn,
             attention_backend=args.backend,
             device=args.device,
+            speculative=spec,
         )
-        engine = LLMEngine(model, config)
+        engine = LLMEngine(model, config, draft_model)
         with progress_display("generating", len(prompts) * args.max_tokens) as progress:
             outputs = engine.generate(prompts, params, progress)
     except (GGUFError, AttentionConfigError, ValueError) as exc:
@@ -83,4 +124,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     for prompt, output in zip(prompts, outputs):
         print(f"{prompt}{output.text}")
+    if spec is not None:
+        stats = engine.spec_stats
+        print(
+            f"{PROG}: speculative {spec.method}, k={spec.num_speculative_tokens}: {stats.num_accepted_tokens}"
+            f"/{stats.num_draft_tokens} draft tokens accepted ({stats.acceptance_rate:.1%}), mean accepted length"
+            f" {stats.mean_accepted_length:.2f}, {engine.stats.steps} target forward passes",
+            file=sys.stderr,
+        )
     return EXIT_OK
