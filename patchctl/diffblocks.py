@@ -63,13 +63,24 @@ def _header_paths(rest: str) -> tuple[str, str]:
     return _strip_prefix(parts[0]), _strip_prefix(parts[-1])
 
 
+def patch_lines(text: str) -> list[str]:
+    """TEXT's lines as git reads a patch: split at newlines only (CRLF's CR dropped).
+
+    `str.splitlines` also splits at form feeds, vertical tabs and Unicode separators, which
+    occur inside real hunks (C sources carry ^L page breaks) and would miscount them."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def read_blocks(text: str) -> list[Block]:
     """Every file block of TEXT (`diff --git`, or a plain `---`/`+++` pair), in order."""
     blocks: list[Block] = []
     current: Block | None = None
     hunk: BlockHunk | None = None
     old_left = new_left = 0
-    lines = text.splitlines()
+    lines = patch_lines(text)
     for number, line in enumerate(lines, 1):
         hunk_done = hunk is None or (old_left <= 0 and new_left <= 0)
         if m := _DIFF_GIT_RE.match(line):

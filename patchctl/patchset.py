@@ -27,6 +27,7 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from .config import Series
+from .diffblocks import patch_lines
 from .errors import UsageError
 
 PATCH_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
@@ -187,7 +188,7 @@ def parse_message(text: str) -> PatchMessage:
     (`Description:` or `Subject:` gives the subject, its continuation lines the description,
     a lone ` .` a blank line; the other fields are kept as trailers so nothing is lost) and
     free text before a quilt `Index:` preamble or a bare diff."""
-    lines = text.splitlines()
+    lines = patch_lines(text)
     end = next((n for n, line in enumerate(lines) if _starts_diff(lines, n)), len(lines))
     i = 1 if lines and lines[0].startswith("From ") else 0
     fields: list[tuple[str, list[str]]] = []  # every header in order, repeated ones (Bug-Debian:) included
@@ -260,7 +261,7 @@ def title_from_name(name: str) -> str:
 def raw_paths(text: str) -> list[str]:
     """Paths named by diff headers, with their a/ b/ prefixes removed; /dev/null skipped."""
     paths: list[str] = []
-    for line in text.splitlines():
+    for line in patch_lines(text):
         if m := _DIFF_GIT_RE.match(line):
             paths += [_strip_prefix(m["a"]), _strip_prefix(m["b"])]
         elif m := _PATH_HEADER_RE.match(line):
@@ -272,7 +273,7 @@ def raw_paths(text: str) -> list[str]:
 
 
 def creates_symlink(text: str) -> bool:
-    return any(_SYMLINK_MODE_RE.match(line) for line in text.splitlines())
+    return any(_SYMLINK_MODE_RE.match(line) for line in patch_lines(text))
 
 
 def _strip_prefix(path: str) -> str:
@@ -295,7 +296,7 @@ def parse_diff(text: str) -> tuple[FileDiff, ...]:
         raise MalformedPatch(f"does not parse: {exc}", line) from None
     if not len(patch_set):
         raise MalformedPatch("no file diffs in the patch")
-    lines = text.splitlines()
+    lines = patch_lines(text)
     header_lines = [n for n, line in enumerate(lines, 1) if line.startswith("diff --git ")] or [
         n for n, line in enumerate(lines, 1) if line.startswith("--- ") and n < len(lines) and lines[n][:4] == "+++ "
     ]

@@ -105,7 +105,7 @@ def test_installed_wheel_runs_patchctl_and_the_engine(dist: Path, tmp_path: Path
     )
     lint = run(patchctl, "-C", project.path, "lint", cwd=tmp_path)
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    project.add_patch("0003-gap.patch", (project.series_dir / "0001-tune-main.patch").read_text())
+    project.add_patch("0001-again.patch", (project.series_dir / "0001-tune-main.patch").read_text())
     lint = run(patchctl, "-C", project.path, "lint", "--no-apply", cwd=tmp_path)
     assert lint.returncode == 1 and "PC001" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
 
