@@ -17,6 +17,7 @@ stages), which move between Triton versions; it is written against Triton 3.9.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,7 @@ def kernel_specs(
     block_size: int,
     n_kv_heads: int = 8,
     activation: str = "f32",
+    precision: str = "ieee",
 ) -> Iterator[KernelSpec]:
     """Every kernel of `engine.kernels` as `PagedAttention` would launch it for these shapes."""
     from engine.kernels import paged_decode, paged_prefill, store_kv
@@ -123,6 +125,7 @@ def kernel_specs(
             "BLOCK_SIZE": block_size,
             "BLOCK_M": paged_prefill.PREFILL_BLOCK_M,
             "TILE": paged_prefill.PREFILL_TILE,
+            "PRECISION": precision,
         },
         label=label,
     )
@@ -159,6 +162,16 @@ def compile_kernel(spec: KernelSpec, capability: int, last_stage: str = "ttgir")
     return modules
 
 
+def _ptx_facts(modules: dict[str, Any]) -> str:
+    """Tensor-core instructions and tf32 roundings in the PTX, when it was produced."""
+    ptx = modules.get("ptx")
+    if not isinstance(ptx, str):
+        return ""
+    mma = len(re.findall(r"\b(?:w?mma)\.", ptx))
+    tf32 = len(re.findall(r"cvt\.\w+\.tf32", ptx))
+    return f", mma {mma}, tf32 {tf32}"
+
+
 def _root_cause(error: BaseException) -> str:
     """The innermost error of a chain, on one line: CompilationError wraps the real one."""
     while error.__cause__ is not None:
@@ -185,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--shape", action="append", help="GROUP,HEAD_DIM,BLOCK_SIZE, repeatable (default: 4,128,16)")
     parser.add_argument("--activation", choices=sorted(_POINTER_TYPES), default="f32", help="q/k/v dtype")
+    parser.add_argument("--precision", choices=("ieee", "tf32x3", "tf32"), default="ieee", help="prefill dots")
     parser.add_argument("--stage", choices=STAGES, default="ttgir", help="last stage (default: %(default)s)")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
@@ -206,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     for capability in args.capability or [80, 90]:
         for k_type, v_type in pairs:
             for group, head_dim, block_size in shapes:
-                specs = kernel_specs(k_type, v_type, group, head_dim, block_size, 8, args.activation)
+                specs = kernel_specs(k_type, v_type, group, head_dim, block_size, 8, args.activation, args.precision)
                 for spec in specs:
                     try:
                         modules = compile_kernel(spec, capability, args.stage)
@@ -216,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     output = modules[args.stage]
                     size = len(output if isinstance(output, (bytes, str)) else str(output))
-                    print(f"ok   sm_{capability} {spec.name} {spec.label}: {args.stage} {size} bytes")
+                    print(
+                        f"ok   sm_{capability} {spec.name} {spec.label}: {args.stage} {size} bytes{_ptx_facts(modules)}"
+                    )
     return 1 if failures else 0
 
 

@@ -72,3 +72,18 @@ def test_a_kernel_that_does_not_compile_is_reported() -> None:
     returncode, lines, stderr = compile_kernels("--capability", "90", "--shape", "4,48,16", "--types", "f16")
     assert returncode == 1
     assert any(line.startswith("FAIL sm_90 paged_decode") and "power of 2" in line for line in lines), lines
+
+
+def test_f32_prefill_keeps_ieee_precision_and_tf32x3_uses_tensor_cores() -> None:
+    """Issue 14: float32 dots default to tf32 on NVIDIA (1e-3 errors); "ieee" must stay off it."""
+    facts = {}
+    for precision in ("ieee", "tf32x3"):
+        returncode, lines, stderr = compile_kernels(
+            "--capability", "90", "--types", "f32", "--precision", precision, "--stage", "ptx"
+        )
+        assert_all_compiled(returncode, lines, stderr, expected=len(KERNELS))
+        prefill = next(line for line in lines if " paged_prefill " in line)
+        facts[precision] = prefill.rsplit(": ptx ", 1)[1]
+    assert facts["ieee"].endswith(", mma 0, tf32 0"), facts
+    mma, tf32 = (int(part.split()[1]) for part in facts["tf32x3"].split(", ")[1:])
+    assert mma > 0 and tf32 > 0, facts
