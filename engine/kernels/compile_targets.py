@@ -96,16 +96,38 @@ def kernel_specs(
         label=label,
     )
     yield KernelSpec(
-        "paged_decode",
-        paged_decode._paged_decode_kernel,
-        {"q_ptr": act, **caches, "block_tables_ptr": "*i32", "seq_lens_ptr": "*i32", "out_ptr": act},
+        "paged_decode_segment",
+        paged_decode._paged_decode_segment_kernel,
+        {
+            "q_ptr": act,
+            **caches,
+            "block_tables_ptr": "*i32",
+            "seq_lens_ptr": "*i32",
+            "part_acc_ptr": "*fp32",
+            "part_m_ptr": "*fp32",
+            "part_sum_ptr": "*fp32",
+        },
         {
             **formats,
             "GROUP": group,
             "GROUP_PAD": triton.next_power_of_2(group),
             "BLOCK_SIZE": block_size,
             "TILE": paged_decode.DECODE_TILE,
+            "SEGMENT": paged_decode.DECODE_SEGMENT,
         },
+        label=label,
+    )
+    yield KernelSpec(
+        "paged_decode_merge",
+        paged_decode._paged_decode_merge_kernel,
+        {
+            "part_acc_ptr": "*fp32",
+            "part_m_ptr": "*fp32",
+            "part_sum_ptr": "*fp32",
+            "seq_lens_ptr": "*i32",
+            "out_ptr": act,
+        },
+        {"N_HEADS": n_kv_heads * group, "HEAD_DIM": head_dim, "SEGMENT": paged_decode.DECODE_SEGMENT},
         label=label,
     )
     yield KernelSpec(

@@ -24,7 +24,7 @@ pytest.importorskip("triton.backends.nvidia.compiler", reason="this Triton has n
 
 pytestmark = pytest.mark.gpu_compile
 
-KERNELS = {"store_kv", "paged_decode", "paged_prefill"}
+KERNELS = {"store_kv", "paged_decode_segment", "paged_decode_merge", "paged_prefill"}
 # GROUP,HEAD_DIM,BLOCK_SIZE: every value of GQA group (1, 4), head_dim (64, 128) and block size (16, 32)
 SHAPES = ["1,64,16", "4,128,32"]
 
@@ -71,7 +71,7 @@ def test_mixed_formats_compile_to_a_cubin_for_sm90() -> None:
 def test_a_kernel_that_does_not_compile_is_reported() -> None:
     returncode, lines, stderr = compile_kernels("--capability", "90", "--shape", "4,48,16", "--types", "f16")
     assert returncode == 1
-    assert any(line.startswith("FAIL sm_90 paged_decode") and "power of 2" in line for line in lines), lines
+    assert any(line.startswith("FAIL sm_90 paged_decode_segment") and "power of 2" in line for line in lines), lines
 
 
 def test_f32_prefill_keeps_ieee_precision_and_tf32x3_uses_tensor_cores() -> None:
