@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--shape", action="append", help="GROUP,HEAD_DIM,BLOCK_SIZE, repeatable (default: 4,128,16)")
     parser.add_argument("--activation", choices=sorted(_POINTER_TYPES), default="f32", help="q/k/v dtype")
+    parser.add_argument("--kernel", action="append", help="only these kernels, repeatable (default: all)")
     parser.add_argument("--precision", choices=("ieee", "tf32x3", "tf32"), default="ieee", help="prefill dots")
     parser.add_argument("--stage", choices=STAGES, default="ttgir", help="last stage (default: %(default)s)")
     args = parser.parse_args(argv)
@@ -244,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             for group, head_dim, block_size in shapes:
                 specs = kernel_specs(k_type, v_type, group, head_dim, block_size, 8, args.activation, args.precision)
                 for spec in specs:
+                    if args.kernel and spec.name not in args.kernel:
+                        continue
                     try:
                         modules = compile_kernel(spec, capability, args.stage)
                     except Exception as error:  # the compiler's errors share no base class

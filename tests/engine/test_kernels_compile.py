@@ -49,13 +49,14 @@ def assert_all_compiled(returncode: int, lines: list[str], stderr: str, expected
     assert KERNELS <= {line.split()[2] for line in lines}
 
 
-@pytest.mark.parametrize("capability", ["80", "90"])
-def test_every_kernel_compiles_to_ttgir_for_every_format(capability: str) -> None:
-    shapes = [arg for shape in SHAPES for arg in ("--shape", shape)]
+@pytest.mark.parametrize("capability,shapes", [("90", SHAPES), ("80", SHAPES[1:])])
+def test_every_kernel_compiles_to_ttgir_for_every_format(capability: str, shapes: list[str]) -> None:
+    """sm_90 over every shape; sm_80 (its own layouts and MMA version) over one, to keep CI fast."""
+    shape_args = [arg for shape in shapes for arg in ("--shape", shape)]
     mixed = ["--types", "f16,q8_0", "--types", "q4_1,bf16"]
     types = [arg for qtype in QTYPES for arg in ("--types", qtype)] + mixed
-    returncode, lines, stderr = compile_kernels("--capability", capability, *types, *shapes)
-    assert_all_compiled(returncode, lines, stderr, expected=(len(QTYPES) + 2) * len(SHAPES) * len(KERNELS))
+    returncode, lines, stderr = compile_kernels("--capability", capability, *types, *shape_args)
+    assert_all_compiled(returncode, lines, stderr, expected=(len(QTYPES) + 2) * len(shapes) * len(KERNELS))
     assert all(f"sm_{capability} " in line for line in lines)
     assert {line.split()[3] for line in lines} == {f"k={qtype}" for qtype in QTYPES}
 
@@ -78,12 +79,20 @@ def test_f32_prefill_keeps_ieee_precision_and_tf32x3_uses_tensor_cores() -> None
     """Issue 14: float32 dots default to tf32 on NVIDIA (1e-3 errors); "ieee" must stay off it."""
     facts = {}
     for precision in ("ieee", "tf32x3"):
-        returncode, lines, stderr = compile_kernels(
-            "--capability", "90", "--types", "f32", "--precision", precision, "--stage", "ptx"
+        run = compile_kernels(
+            "--capability",
+            "90",
+            "--types",
+            "f32",
+            "--precision",
+            precision,
+            "--stage",
+            "ptx",
+            "--kernel",
+            "paged_prefill",
         )
-        assert_all_compiled(returncode, lines, stderr, expected=len(KERNELS))
-        prefill = next(line for line in lines if " paged_prefill " in line)
-        facts[precision] = prefill.rsplit(": ptx ", 1)[1]
+        assert run[0] == 0 and len(run[1]) == 1 and run[1][0].startswith("ok "), run
+        facts[precision] = run[1][0].rsplit(": ptx ", 1)[1]
     assert facts["ieee"].endswith(", mma 0, tf32 0"), facts
     mma, tf32 = (int(part.split()[1]) for part in facts["tf32x3"].split(", ")[1:])
     assert mma > 0 and tf32 > 0, facts
