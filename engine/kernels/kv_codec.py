@@ -59,33 +59,38 @@ def _load_high_bit(ptr, offsets, within, mask):
 
 @triton.jit
 def load_rows(cache_ptr, row_start, row_mask, HEAD_DIM: tl.constexpr, FORMAT: tl.constexpr):
-    """Rows starting at `row_start` ([N] offsets into the cache) as float32 [N, HEAD_DIM]."""
+    """Rows starting at `row_start` ([N] offsets into the cache) as float32 [N, HEAD_DIM].
+
+    One branch per format and a single return: the compiler type-checks every statement after
+    an early `return` inside a constexpr branch (the interpreter does not), so a float cache
+    must never reach the byte-decoding code (issue 14)."""
     dim = tl.arange(0, HEAD_DIM)[None, :]
     start = row_start[:, None]
     mask = row_mask[:, None]
-    if (FORMAT == FLOAT) or (FORMAT == BF16):
-        return tl.load(cache_ptr + start + dim, mask=mask, other=0.0).to(tl.float32)
     within = dim % 32
-    if FORMAT == Q8_0:
+    if (FORMAT == FLOAT) or (FORMAT == BF16):
+        rows = tl.load(cache_ptr + start + dim, mask=mask, other=0.0).to(tl.float32)
+    elif FORMAT == Q8_0:
         block = start + (dim // 32) * 34
         q = tl.load(cache_ptr + block + 2 + within, mask=mask, other=0).to(tl.int8, bitcast=True)
-        return q.to(tl.float32) * _load_fp16(cache_ptr, block, mask)
+        rows = q.to(tl.float32) * _load_fp16(cache_ptr, block, mask)
     elif FORMAT == Q4_0:
         block = start + (dim // 32) * 18
         q = _load_nibble(cache_ptr, block + 2, within, mask)
-        return _load_fp16(cache_ptr, block, mask) * (q.to(tl.float32) - 8.0)
+        rows = _load_fp16(cache_ptr, block, mask) * (q.to(tl.float32) - 8.0)
     elif FORMAT == Q4_1:
         block = start + (dim // 32) * 20
         q = _load_nibble(cache_ptr, block + 4, within, mask)
-        return _load_fp16(cache_ptr, block, mask) * q.to(tl.float32) + _load_fp16(cache_ptr, block + 2, mask)
+        rows = _load_fp16(cache_ptr, block, mask) * q.to(tl.float32) + _load_fp16(cache_ptr, block + 2, mask)
     elif FORMAT == Q5_0:
         block = start + (dim // 32) * 22
         q = _load_nibble(cache_ptr, block + 6, within, mask) | _load_high_bit(cache_ptr, block + 2, within, mask)
-        return _load_fp16(cache_ptr, block, mask) * (q.to(tl.float32) - 16.0)
+        rows = _load_fp16(cache_ptr, block, mask) * (q.to(tl.float32) - 16.0)
     else:  # Q5_1
         block = start + (dim // 32) * 24
         q = _load_nibble(cache_ptr, block + 8, within, mask) | _load_high_bit(cache_ptr, block + 4, within, mask)
-        return _load_fp16(cache_ptr, block, mask) * q.to(tl.float32) + _load_fp16(cache_ptr, block + 2, mask)
+        rows = _load_fp16(cache_ptr, block, mask) * q.to(tl.float32) + _load_fp16(cache_ptr, block + 2, mask)
+    return rows
 
 
 @triton.jit

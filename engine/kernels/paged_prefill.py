@@ -1,4 +1,4 @@
-"""Causal prefill attention over paged KV, cached prefix included.
+"""Causal prefill attention over paged KV, cached prefix included, on tensor cores.
 
 A batch holds several sequences' new tokens back to back: sequence i owns query rows
 `query_start[i] .. query_start[i + 1] - 1`, and its KV cache already holds `seq_lens[i]`
@@ -7,10 +7,29 @@ i sits at position `seq_lens[i] - q_len_i + j` and attends to positions 0 .. its
 cached prefix (a prefix-cache hit, or earlier chunks of a chunked prefill) and the new
 tokens before it.
 
-One program handles BLOCK_M query rows of one sequence for one query head; it walks the
-block table in fixed tiles of TILE positions, in position order, with the online softmax
-of `paged_decode` (same update, same order: see that module), stopping after the tile
-that holds its last row's position.
+One program handles BLOCK_M query rows of one sequence for one query head (GQA: the KV head
+`head // group`); it walks the block table in fixed tiles of TILE positions, in position
+order, dequantizing each tile's K and V rows to float32 in registers, with the online
+softmax of `paged_decode`, stopping after the tile that holds its last row's position.
+Both products are tiled `tl.dot`s: S = Q K^T over [BLOCK_M, HEAD_DIM] x [HEAD_DIM, TILE] and
+P V over [BLOCK_M, TILE] x [TILE, HEAD_DIM] (BLOCK_M, TILE and HEAD_DIM are at least 16).
+
+Precision contract (the `precision` argument, Triton's `input_precision` of both dots; all
+operands are float32, every cache format being dequantized to float32 first):
+
+- "ieee" (the default): float32 multiply-adds, no tensor cores. Within 1e-5 of float64
+  attention over the same dequantized cache (the tests' bound; the interpreter gives ~5e-7).
+- "tf32x3": tensor cores, each operand split into two tf32 parts and three MMAs summed;
+  expected near float32 accuracy (not measured here: no GPU was available).
+- "tf32": tensor cores, operands rounded to tf32 (10-bit mantissa): relative errors of
+  ~1e-3, which is the size of the GPU error of issue 14. Triton's default for a float32
+  `tl.dot` is tf32, and its compiler also turns `tl.sum(a[:, :, None] * b[None, :, :], 1)`
+  into a `tt.dot` with that default (it did for the old P V product), so the precision is
+  always stated here, never left to the default.
+
+The interpreter computes every dot in float32 whatever the precision. The torch reference
+(`paged_prefill_attention_reference`) keeps the same tiles and update order; outputs agree
+within the tolerance above, not bit for bit (the dot's summation order is the backend's).
 """
 
 from __future__ import annotations
@@ -25,6 +44,7 @@ from engine.kv.formats import KVCacheFormat, get_format
 
 PREFILL_BLOCK_M = 16
 PREFILL_TILE = 16
+PRECISIONS = ("ieee", "tf32x3", "tf32")
 
 
 @triton.jit
@@ -52,6 +72,7 @@ def _paged_prefill_kernel(
     V_ROW: tl.constexpr,
     K_FORMAT: tl.constexpr,
     V_FORMAT: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     seq = tl.program_id(0)
     head = tl.program_id(1)
@@ -84,7 +105,7 @@ def _paged_prefill_kernel(
         block_id = tl.load(block_tables_ptr + seq * stride_table_seq + pos // BLOCK_SIZE, mask=valid, other=0)
         slot = block_id.to(tl.int64) * BLOCK_SIZE + pos % BLOCK_SIZE
         k = load_rows(k_cache_ptr, (slot * N_KV_HEADS + kv_head) * K_ROW, valid, HEAD_DIM, K_FORMAT)
-        s = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale  # [BLOCK_M, TILE]
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale  # [BLOCK_M, TILE]
         causal = valid[None, :] & (pos[None, :] <= q_pos[:, None])
         s = tl.where(causal, s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, axis=1))
@@ -94,7 +115,7 @@ def _paged_prefill_kernel(
         p = tl.exp(s - m_safe[:, None])
         row_sum = row_sum * alpha + tl.sum(p, axis=1)
         v = load_rows(v_cache_ptr, (slot * N_KV_HEADS + kv_head) * V_ROW, valid, HEAD_DIM, V_FORMAT)
-        acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+        acc = tl.dot(p, v, acc * alpha[:, None], input_precision=PRECISION)
         m = m_new
     out = acc / tl.where(row_sum == 0.0, 1.0, row_sum)[:, None]
     tl.store(
@@ -143,8 +164,16 @@ def paged_prefill_attention(
     max_query_len: int | None = None,
     block_m: int = PREFILL_BLOCK_M,
     tile: int = PREFILL_TILE,
+    precision: str = "ieee",
 ) -> torch.Tensor:
-    """Triton: causal attention for `q` `[total_new_tokens, n_heads, head_dim]`."""
+    """Triton: causal attention for `q` `[total_new_tokens, n_heads, head_dim]`; `precision` as
+    the module docstring states (block_m, tile and head_dim: powers of two, at least 16)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+    if min(block_m, tile, q.shape[-1]) < 16:
+        raise ValueError(
+            f"tl.dot needs block_m, tile and head_dim of at least 16, got {block_m}, {tile}, {q.shape[-1]}"
+        )
     num_seqs, n_heads, n_kv_heads, head_dim = _check(
         q, k_cache, v_cache, block_tables, query_start, seq_lens, k_type, v_type
     )
@@ -179,6 +208,7 @@ def paged_prefill_attention(
         V_ROW=v_cache.shape[3],
         K_FORMAT=format_code(k_type),
         V_FORMAT=format_code(v_type),
+        PRECISION=precision,
     )
     return out
 

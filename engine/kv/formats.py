@@ -20,7 +20,10 @@ Arithmetic follows the installed gguf-py (0.19) step by step, in float32. Its q4
 q5_0 code rounds `x * id` and `+ 8.5` (or `+ 16.5`) separately, each in float32, and so
 does this module; ggml's C code may fuse them into one multiply-add, which a float64
 emulation would mimic, and which would differ from this only in the last bit of rare
-ties. The tests pin byte-identity to the installed gguf-py. Casts to integers that are
+ties. The tests pin byte-identity to the installed gguf-py, with one exception: the sign of
+a q4_1/q5_1 minimum `m` that is exactly zero is unspecified (gguf-py takes numpy's min,
+which returns -0.0 or +0.0 depending on positions and its SIMD path; both give the same
+values d * q + m). Casts to integers that are
 undefined in C (NaN and infinities, reached only when a block's scale is zero-like or
 infinite) give 0, as numpy does on x86-64.
 """

@@ -2,11 +2,12 @@
 
 Each benchmark is one entry of BENCHMARKS (name -> runner printing nothing, formatter);
 with no NAME all but `spec` run. `decode` compares the paged engine's CPU decode tokens/s
-with the contiguous-KV reference as a ratio; `gpu` (the decode kernel's bandwidth) runs
-only where CUDA is available; `spec` (speculative decoding per proposer and k against
-non-speculative decoding in the same run; minutes on CPU) runs only when named.
-Exit codes: 0 success, 1 a speculative run's tokens differed
-from the baseline's, 2 bad arguments.
+with the contiguous-KV reference as a ratio; `gpu` (`engine.tools.bench_gpu`: the Triton
+kernels against SDPA, decode GB/s against the card's peak, prefill TFLOP/s) needs CUDA:
+named alone without it, it exits 3 with one line; in the default run it prints that it was
+skipped. `spec` (speculative decoding per proposer and k against non-speculative decoding
+in the same run; minutes on CPU) runs only when named. Exit codes: 0 success, 1 a
+speculative run's tokens differed from the baseline's, 2 bad arguments, 3 no CUDA for `gpu`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Callable
 
 from engine.tools.bench_blocks import format_block_bench, run_block_bench
-from engine.tools.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, progress_display
+from engine.tools.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NO_DEVICE, EXIT_OK, progress_display
 
 
 class BenchmarkMismatch(Exception):
@@ -44,13 +45,15 @@ def _decode(args: argparse.Namespace) -> list[str]:
 
 
 def _gpu(args: argparse.Namespace) -> list[str]:
-    import torch
+    from engine.tools.bench_gpu import AttentionShape, format_gpu_bench, run_gpu_bench
 
-    if not torch.cuda.is_available():
-        return ["GPU decode kernel: skipped, CUDA is not available"]
-    from engine.tools.bench_decode import format_gpu_decode, run_gpu_decode
-
-    return format_gpu_decode(run_gpu_decode(args.batch, args.gpu_context))
+    shape = AttentionShape(block_size=args.block_size)
+    kv_types = args.gpu_kv_type or ["f16", "q8_0", "q4_0"]
+    batches = args.gpu_batch or [1, 8, 32, 64]
+    contexts = args.gpu_context or [2048, 4096, 32768]
+    if min([args.gpu_iters, args.block_size, *batches, *contexts]) < 1:
+        raise ValueError("gpu batch sizes, contexts, iterations and block size must be >= 1")
+    return format_gpu_bench(run_gpu_bench(batches, contexts, kv_types, iters=args.gpu_iters, shape=shape), shape)
 
 
 def _spec(args: argparse.Namespace) -> list[str]:
@@ -87,7 +90,7 @@ def _spec(args: argparse.Namespace) -> list[str]:
 BENCHMARKS: dict[str, tuple[str, Callable[[argparse.Namespace], list[str]]]] = {
     "blocks": ("block manager: ops/s of allocate, decode, free, prefix hit, hashing", _blocks),
     "decode": ("CPU decode tok/s: paged engine vs contiguous-KV reference, as a ratio", _decode),
-    "gpu": ("decode kernel GB/s vs the card's peak and SDPA (CUDA only)", _gpu),
+    "gpu": ("Triton decode GB/s (batch x context x KV type) and prefill TFLOP/s vs SDPA (CUDA only)", _gpu),
     "spec": ("speculative decoding: acceptance, tokens/forward, speed-up per proposer and k", _spec),
 }
 DEFAULT_BENCHMARKS = ("blocks", "decode", "gpu")
@@ -102,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", type=int, default=64, help="decode: prompt tokens per sequence (%(default)s)")
     parser.add_argument("--steps", type=int, default=64, help="decode: decode steps timed per run (%(default)s)")
     parser.add_argument("--kv-type", default="f32", help="decode: paged KV cache type (%(default)s)")
-    parser.add_argument("--gpu-context", type=int, default=4096, help="gpu: tokens per sequence (%(default)s)")
+    parser.add_argument("--gpu-batch", type=int, action="append", help="gpu: batch sizes, repeatable (1 8 32 64)")
+    parser.add_argument("--gpu-context", type=int, action="append", help="gpu: contexts, repeatable (2048 4096 32768)")
+    parser.add_argument("--gpu-kv-type", action="append", help="gpu: KV types, repeatable (f16 q8_0 q4_0)")
+    parser.add_argument("--gpu-iters", type=int, default=20, help="gpu: timed calls per point, median (%(default)s)")
+    parser.add_argument("--block-size", type=int, default=16, help="gpu: KV block size (%(default)s)")
     parser.add_argument("--spec-ks", default="1,2,3,4,5,6,7,8", help="spec: the k values (%(default)s)")
     parser.add_argument("--spec-tokens", type=int, default=96, help="spec: tokens per prompt (%(default)s)")
     parser.add_argument("--spec-runs", type=int, default=3, help="spec: runs per configuration (%(default)s)")
@@ -110,9 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="spec: torch CPU threads (%(default)s)")
     args = parser.parse_args(argv)
     names = [args.name] if args.name else list(DEFAULT_BENCHMARKS)
+    from engine.tools.bench_gpu import CudaUnavailable
+
     try:
         for name in names:
-            lines = BENCHMARKS[name][1](args)
+            try:
+                lines = BENCHMARKS[name][1](args)
+            except CudaUnavailable as error:
+                if args.name:
+                    print(f"engine bench: {error}", file=sys.stderr)
+                    return EXIT_NO_DEVICE
+                lines = [f"{name}: skipped, {error}"]
             if lines:
                 print("\n".join(lines))
     except ValueError as error:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 EXIT_OK = 0
 EXIT_FAILED = 1  # a check or a benchmark found a mismatch
 EXIT_BAD_INPUT = 2  # bad arguments, an unusable model file or an impossible configuration
+EXIT_NO_DEVICE = 3  # the requested device (CUDA) is not available
 LONG_RUN_TOKENS = 256  # runs that generate at least this many tokens show progress
 
 

@@ -23,11 +23,13 @@ def test_bench_cli_runs_decode_and_skips_gpu_without_cuda(capsys: pytest.Capture
     import torch
 
     assert bench.main(["decode", "--batch", "1", "--context", "4", "--steps", "2", "--runs", "1"]) == 0
-    assert bench.main(["gpu"]) == 0
     out = capsys.readouterr().out
     assert "ratio paged / contiguous" in out
     if not torch.cuda.is_available():
-        assert "GPU decode kernel: skipped, CUDA is not available" in out
+        assert bench.main(["gpu"]) == 3
+        captured = capsys.readouterr()
+        assert captured.err == "engine bench: CUDA is not available: the GPU benchmark needs an NVIDIA GPU\n"
+        assert captured.out == ""
     assert bench.main(["decode", "--kv-type", "q9"]) == 2
     assert "valid types" in capsys.readouterr().err
 
