@@ -7,10 +7,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 BOS_ID = 0
 EOS_ID = 1
 CHAR_VOCAB: tuple[str, ...] = ("<s>", "</s>", "\n", *(chr(c) for c in range(32, 127)))
+
+
+class Tokenizer(Protocol):
+    """What the engine needs of a tokenizer: this module's CharTokenizer, or a GGUF file's own
+    (`engine.model.gguf_tokenizer.load_tokenizer`)."""
+
+    eos_id: int | None
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
 
 
 @dataclass

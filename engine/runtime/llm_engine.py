@@ -37,7 +37,7 @@ from engine.core.kv_cache_manager import KVCacheManager
 from engine.core.request import Request
 from engine.kv.storage import KVCacheStorage
 from engine.model.llama import LlamaModel
-from engine.model.tokenizer import CharTokenizer
+from engine.model.tokenizer import CharTokenizer, Tokenizer
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.sampling import SamplingParams, sample
 from engine.runtime.scheduler import ScheduledChunk, Scheduler, SchedulerConfig, SchedulerOutput
@@ -107,9 +107,14 @@ class _Sequence:
 
 class LLMEngine:
     def __init__(
-        self, model: LlamaModel | None = None, config: EngineConfig | None = None, draft_model: LlamaModel | None = None
+        self,
+        model: LlamaModel | None = None,
+        config: EngineConfig | None = None,
+        draft_model: LlamaModel | None = None,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
-        """`draft_model` is the draft of speculative method "draft" (default: a 1-layer cut of the target)."""
+        """`draft_model` is the draft of speculative method "draft" (default: a 1-layer cut of the target);
+        `tokenizer` the model file's own (default: characters, from the model's token list if it has one)."""
         self.config = config or EngineConfig()
         c = self.config
         if c.device.startswith("cuda") and not torch.cuda.is_available():
@@ -153,7 +158,9 @@ class LLMEngine:
             raise ValueError("a draft model is used only with speculative method 'draft'")
         self.rejection_sampler = RejectionSampler()
         self.spec_stats = SpecDecodingStats()
-        self.tokenizer = CharTokenizer(self.model.tokens) if self.model.tokens else CharTokenizer()
+        self.tokenizer: Tokenizer = tokenizer or (
+            CharTokenizer(self.model.tokens) if self.model.tokens else CharTokenizer()
+        )
         self.stats = EngineStats()
         self._sequences: dict[str, _Sequence] = {}
         self._next_id = 0

@@ -28,6 +28,7 @@ from engine.tools.common import (
 )
 
 if TYPE_CHECKING:
+    from engine.model.gguf_tokenizer import GGUFTokenizer
     from engine.runtime.spec_decode.config import SpeculativeConfig
 
 DEFAULT_PROMPT = "Once upon a time"
@@ -81,6 +82,15 @@ def speculative_config(args: argparse.Namespace) -> SpeculativeConfig | None:
     )
 
 
+def file_tokenizer(path: str) -> GGUFTokenizer | None:
+    """The GGUF file's own tokenizer; None for the embedded model's character vocabulary."""
+    from engine.model.gguf_tokenizer import load_tokenizer, read_metadata
+
+    if read_metadata(path).get("tokenizer.ggml.model") in (None, "engine-chars"):
+        return None
+    return load_tokenizer(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(build_parser(), argv)
     if isinstance(args, int):
@@ -105,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         spec = speculative_config(args)
         model = load_gguf(args.model) if args.model else None
+        tokenizer = file_tokenizer(args.model) if args.model else None
         draft_model = load_gguf(args.draft_model) if args.draft_model else None
         config = EngineConfig(
             block_size=args.block_size,
@@ -116,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             device=args.device,
             speculative=spec,
         )
-        engine = LLMEngine(model, config, draft_model)
+        engine = LLMEngine(model, config, draft_model, tokenizer)
         with progress_display("generating", len(prompts) * args.max_tokens) as progress:
             outputs = engine.generate(prompts, params, progress)
     except (GGUFError, AttentionConfigError, ValueError) as exc:

@@ -405,3 +405,25 @@ def test_against_llama_tokenize(vocab_dir: Path, name: str) -> None:
     assert (code, json.loads(out)) == (0, llama_tokenize(binary, vocab, COMPARE_TEXTS[-3])), err
     print(f"{name}: {len(COMPARE_TEXTS) - len(mismatches)}/{len(COMPARE_TEXTS)} texts identical", file=sys.stderr)
     assert not mismatches, f"{len(mismatches)} texts differ, first: {mismatches[0]!r}"
+
+
+def test_the_engine_speaks_the_model_files_own_tokenizer(spm_vocab: Path, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from engine.model.gguf import write_gguf
+    from engine.model.llama import TINY_CONFIG, LlamaModel, random_weights
+    from engine.runtime.llm_engine import LLMEngine
+    from engine.runtime.sampling import SamplingParams
+    from engine.tools.generate import file_tokenizer
+
+    tok = file_tokenizer(str(spm_vocab))
+    assert isinstance(tok, gguf_tokenizer.SentencePieceTokenizer)
+    tiny = tmp_path / "tiny.gguf"
+    write_gguf(tiny, LlamaModel.tiny())
+    assert file_tokenizer(str(tiny)) is None  # the embedded character vocabulary stays the engine's own
+
+    config = replace(TINY_CONFIG, vocab_size=tok.vocab_size)
+    engine = LLMEngine(LlamaModel(config, random_weights(config)), tokenizer=tok)
+    [out] = engine.generate(["hi hi"], SamplingParams(max_tokens=4, ignore_eos=True))
+    assert out.prompt_token_ids == tok.encode("hi hi") == [1, SPM_BASE + 4, SPM_BASE + 4]
+    assert len(out.token_ids) == 4 and out.text == tok.decode(out.token_ids)
