@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import git, worktree
@@ -127,7 +127,10 @@ def apply_job(
         return result
     result.head = head
     marker = Marker(names, job.upstream, rev, digest, head, [p.name for p in patches])
-    _replace_tree(store, mirror, job.tree, head, marker)
+    if not (
+        existing is not None and _is_worktree_of(job.tree, mirror) and _update_in_place(job.tree, existing, marker)
+    ):
+        _replace_tree(store, mirror, job.tree, head, marker)
     result.state = "applied"
     return result
 
@@ -140,6 +143,8 @@ def _existing_tree_state(tree: Path, force: bool) -> Marker | None:
     if tree.is_dir() and not any(tree.iterdir()):
         return None
     marker = worktree.read_marker(tree)
+    if marker is not None and marker.updating:
+        return None  # an in-place update was cut off: patchctl's own half-written tree, rebuilt from scratch
     if marker is None:
         if force:
             return None
@@ -154,6 +159,25 @@ def _existing_tree_state(tree: Path, force: bool) -> Marker | None:
         what = "uncommitted changes" if not clean else f"commits on top of the applied series (HEAD {head[:12]})"
         raise UsageError(f"{tree} has {what}; export them (patchctl export) or pass --force to discard them")
     return None
+
+
+def _is_worktree_of(tree: Path, mirror: Mirror) -> bool:
+    common = git.run(["rev-parse", "--path-format=absolute", "--git-common-dir"], tree, check=False)
+    return common.ok and Path(common.stdout.strip()).resolve() == mirror.path.resolve()
+
+
+def _update_in_place(tree: Path, existing: Marker, marker: Marker) -> bool:
+    """Warm apply: move a clean applied tree to the new HEAD, writing only the files that
+    differ between the two commits (untracked files, such as a build directory, stay). The
+    marker says `updating` while git works, so a run cut off half-way leaves a tree the next
+    apply recognises as its own and rebuilds. False when git refuses (an untracked file in
+    the way): the caller then replaces the tree."""
+    worktree.write_marker(tree, replace(existing, updating=marker.head))
+    checkout = git.run(["-c", "checkout.workers=0", "checkout", "-q", "--detach", marker.head], tree, check=False)
+    if not checkout.ok:
+        return False
+    worktree.write_marker(tree, marker)
+    return True
 
 
 def _replace_tree(store: Store, mirror: Mirror, tree: Path, head: str, marker: Marker) -> None:

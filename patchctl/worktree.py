@@ -99,9 +99,11 @@ class Marker:
     head: str
     patches: list[str]
     version: int = MARKER_VERSION
+    updating: str = ""  # the commit an in-place update is checking out; empty once it is done
 
     def matches(self, series: list[str], rev: str, digest: str) -> bool:
-        return self.version == MARKER_VERSION and self.series == series and self.rev == rev and self.digest == digest
+        current = self.version == MARKER_VERSION and not self.updating
+        return current and self.series == series and self.rev == rev and self.digest == digest
 
 
 def git_dir(tree: Path) -> Path | None:

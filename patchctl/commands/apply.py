@@ -28,8 +28,10 @@ def apply_cmd(
     Every patch applies with no fuzz (line offsets are allowed and reported) or the target
     tree is left exactly as it was. A failure names the patch, the file and the hunk, and
     its cause: file missing, context drift, already applied, malformed, unsafe path.
-    Re-running on a tree that is already patched is a no-op. The tree is a git worktree
-    with one commit per patch on top of the upstream rev: edit, commit, then `export`.
+    Re-running on a tree that is already patched is a no-op; on a clean tree made by an
+    earlier apply (another rev or series) only the files that differ are rewritten, and
+    untracked files such as a build directory stay. The tree is a git worktree with one
+    commit per patch on top of the upstream rev: edit, commit, then `export`.
 
     \b
     Examples:
