@@ -7,6 +7,7 @@ only when their command runs, so the pure-Python commands never pay for torch.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -37,7 +38,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"engine: unknown command {name!r}; choose from {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except BrokenPipeError:
+        # The reader went away (`... | head`): not an error of ours; keep Python's exit-time flush quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print(f"engine {name}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

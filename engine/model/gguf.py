@@ -34,11 +34,13 @@ class GGUFError(ValueError):
 
 
 class _CheckedReader(gguf.GGUFReader):
-    """GGUFReader that rejects tensors whose data runs past the end of the file before
-    building views of it (the stock reader fails there with a bare numpy reshape error)."""
+    """GGUFReader that checks the tensor layout before building views of it: data inside the
+    file (the stock reader fails there with a bare numpy reshape error), aligned, and laid out
+    in order without overlap, as llama.cpp requires."""
 
     def _build_tensors(self, start_offs: int, fields: list) -> None:  # type: ignore[override]
         file_size = len(self.data)
+        expected = 0  # tensors follow each other in order, each padded to the alignment (llama.cpp's rule)
         for field in fields:
             _, name_data, _, dims, raw_dtype, offset_tensor = field.parts
             name = bytes(name_data).decode("utf-8", errors="replace")
@@ -48,7 +50,18 @@ class _CheckedReader(gguf.GGUFReader):
                 raise GGUFError(f"tensor {name} has unknown ggml type {int(raw_dtype[0])}") from None
             block_size, type_size = gguf.GGML_QUANT_SIZES[qtype]
             n_bytes = int(np.prod(dims)) * type_size // block_size
-            start = int(start_offs + offset_tensor[0])
+            offset = int(offset_tensor[0])
+            if offset % self.alignment:
+                raise GGUFError(
+                    f"tensor {name} data offset {offset} is not a multiple of the alignment {self.alignment}"
+                )
+            if offset != expected:
+                # Overlapping or out-of-order data: weights read from another tensor's bytes. llama.cpp refuses it.
+                raise GGUFError(
+                    f"tensor {name} data offset {offset}, expected {expected} (tensors overlap or leave gaps)"
+                )
+            expected += -(-n_bytes // self.alignment) * self.alignment
+            start = int(start_offs + offset)
             if start + n_bytes > file_size:
                 raise GGUFError(
                     f"tensor {name} needs bytes {start}..{start + n_bytes} but the file ends at {file_size}: "
@@ -57,43 +70,81 @@ class _CheckedReader(gguf.GGUFReader):
         super()._build_tensors(start_offs, fields)
 
 
-def _scalar(reader: gguf.GGUFReader, key: str, required: bool = True) -> float | int | None:
+_INTEGER_TYPES = frozenset(
+    {
+        gguf.GGUFValueType.UINT8,
+        gguf.GGUFValueType.INT8,
+        gguf.GGUFValueType.UINT16,
+        gguf.GGUFValueType.INT16,
+        gguf.GGUFValueType.UINT32,
+        gguf.GGUFValueType.INT32,
+        gguf.GGUFValueType.UINT64,
+        gguf.GGUFValueType.INT64,
+    }
+)
+_FLOAT_TYPES = frozenset({gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.FLOAT64})
+
+
+def _scalar(
+    reader: gguf.GGUFReader, key: str, required: bool = True, types: frozenset[gguf.GGUFValueType] | None = None
+) -> float | int | str | None:
+    """The value of KEY, checked against TYPES (as llama.cpp does: 2.0 is not a layer count)."""
     field = reader.get_field(key)
     if field is None:
         if required:
             raise GGUFError(f"missing metadata key {key}")
         return None
+    if types is not None and (len(field.types) != 1 or field.types[0] not in types):
+        found = "/".join(t.name for t in field.types) or "nothing"
+        expected = "an integer" if types is _INTEGER_TYPES else "a float"
+        raise GGUFError(f"metadata key {key} holds {found}, expected {expected}")
     return field.contents()
+
+
+def _int(reader: gguf.GGUFReader, key: str, required: bool = True) -> int | None:
+    value = _scalar(reader, key, required, _INTEGER_TYPES)
+    return None if value is None else int(value)
+
+
+def _float(reader: gguf.GGUFReader, key: str, required: bool = True) -> float | None:
+    value = _scalar(reader, key, required, _FLOAT_TYPES)
+    return None if value is None else float(value)
 
 
 def read_config(reader: gguf.GGUFReader) -> LlamaConfig:
     arch = _scalar(reader, "general.architecture")
     if arch != ARCH:
         raise GGUFError(f"architecture {arch!r} is not supported; only {ARCH!r}")
-    n_heads = int(_scalar(reader, f"{ARCH}.attention.head_count"))
-    hidden = int(_scalar(reader, f"{ARCH}.embedding_length"))
-    head_dim = _scalar(reader, f"{ARCH}.attention.key_length", required=False)
+    n_heads = _int(reader, f"{ARCH}.attention.head_count")
+    hidden = _int(reader, f"{ARCH}.embedding_length")
+    head_dim = _int(reader, f"{ARCH}.attention.key_length", required=False)
     embd = next((t for t in reader.tensors if t.name == "token_embd.weight"), None)
-    vocab = _scalar(reader, f"{ARCH}.vocab_size", required=False)
+    vocab = _int(reader, f"{ARCH}.vocab_size", required=False)
     if vocab is None:
         if embd is None:
             raise GGUFError("missing tensor token_embd.weight")
         vocab = int(embd.shape[1])
     try:
-        return LlamaConfig(
+        config = LlamaConfig(
             vocab_size=int(vocab),
             hidden_size=hidden,
-            intermediate_size=int(_scalar(reader, f"{ARCH}.feed_forward_length")),
-            num_layers=int(_scalar(reader, f"{ARCH}.block_count")),
+            intermediate_size=_int(reader, f"{ARCH}.feed_forward_length"),
+            num_layers=_int(reader, f"{ARCH}.block_count"),
             num_heads=n_heads,
-            num_kv_heads=int(_scalar(reader, f"{ARCH}.attention.head_count_kv", required=False) or n_heads),
-            head_dim=int(head_dim) if head_dim is not None else hidden // n_heads,
-            rope_theta=float(_scalar(reader, f"{ARCH}.rope.freq_base", required=False) or 10000.0),
-            rms_eps=float(_scalar(reader, f"{ARCH}.attention.layer_norm_rms_epsilon")),
-            max_position=int(_scalar(reader, f"{ARCH}.context_length")),
+            num_kv_heads=_int(reader, f"{ARCH}.attention.head_count_kv", required=False) or n_heads,
+            head_dim=head_dim if head_dim is not None else hidden // n_heads,
+            rope_theta=_float(reader, f"{ARCH}.rope.freq_base", required=False) or 10000.0,
+            rms_eps=_float(reader, f"{ARCH}.attention.layer_norm_rms_epsilon"),
+            max_position=_int(reader, f"{ARCH}.context_length"),
         )
     except ValueError as exc:
         raise GGUFError(f"invalid hyperparameters: {exc}") from None
+    # Keys this llama would silently ignore, though they change the function the file describes.
+    for key in (f"{ARCH}.attention.value_length", f"{ARCH}.rope.dimension_count"):
+        value = _int(reader, key, required=False)
+        if value is not None and value != config.head_dim:
+            raise GGUFError(f"{key} is {value}; only {config.head_dim} (the head size) is supported")
+    return config
 
 
 def load_gguf(path: str | os.PathLike[str]) -> LlamaModel:
@@ -110,8 +161,10 @@ def _load(path: Path) -> LlamaModel:
         raise GGUFError("no such file")
     with path.open("rb") as fh:
         head = fh.read(8)
-    if len(head) < 8 or head[:4] != GGUF_MAGIC:
+    if head[:4] != GGUF_MAGIC:
         raise GGUFError(f"not a GGUF file (starts with {head[:4]!r}, expected {GGUF_MAGIC!r})")
+    if len(head) < 8:
+        raise GGUFError(f"truncated GGUF header: the file is {len(head)} bytes")
     version = struct.unpack("<I", head[4:8])[0]
     if version not in SUPPORTED_VERSIONS:
         raise GGUFError(
@@ -123,8 +176,23 @@ def _load(path: Path) -> LlamaModel:
         raise
     except (ValueError, IndexError, KeyError, UnicodeDecodeError, OverflowError) as exc:
         raise GGUFError(f"damaged GGUF metadata (truncated header?): {exc}") from None
+    try:
+        return _model(reader)
+    except UnicodeDecodeError as exc:
+        raise GGUFError(f"a metadata string is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def _model(reader: gguf.GGUFReader) -> LlamaModel:
     config = read_config(reader)
     tensors = {t.name: t for t in reader.tensors}
+    if config.num_layers > len(tensors):  # before listing the tensors it needs: 2**31 layers is a hostile count
+        raise GGUFError(f"{ARCH}.block_count is {config.num_layers} but the file holds only {len(tensors)} tensors")
+    unused = sorted(set(tensors) - set(config.tensor_shapes()))
+    if unused:
+        # A tensor this llama does not use (rope scaling factors, biases, another architecture's
+        # weights) means the file describes a different function than the one we would compute.
+        listed = ", ".join(unused[:3]) + (f" and {len(unused) - 3} more" if len(unused) > 3 else "")
+        raise GGUFError(f"tensor(s) this llama model does not use: {listed}")
     weights: dict[str, torch.Tensor] = {}
     for name, shape in config.tensor_shapes().items():
         tensor = tensors.get(name)

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 
 from engine.tools.bench_blocks import format_block_bench, run_block_bench
-from engine.tools.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NO_DEVICE, EXIT_OK, progress_display
+from engine.tools.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NO_DEVICE, EXIT_OK, progress_display, torch_device
 
 
 class BenchmarkMismatch(Exception):
@@ -113,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec-ks", default="1,2,3,4,5,6,7,8", help="spec: the k values (%(default)s)")
     parser.add_argument("--spec-tokens", type=int, default=96, help="spec: tokens per prompt (%(default)s)")
     parser.add_argument("--spec-runs", type=int, default=3, help="spec: runs per configuration (%(default)s)")
-    parser.add_argument("--device", default="cpu", help="spec: torch device; cuda runs Triton (%(default)s)")
+    parser.add_argument(
+        "--device", default="cpu", type=torch_device, help="spec: torch device; cuda runs Triton (%(default)s)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="spec: torch CPU threads (%(default)s)")
     args = parser.parse_args(argv)
     names = [args.name] if args.name else list(DEFAULT_BENCHMARKS)

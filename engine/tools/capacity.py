@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass
 
 from engine.core.kv_cache_manager import KVCacheManager
+from engine.tools.common import non_negative_int, parse_args, positive_int
 
 PUBLISHED_CONCURRENCY_RATIO = 9.2
 PUBLISHED_SHARING_RATIO = 11.3
@@ -55,7 +56,7 @@ class ConcurrencyResult:
 
     @property
     def ratio(self) -> float:
-        return self.paged_sequences / self.reserved_sequences if self.reserved_sequences else float("inf")
+        return self.paged_sequences / self.reserved_sequences
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,12 @@ def measure_concurrency(params: ConcurrencyParams) -> ConcurrencyResult:
         raise ValueError("prompt_tokens must be positive")
     paged = _admit(params, reserve_max_context=False)
     reserved = _admit(params, reserve_max_context=True)
+    if reserved == 0:
+        need = -(-params.max_context // params.block_size)
+        raise ValueError(
+            f"{params.num_blocks} blocks cannot hold one max-context reservation ({need} blocks plus the null "
+            "block), so there is no ratio: raise --num-blocks or lower --max-context"
+        )
     return ConcurrencyResult(params, params.num_blocks - 1, paged, reserved)
 
 
@@ -152,24 +159,41 @@ def _parser() -> argparse.ArgumentParser:
         "KV memory of tenants sharing a system prompt (prefix caching on vs off).",
     )
     parser.add_argument(
-        "--num-blocks", type=int, default=c.num_blocks, help="KV budget in blocks, null block included (%(default)s)"
+        "--num-blocks",
+        type=positive_int,
+        default=c.num_blocks,
+        help="KV budget in blocks, null block included (%(default)s)",
     )
-    parser.add_argument("--block-size", type=int, default=c.block_size, help="tokens per block (%(default)s)")
+    parser.add_argument("--block-size", type=positive_int, default=c.block_size, help="tokens per block (%(default)s)")
     parser.add_argument(
-        "--max-context", type=int, default=c.max_context, help="tokens a reservation holds per sequence (%(default)s)"
-    )
-    parser.add_argument(
-        "--prompt-tokens", type=int, default=c.prompt_tokens, help="prompt tokens per sequence (%(default)s)"
-    )
-    parser.add_argument(
-        "--output-tokens", type=int, default=c.output_tokens, help="generated tokens per sequence (%(default)s)"
-    )
-    parser.add_argument("--tenants", type=int, default=s.tenants, help="tenants sharing the prefix (%(default)s)")
-    parser.add_argument(
-        "--shared-prefix", type=int, default=s.shared_prefix_tokens, help="shared system-prompt tokens (%(default)s)"
+        "--max-context",
+        type=positive_int,
+        default=c.max_context,
+        help="tokens a reservation holds per sequence (%(default)s)",
     )
     parser.add_argument(
-        "--unique-tokens", type=int, default=s.unique_tokens, help="each tenant's own prompt tokens (%(default)s)"
+        "--prompt-tokens", type=positive_int, default=c.prompt_tokens, help="prompt tokens per sequence (%(default)s)"
+    )
+    parser.add_argument(
+        "--output-tokens",
+        type=non_negative_int,
+        default=c.output_tokens,
+        help="generated tokens per sequence (%(default)s)",
+    )
+    parser.add_argument(
+        "--tenants", type=positive_int, default=s.tenants, help="tenants sharing the prefix (%(default)s)"
+    )
+    parser.add_argument(
+        "--shared-prefix",
+        type=non_negative_int,
+        default=s.shared_prefix_tokens,
+        help="shared system-prompt tokens (%(default)s)",
+    )
+    parser.add_argument(
+        "--unique-tokens",
+        type=positive_int,
+        default=s.unique_tokens,
+        help="each tenant's own prompt tokens (%(default)s)",
     )
     return parser
 
@@ -208,7 +232,9 @@ def _report_sharing(result: SharingResult) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse_args(_parser(), argv)
+    if isinstance(args, int):
+        return args
     try:
         concurrency = measure_concurrency(
             ConcurrencyParams(

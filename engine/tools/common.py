@@ -27,6 +27,27 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def torch_device(text: str) -> str:
+    """A device string torch understands ("cpu", "cuda", "cuda:1"); whether it is present is checked later."""
+    import torch
+
+    try:
+        torch.device(text)
+    except (RuntimeError, ValueError):
+        raise argparse.ArgumentTypeError(f"not a torch device: {text!r} (for example cpu, cuda, cuda:0)") from None
+    return text
+
+
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | int:
     """Parsed arguments, or the exit code argparse chose (help: 0, usage error: 2)."""
     try:

@@ -35,7 +35,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.tools.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, parse_args, positive_int, prepare_triton
+from engine.tools.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    parse_args,
+    positive_int,
+    prepare_triton,
+    torch_device,
+)
 
 if TYPE_CHECKING:
     from engine.model.llama import LlamaModel
@@ -345,7 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         help="kernels: the plain-torch references or Triton (interpreted on CPU; slow)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the block permutations")
-    parser.add_argument("--device", default="cpu", help="torch device (cuda runs the Triton kernels compiled)")
+    parser.add_argument(
+        "--device", default="cpu", type=torch_device, help="torch device (cuda runs the Triton kernels compiled)"
+    )
     parser.add_argument("--checks", choices=CHECK_GROUPS, default="all", help="which checks run (default all)")
     args = parse_args(parser, argv)
     if isinstance(args, int):

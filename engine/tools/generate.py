@@ -25,6 +25,7 @@ from engine.tools.common import (
     prepare_triton,
     progress_display,
     show_warnings_on_stderr,
+    torch_device,
 )
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"), help="attention kernels")
     p.add_argument("--block-size", type=positive_int, default=16)
     p.add_argument("--num-blocks", type=positive_int, default=256)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", type=torch_device)
     spec = p.add_argument_group("speculative decoding")
     spec.add_argument("--speculative", metavar="METHOD", help="ngram, draft or self (default: off)")
     spec.add_argument("--num-speculative-tokens", type=int, metavar="K", help="tokens drafted per step (default 4)")
