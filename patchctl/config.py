@@ -337,7 +337,8 @@ def _series(config: Config, name: str) -> Series:
     return Series(
         name=name,
         upstream=upstream,
-        dir=(config.root / directory).resolve(),
+        # Not resolved: a symlink in it stays visible, so writers can refuse one that leads out.
+        dir=config.root / directory,
         exclude=tuple(exclude),
         allow_crlf=v.boolean(keypath, "allow_crlf", False),
         allow_binary=v.boolean(keypath, "allow_binary", False),

@@ -32,6 +32,7 @@ from typing import ClassVar
 from . import git
 from .applier import IndexBuilder, apply_series_to_index, is_clean, write_tree_listing
 from .config import Config, Series
+from .confine import inside_repository
 from .errors import CheckFailed, UsageError
 from .jsonout import json_field
 from .patchset import (
@@ -193,6 +194,8 @@ def export(
     """Regenerate SERIES from FROM_DIR's commits on top of BASE (default: the pin)."""
     series = config.get_series(series_name)
     upstream = config.get_upstream(series.upstream)
+    if not check:
+        inside_repository(config.root, series.dir)
     tree = _work_tree(Path(from_dir))
     base_id = _resolve_base(tree, base or upstream.pin)
     planned, result = plan_export(series, tree, base_id)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from . import worktree
 from .config import Config, Gate, Series
+from .confine import inside_repository
 from .errors import CheckFailed, ConfigError, UsageError
 from .jsonout import json_field
 from .paths import atomic_write_text
@@ -99,7 +100,7 @@ def run_gates(
         raise UsageError(f"series {series.name} declares no gates in {config.path.name}")
     tree = (tree or worktree.applied_tree(config.root, series.name)).resolve()
     check_tree(tree, series)
-    log_dir = log_dir or worktree.gate_logs(config.root, series.name)
+    log_dir = log_dir or inside_repository(config.root, worktree.gate_logs(config.root, series.name))
     log_dir.mkdir(parents=True, exist_ok=True)
     results: list[GateResult] = []
     with tempfile.TemporaryDirectory(prefix="patchctl-gate-") as out:
