@@ -221,8 +221,11 @@ def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome) -> tupl
     if strict.status in (Status.MALFORMED, Status.UNSAFE_PATH):
         return f"not tried: {strict.status.value}", NEEDS_HAND
     merged = apply_in_worktree(tree, patch, three_way=True, commit=True)
+    if merged.status == Status.ALREADY_APPLIED:
+        return "already upstream (a 3-way merge changes nothing): pin-sync drops it", MECHANICAL
     if merged.status == Status.MERGED:
-        return "merged 3-way without conflict", MECHANICAL
+        partial = f"; partially upstream already: {', '.join(merged.upstream_parts)}" if merged.upstream_parts else ""
+        return "merged 3-way without conflict" + partial, MECHANICAL
     if merged.ok:  # the strict failure was transient; should not happen, but it applies
         return merged.status.value, MECHANICAL
     # Leave the tree as it was before this patch, so the following patches are judged alone.

@@ -380,7 +380,10 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
 def _record(series: str, patch: PatchFile, outcome: PatchOutcome, tree: Path) -> PatchRecord:
     label = CLASSIFICATION.get(outcome.status, f"needs a hand: {outcome.status.value}")
     detail = ""
-    if outcome.status == Status.OFFSET:
+    if outcome.status == Status.MERGED and outcome.upstream_parts:
+        label = "partially upstream (merged 3-way)"
+        detail = f"already in the upstream tree: {', '.join(outcome.upstream_parts)}; the rest merged 3-way"
+    elif outcome.status == Status.OFFSET:
         detail = ", ".join(f"{o.file} hunk #{o.hunk} {o.offset:+d}" for o in outcome.offsets)
     elif outcome.status == Status.ALREADY_APPLIED:
         detail = "its change is already in the upstream tree; the patch is dropped from the series"
