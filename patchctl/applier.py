@@ -111,6 +111,8 @@ class PatchOutcome:
     conflict_files: list[str] = field(default_factory=list)
     failures: list[FailedHunk] = json_field(omit_empty=True, default_factory=list)  # every failing file and hunk
     three_way: str = json_field(omit_empty=True, default="")  # git's own reason a 3-way merge could not run
+    # a 3-way merge's parts of the patch the target already had ("FILE", "FILE hunk #N")
+    upstream_parts: list[str] = json_field(omit_empty=True, default_factory=list)
     commit: str | None = json_field(omit_empty=True, default=None)
 
     @property
@@ -134,8 +136,9 @@ class PatchOutcome:
             Status.APPLIED: "applied cleanly",
             Status.OFFSET: "applied with offsets: "
             + ", ".join(f"{o.file} hunk #{o.hunk} {o.offset:+d}" for o in self.offsets),
-            Status.MERGED: "applied with a 3-way merge",
-            Status.ALREADY_APPLIED: "already applied: its reverse applies cleanly",
+            Status.MERGED: "applied with a 3-way merge"
+            + (f"; partially upstream already: {', '.join(self.upstream_parts)}" if self.upstream_parts else ""),
+            Status.ALREADY_APPLIED: self.detail or "already applied: its reverse applies cleanly",
             Status.FILE_MISSING: f"file missing{where}",
             Status.CONTEXT_DRIFT: f"context drift{where}: the hunk's context is not in the tree",
             Status.MALFORMED: "malformed patch",
@@ -500,10 +503,46 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
                 "error: "
             )
             return outcome
-        outcome = PatchOutcome(patch.name, Status.MERGED)
+        outcome = _merged_outcome(tree, patch)
+        if outcome.status == Status.ALREADY_APPLIED:
+            return outcome  # nothing to commit: the merge changed nothing
     if commit:
         outcome.commit = commit_worktree(tree, patch)
     return outcome
+
+
+def _merged_outcome(tree: Path, patch: PatchFile) -> PatchOutcome:
+    """A clean 3-way merge, classified by what it staged: nothing (the target already has the
+    whole change, in other context: already applied), or less than the patch (the parts the
+    target already has are named: partially upstream)."""
+    staged = set(git.run(["diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"], tree).stdout.split("\0"))
+    staged.discard("")
+    if not staged:
+        return PatchOutcome(
+            patch.name,
+            Status.ALREADY_APPLIED,
+            detail="already upstream: a 3-way merge of it changes nothing (the target has the whole change)",
+        )
+    parts = []
+    for diff in _safe_files(patch):
+        paths = {diff.path, diff.source_path} - {None}
+        if not paths & staged:
+            parts.append(diff.path)
+            continue
+        changed = _changed_lines(tree, diff.path)
+        for hunk in diff.hunks:
+            lines = [line for line in hunk.body if line[:1] in "+-"]
+            kept = sum(line in changed for line in lines)
+            if kept < len(lines):
+                parts.append(f"{diff.path} hunk #{hunk.index}" + (" (in part)" if kept else ""))
+    return PatchOutcome(patch.name, Status.MERGED, upstream_parts=parts)
+
+
+def _changed_lines(tree: Path, path: str) -> set[str]:
+    """The +/- lines of PATH's staged change."""
+    diff = git.run(["diff", "--cached", "-U0", "--no-renames", "HEAD", "--", path], tree, binary=True).stdout
+    lines = diff.decode("utf-8", errors="surrogateescape").splitlines()
+    return {line for line in lines if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))}
 
 
 def commit_worktree(tree: Path, patch: PatchFile) -> str:

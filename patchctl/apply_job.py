@@ -22,6 +22,7 @@ from pathlib import Path
 from . import git, worktree
 from .applier import PatchOutcome, apply_series_to_index, is_clean
 from .config import Config, Series
+from .confine import inside_repository
 from .errors import CheckFailed, UsageError
 from .jsonout import json_field
 from .patchset import PatchFile, read_series, series_digest
@@ -79,7 +80,8 @@ def plan(config: Config, names: tuple[str, ...], into: Path | None) -> list[Appl
     if not selected:
         raise UsageError("matrix.yaml defines no series to apply")
     if into is None:
-        return [ApplyJob([s], s.upstream, worktree.applied_tree(config.root, s.name)) for s in selected]
+        trees = [inside_repository(config.root, worktree.applied_tree(config.root, s.name)) for s in selected]
+        return [ApplyJob([s], s.upstream, tree) for s, tree in zip(selected, trees)]
     upstreams = {s.upstream for s in selected}
     if len(upstreams) > 1:
         raise UsageError(f"--into takes series of one upstream; these span {', '.join(sorted(upstreams))}")

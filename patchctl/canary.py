@@ -37,6 +37,7 @@ from typing import ClassVar
 from . import git, worktree
 from .applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, seed_three_way_objects
 from .config import Config, Series
+from .confine import inside_repository
 from .errors import UsageError
 from .jsonout import json_field, to_json
 from .patchset import PatchFile, read_series
@@ -144,9 +145,11 @@ def canary(
     if work_dir is not None:
         _refuse_inside(config, Path(work_dir))
         Path(work_dir).mkdir(parents=True, exist_ok=True)
+    logs = Path(work_dir) / "logs" if work_dir else worktree.canary_logs(config.root, name)
+    if not work_dir:
+        logs = inside_repository(config.root, logs)
     # Trees are scratch: a temporary directory removed at the end, whatever happens.
     scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="patchctl-canary-"))
-    logs = Path(work_dir) / "logs" if work_dir else worktree.canary_logs(config.root, name)
     report = CanaryReport(
         name,
         up.pin,
@@ -218,8 +221,11 @@ def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome) -> tupl
     if strict.status in (Status.MALFORMED, Status.UNSAFE_PATH):
         return f"not tried: {strict.status.value}", NEEDS_HAND
     merged = apply_in_worktree(tree, patch, three_way=True, commit=True)
+    if merged.status == Status.ALREADY_APPLIED:
+        return "already upstream (a 3-way merge changes nothing): pin-sync drops it", MECHANICAL
     if merged.status == Status.MERGED:
-        return "merged 3-way without conflict", MECHANICAL
+        partial = f"; partially upstream already: {', '.join(merged.upstream_parts)}" if merged.upstream_parts else ""
+        return "merged 3-way without conflict" + partial, MECHANICAL
     if merged.ok:  # the strict failure was transient; should not happen, but it applies
         return merged.status.value, MECHANICAL
     # Leave the tree as it was before this patch, so the following patches are judged alone.
@@ -375,7 +381,7 @@ def _compile(
         for index, step in enumerate(series.build):
             if toolchain.image is not None:
                 step = replace(step, runner="docker", image=toolchain.image)
-            result = run_build(step, tree, logs / f"{index + 1:02d}-{step.name}.log", say)
+            result = run_build(step, tree, logs / f"{index + 1:02d}-{worktree.log_name(step.name)}.log", say)
             record.steps.append(to_json(result))
             if not result.ok:
                 record.state, record.detail = "failed", f"{step.name}: {result.reason}"

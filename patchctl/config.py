@@ -18,8 +18,11 @@
         naming: format-patch     # format-patch (default) | strict | quilt, see below
         allow_crlf: false
         allow_binary: false
-        build: [{name, runner: local|docker, command, image, timeout, env}]
-        gates: [{name, command, timeout, baseline}]
+        build: [{name, runner: local|docker, command, image, timeout, env, pass_env}]
+        gates: [{name, command, timeout, baseline, pass_env}]
+
+Gates and build steps run with a scrubbed environment (`patchctl.gate_env`); `pass_env:`
+lists the further variables one of them receives from patchctl's environment.
 
 `naming` says how the series' files are named and ordered:
 
@@ -43,6 +46,7 @@ from typing import Any
 
 from . import yamlloc
 from .errors import ConfigError, UsageError
+from .gate_env import pass_env_problem
 from .git import is_full_sha
 from .matrix import schema as build_matrix_schema
 from .upstream_checks import env_name_problem, ref_name_problem, url_problem
@@ -87,6 +91,7 @@ class BuildStep:
     image: str | None = None
     timeout: int = 3600
     env: tuple[tuple[str, str], ...] = ()
+    pass_env: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,7 @@ class Gate:
     command: str
     timeout: int = 1800
     baseline: dict[str, Any] | None = None
+    pass_env: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -291,7 +297,7 @@ def _series(config: Config, name: str) -> Series:
     build = []
     for i in range(len(v.optional_list(keypath, "build"))):
         step = keypath + ("build", i)
-        step_data = v.mapping(v.at(step), step, ("name", "command", "runner", "image", "timeout", "env"))
+        step_data = v.mapping(v.at(step), step, ("name", "command", "runner", "image", "timeout", "env", "pass_env"))
         runner = v.string(step, "runner", "local")
         if runner not in RUNNERS:
             raise config.error(
@@ -318,12 +324,13 @@ def _series(config: Config, name: str) -> Series:
                 image=image,
                 timeout=v.positive_int(step, "timeout", 3600),
                 env=tuple(sorted((k, str(v)) for k, v in env.items())),
+                pass_env=_pass_env(config, v, step),
             )
         )
     gates = []
     for i in range(len(v.optional_list(keypath, "gates"))):
         gate = keypath + ("gates", i)
-        baseline = v.mapping(v.at(gate), gate, ("name", "command", "timeout", "baseline")).get("baseline")
+        baseline = v.mapping(v.at(gate), gate, ("name", "command", "timeout", "baseline", "pass_env")).get("baseline")
         if baseline is not None and not isinstance(baseline, dict):
             raise config.error(keypath + ("gates", i, "baseline"), "baseline must be a mapping")
         gates.append(
@@ -332,12 +339,14 @@ def _series(config: Config, name: str) -> Series:
                 command=v.string(gate, "command"),
                 timeout=v.positive_int(gate, "timeout", 1800),
                 baseline=baseline,
+                pass_env=_pass_env(config, v, gate),
             )
         )
     return Series(
         name=name,
         upstream=upstream,
-        dir=(config.root / directory).resolve(),
+        # Not resolved: a symlink in it stays visible, so writers can refuse one that leads out.
+        dir=config.root / directory,
         exclude=tuple(exclude),
         allow_crlf=v.boolean(keypath, "allow_crlf", False),
         allow_binary=v.boolean(keypath, "allow_binary", False),
@@ -345,6 +354,15 @@ def _series(config: Config, name: str) -> Series:
         build=tuple(build),
         gates=tuple(gates),
     )
+
+
+def _pass_env(config: Config, v: Validator, keypath: KeyPath) -> tuple[str, ...]:
+    """A gate's or build step's `pass_env:`: a list of variable names."""
+    names = v.optional_list(keypath, "pass_env")
+    for i, name in enumerate(names):
+        if (problem := pass_env_problem(name)) is not None:
+            raise config.error(keypath + ("pass_env", i), problem)
+    return tuple(names)
 
 
 def _check_relative(config: Config, keypath: KeyPath, path: str) -> None:

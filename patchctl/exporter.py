@@ -32,6 +32,7 @@ from typing import ClassVar
 from . import git
 from .applier import IndexBuilder, apply_series_to_index, is_clean, write_tree_listing
 from .config import Config, Series
+from .confine import inside_repository
 from .errors import CheckFailed, UsageError
 from .jsonout import json_field
 from .patchset import (
@@ -137,6 +138,7 @@ class ExportResult:
     deleted: list[str] = field(default_factory=list)
     dropped_hunks: list[DroppedHunk] = field(default_factory=list)
     dropped_commits: list[str] = field(default_factory=list)
+    empty_commits: list[str] = field(default_factory=list)  # change nothing (e.g. taken upstream): dropped
     check_only: bool = False
     # naming: quilt: the new `series` file when the list of patches changed
     quilt_series: bytes | None = json_field(omit=True, default=None)
@@ -159,6 +161,10 @@ class ExportResult:
         """What `patchctl export` prints: what was dropped, then what was (or would be) written."""
         out = [f"dropped hunks on excluded path {d.path} (commit {d.commit_subject!r})" for d in self.dropped_hunks]
         out += [f"dropped commit {subject!r}: it only touches excluded paths" for subject in self.dropped_commits]
+        out += [
+            f"dropped commit {subject!r}: it changes nothing (its change is already in the base)"
+            for subject in self.empty_commits
+        ]
         if self.check_only:
             return out + [f"{self.series}: up to date ({len(self.unchanged)} patches)"]
         out += [f"wrote   {name}" for name in self.written]
@@ -193,6 +199,8 @@ def export(
     """Regenerate SERIES from FROM_DIR's commits on top of BASE (default: the pin)."""
     series = config.get_series(series_name)
     upstream = config.get_upstream(series.upstream)
+    if not check:
+        inside_repository(config.root, series.dir)
     tree = _work_tree(Path(from_dir))
     base_id = _resolve_base(tree, base or upstream.pin)
     planned, result = plan_export(series, tree, base_id)
@@ -223,7 +231,7 @@ def plan_export(series: Series, tree: Path, base: str) -> tuple[list[GeneratedPa
         data, subject, dropped = _format_commit(series, tree, commit)
         result.dropped_hunks += [DroppedHunk(subject, path) for path in dropped]
         if data is None:
-            result.dropped_commits.append(subject)
+            (result.dropped_commits if dropped else result.empty_commits).append(subject)
             continue
         fresh = PatchFile(series.dir / "0000-export.patch", data)
         candidates = by_title.get(fresh.title) or []
@@ -365,7 +373,7 @@ def _format_commit(series: Series, tree: Path, commit: str) -> tuple[bytes | Non
     ).stdout
     paths = [p for p in changed.split("\0") if p]
     dropped = sorted(p for p in paths if is_excluded(p, series.exclude))
-    if paths and len(dropped) == len(paths):
+    if len(dropped) == len(paths):  # nothing left: only excluded paths, or an empty commit
         return None, subject, dropped
     pathspec = ["--", "."] + [f":(exclude,literal){p}" for p in dropped] if dropped else []
     out = git.run([*FORMAT_PATCH_CONFIG, *FORMAT_PATCH_ARGS, commit, *pathspec], tree, binary=True).stdout

@@ -1,7 +1,7 @@
 """Running the gates matrix.yaml declares for a series on an applied tree (`patchctl gate`).
 
-A gate is a shell command run in the tree, in order, each under a timeout. The commands
-see these variables:
+A gate is a shell command run in the tree, in order, each under a timeout, with a scrubbed
+environment (`patchctl.gate_env`: an allowlist plus the gate's `pass_env:`) and these variables:
 
     PATCHCTL_TREE    the applied tree (also the working directory)
     PATCHCTL_ROOT    the directory of matrix.yaml
@@ -29,8 +29,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import worktree
+from . import gate_env, worktree
 from .config import Config, Gate, Series
+from .confine import inside_repository
 from .errors import CheckFailed, ConfigError, UsageError
 from .jsonout import json_field
 from .paths import atomic_write_text
@@ -99,12 +100,11 @@ def run_gates(
         raise UsageError(f"series {series.name} declares no gates in {config.path.name}")
     tree = (tree or worktree.applied_tree(config.root, series.name)).resolve()
     check_tree(tree, series)
-    log_dir = log_dir or worktree.gate_logs(config.root, series.name)
+    log_dir = log_dir or inside_repository(config.root, worktree.gate_logs(config.root, series.name))
     log_dir.mkdir(parents=True, exist_ok=True)
     results: list[GateResult] = []
     with tempfile.TemporaryDirectory(prefix="patchctl-gate-") as out:
-        env = {
-            **os.environ,
+        patchctl_vars = {
             "PATCHCTL_TREE": str(tree),
             "PATCHCTL_ROOT": str(config.root),
             "PATCHCTL_SERIES": series.name,
@@ -112,6 +112,7 @@ def run_gates(
             "PATCHCTL_PYTHON": sys.executable,
         }
         for index, gate in enumerate(series.gates):
+            env = gate_env.scrubbed(pass_env=gate.pass_env, extra=patchctl_vars)
             result = _run_one(gate, tree, env, log_dir / f"{index + 1:02d}-{worktree.log_name(gate.name)}.log")
             if result.ok and gate.baseline is not None:
                 _check_baseline(config, series, index, gate, Path(out), result, update_baseline)

@@ -2,6 +2,8 @@
 
 * `local` runs the command with bash in the tree, in its own process group so that a
   timeout (or Ctrl-C) kills the whole build, compilers and make jobs included.
+* Neither passes patchctl's whole environment on: a step sees the scrubbed set of
+  `patchctl.gate_env` (an allowlist, its `pass_env:` and its `env:`).
 * `docker` runs it in the step's image with the tree bind-mounted at /src (the working
   directory), as the invoking uid:gid so that what the build writes is not owned by root.
   The container is removed afterwards whatever happened: success, failure, timeout or
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, ClassVar
 
+from . import gate_env
 from .config import BuildStep
 from .errors import EnvironmentFailure, UsageError
 from .jsonout import json_field
@@ -107,7 +110,7 @@ def _run_local(step: BuildStep, tree: Path, log_path: Path, progress: Progress |
     shell = shutil.which("bash") or shutil.which("sh")
     if shell is None:
         raise EnvironmentFailure(f"build {step.name}: neither bash nor sh is on PATH")
-    env = {**os.environ, **dict(step.env)}
+    env = gate_env.scrubbed(pass_env=step.pass_env, extra=dict(step.env))
     start = time.monotonic()
     timed_out = False
     with open(log_path, "wb") as log:
@@ -208,7 +211,7 @@ def _run_docker(step: BuildStep, tree: Path, log_path: Path, progress: Progress 
                 "it first)"
             ) from None
         name = f"patchctl-build-{uuid.uuid4().hex[:12]}"
-        environment = {"HOME": "/tmp", **dict(step.env)}
+        environment = gate_env.container(pass_env=step.pass_env, extra=dict(step.env))
         start = time.monotonic()
         timed_out = False
         returncode: int | None = None

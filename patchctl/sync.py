@@ -43,6 +43,7 @@ from .applier import (
 )
 from .apply_job import ApplyJob, apply_job
 from .config import Config, Series
+from .confine import all_inside_repository
 from .errors import CheckFailed, PatchctlError, UsageError
 from .gates import GatesFailed, run_gates
 from .jsonout import json_field
@@ -154,6 +155,7 @@ def pin_sync(
     of a finished sync; raises SyncStopped (exit 1) with the report on a conflict or a
     failing gate."""
     say = progress or (lambda _line: None)
+    _confine_outputs(config, upstream)
     recover_pin_update(config.root)
     if (to is None) == (not latest):
         raise UsageError("give exactly one of --to REV or --latest")
@@ -234,6 +236,7 @@ def continue_sync(
     """Resume a stopped sync after the user resolved the conflict (and committed) or fixed
     what made a gate fail. DROP drops the patch that stopped the replay, on purpose."""
     say = progress or (lambda _line: None)
+    _confine_outputs(config, upstream)
     recover_pin_update(config.root)
     state = load_state(config.root, _pick_in_progress(config, upstream))
     for entry in state.series:
@@ -266,6 +269,7 @@ def continue_sync(
 
 def abort_sync(config: Config, store: Store, upstream: str | None = None) -> SyncReport:
     """Drop a stopped sync: remove its worktrees and state. Nothing else was written."""
+    _confine_outputs(config, upstream)
     name = _pick_in_progress(config, upstream)
     state = load_state(config.root, name)
     _remove_sync_root(config, store, worktree.sync_root(config.root, name), state)
@@ -376,7 +380,10 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
 def _record(series: str, patch: PatchFile, outcome: PatchOutcome, tree: Path) -> PatchRecord:
     label = CLASSIFICATION.get(outcome.status, f"needs a hand: {outcome.status.value}")
     detail = ""
-    if outcome.status == Status.OFFSET:
+    if outcome.status == Status.MERGED and outcome.upstream_parts:
+        label = "partially upstream (merged 3-way)"
+        detail = f"already in the upstream tree: {', '.join(outcome.upstream_parts)}; the rest merged 3-way"
+    elif outcome.status == Status.OFFSET:
         detail = ", ".join(f"{o.file} hunk #{o.hunk} {o.offset:+d}" for o in outcome.offsets)
     elif outcome.status == Status.ALREADY_APPLIED:
         detail = "its change is already in the upstream tree; the patch is dropped from the series"
@@ -724,6 +731,20 @@ def _pick_in_progress(config: Config, name: str | None) -> str:
     if len(running) > 1:
         raise UsageError(f"pin-syncs of {', '.join(running)} are in progress; name the upstream")
     return running[0]
+
+
+def _confine_outputs(config: Config, upstream: str | None) -> None:
+    """Refuse before the first write when anything a sync of UPSTREAM (of every upstream when
+    None) writes or removes leads out of the repository through a symlink."""
+    names = [upstream] if upstream is not None else sorted(config.upstreams)
+    paths = [worktree.state_dir(config.root)]
+    for name in names:
+        paths.append(worktree.sync_root(config.root, name))
+        for moved in pinfile.moved_upstreams(config, name):
+            paths += [config.root / entry.path for entry in moved.pin_files]
+            for series in config.series_on(moved.name):
+                paths += [series.dir, worktree.sync_logs(config.root, name, series.name)]
+    all_inside_repository(config.root, paths)
 
 
 def _mirror_of(config: Config, store: Store, upstream: str) -> Mirror:

@@ -23,6 +23,7 @@ import jinja2
 import yaml
 
 from ..config import Config
+from ..confine import inside_repository
 from ..errors import ConfigError
 from ..jsonout import json_field
 from .actions import UnpinnedAction, resolver
@@ -222,7 +223,7 @@ def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = Non
                 f"templates/{template}: rendered output is not valid YAML (line {mark.line + 1 if mark else '?'}): "
                 f"{getattr(exc, 'problem', exc)}"
             ) from None
-        path = config.root / relative
+        path = inside_repository(config.root, config.root / relative)
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         files.append(RenderedFile(path, relative.as_posix(), text, current))
     return RenderResult(files)

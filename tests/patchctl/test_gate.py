@@ -37,6 +37,7 @@ def with_gates(project: Project, upstream: Repo, gates: str) -> Project:
 COMPILE = """\
 - name: compile-and-run
   command: cc -O1 -o "$PATCHCTL_OUT/checker" src/checker.c && "$PATCHCTL_OUT/checker" $FAIL_CASE
+  pass_env: [FAIL_CASE]
 """
 
 
@@ -78,6 +79,7 @@ def test_baseline_digest_mismatch_and_update_keep_the_file(project: Project, ups
     - name: vectors
       command: mkdir -p "$PATCHCTL_OUT/vec" && echo "$VECTOR" > "$PATCHCTL_OUT/vec/a.txt"
       baseline: {path: vec, sha256: ''}  # filled by --update-baseline
+      pass_env: [VECTOR]
     """
     with_gates(project, upstream, gate)
     assert cli("-C", project.path, "apply").exit_code == 0
