@@ -232,6 +232,10 @@ class LLMEngine:
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished()
 
+    def num_output_tokens(self, request_id: str) -> int:
+        """Tokens generated so far for REQUEST_ID (a serving loop's time to first token)."""
+        return len(self._sequences[request_id].request.output_token_ids)
+
     # --- stepping ------------------------------------------------------------------
 
     def step(self) -> list[RequestOutput]:

@@ -17,7 +17,15 @@ import sys
 from collections.abc import Callable
 
 from engine.tools.bench_blocks import format_block_bench, run_block_bench
-from engine.tools.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_NO_DEVICE, EXIT_OK, progress_display, torch_device
+from engine.tools.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_NO_DEVICE,
+    EXIT_OK,
+    positive_int,
+    progress_display,
+    torch_device,
+)
 
 
 class BenchmarkMismatch(Exception):
@@ -87,11 +95,19 @@ def _spec(args: argparse.Namespace) -> list[str]:
     return format_spec_bench(result)
 
 
+def _serve(args: argparse.Namespace) -> list[str]:
+    from engine.tools.bench_serve import ServeWorkload, format_serve_bench, run_serve_bench
+
+    workload = ServeWorkload(args.serve_requests, args.serve_prompt, args.serve_output, args.serve_seqs)
+    return format_serve_bench(run_serve_bench(workload, args.serve_shape, args.device, args.serve_kv_type))
+
+
 BENCHMARKS: dict[str, tuple[str, Callable[[argparse.Namespace], list[str]]]] = {
     "blocks": ("block manager: ops/s of allocate, decode, free, prefix hit, hashing", _blocks),
     "decode": ("CPU decode tok/s: paged engine vs contiguous-KV reference, as a ratio", _decode),
     "gpu": ("Triton decode GB/s (batch x context x KV type) and prefill TFLOP/s vs SDPA (CUDA only)", _gpu),
     "spec": ("speculative decoding: acceptance, tokens/forward, speed-up per proposer and k", _spec),
+    "serve": ("serving: paged engine, continuous batching vs plain torch + SDPA, static batches", _serve),
 }
 DEFAULT_BENCHMARKS = ("blocks", "decode", "gpu")
 
@@ -113,8 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec-ks", default="1,2,3,4,5,6,7,8", help="spec: the k values (%(default)s)")
     parser.add_argument("--spec-tokens", type=int, default=96, help="spec: tokens per prompt (%(default)s)")
     parser.add_argument("--spec-runs", type=int, default=3, help="spec: runs per configuration (%(default)s)")
+    parser.add_argument("--serve-requests", type=positive_int, default=32, help="serve: requests (%(default)s)")
+    parser.add_argument("--serve-prompt", type=positive_int, default=64, help="serve: prompt tokens (%(default)s)")
+    parser.add_argument("--serve-output", type=positive_int, default=64, help="serve: max output tokens (%(default)s)")
+    parser.add_argument("--serve-seqs", type=positive_int, default=8, help="serve: sequences at once (%(default)s)")
+    parser.add_argument("--serve-shape", choices=("tiny", "1b"), default="tiny", help="serve: model (%(default)s)")
+    parser.add_argument("--serve-kv-type", default="f32", help="serve: paged KV cache type (%(default)s)")
     parser.add_argument(
-        "--device", default="cpu", type=torch_device, help="spec: torch device; cuda runs Triton (%(default)s)"
+        "--device", default="cpu", type=torch_device, help="spec, serve: torch device; cuda runs Triton (%(default)s)"
     )
     parser.add_argument("--threads", type=int, default=1, help="spec: torch CPU threads (%(default)s)")
     args = parser.parse_args(argv)
