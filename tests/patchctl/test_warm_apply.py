@@ -15,11 +15,14 @@ def tree_of(project: Project) -> Path:
     return project.path / ".patchctl" / "trees" / project.series_name
 
 
-def header_patch(project: Project, upstream: Repo) -> None:
+def applied_tree(project: Project, upstream: Repo, cli) -> Path:
+    """The tree of a one-patch series applied at upstream's current head."""
     project.add_patch(
         "0001-hdr.patch",
         make_patch(upstream, upstream.head, {"include/util.h": numbered(11, "decl")}, "Grow header"),
     )
+    assert cli("-C", project.path, "apply", "--rev", upstream.head).exit_code == 0
+    return tree_of(project)
 
 
 def fresh_apply(project: Project, rev: str, cli) -> Path:
@@ -30,10 +33,7 @@ def fresh_apply(project: Project, rev: str, cli) -> Path:
 
 
 def test_pin_bump_updates_the_tree_in_place(project: Project, upstream: Repo, cli) -> None:
-    old = upstream.head
-    header_patch(project, upstream)
-    assert cli("-C", project.path, "apply", "--rev", old).exit_code == 0
-    tree = tree_of(project)
+    tree = applied_tree(project, upstream, cli)
     (tree / "build").mkdir()
     (tree / "build" / "main.o").write_bytes(b"object")  # an untracked build directory
     untouched = (tree / "src/main.c").stat().st_ino
@@ -57,10 +57,7 @@ def test_pin_bump_updates_the_tree_in_place(project: Project, upstream: Repo, cl
 
 
 def test_an_update_cut_off_half_way_is_rebuilt_without_force(project: Project, upstream: Repo, cli) -> None:
-    old = upstream.head
-    header_patch(project, upstream)
-    assert cli("-C", project.path, "apply", "--rev", old).exit_code == 0
-    tree = tree_of(project)
+    tree = applied_tree(project, upstream, cli)
     new = upstream.commit({"src/new.c": "x\n"}, "more")
     # What a kill during the checkout leaves: the marker says `updating`, files half written.
     marker = worktree.read_marker(tree)
@@ -75,10 +72,7 @@ def test_an_update_cut_off_half_way_is_rebuilt_without_force(project: Project, u
 
 
 def test_an_untracked_file_in_the_way_falls_back_to_a_fresh_tree(project: Project, upstream: Repo, cli) -> None:
-    old = upstream.head
-    header_patch(project, upstream)
-    assert cli("-C", project.path, "apply", "--rev", old).exit_code == 0
-    tree = tree_of(project)
+    tree = applied_tree(project, upstream, cli)
     (tree / "src/new.c").write_text("mine\n")  # untracked, and the new rev adds the same path
     new = upstream.commit({"src/new.c": "x\n"}, "more")
 
@@ -89,10 +83,7 @@ def test_an_untracked_file_in_the_way_falls_back_to_a_fresh_tree(project: Projec
 
 
 def test_local_changes_still_block_a_warm_apply(project: Project, upstream: Repo, cli) -> None:
-    old = upstream.head
-    header_patch(project, upstream)
-    assert cli("-C", project.path, "apply", "--rev", old).exit_code == 0
-    tree = tree_of(project)
+    tree = applied_tree(project, upstream, cli)
     (tree / "src/main.c").write_text("my edit\n")
     new = upstream.commit({"src/new.c": "x\n"}, "more")
 
