@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "engine.tools.export_gguf",
         "write the tiny model (or a GGUF model) as a llama GGUF file",
     ),
+    "model-gate": ("engine.tools.model_gate", "the tiny model in llama.cpp: paged == stock, engine == llama.cpp"),
     "tokenize": ("engine.tools.tokenize", "token ids of a text (or text of ids) with a GGUF file's tokenizer"),
 }
 
