@@ -25,9 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-# Measured: see README ("The model gate"). The largest difference seen over all cases was
-# below 1e-4 on logits of magnitude ~1-10; the tolerance leaves an order of magnitude.
-LOGIT_TOLERANCE = 1e-3
+# Measured on this repository's cases (README, "The model gate"): the largest difference between
+# the engine's and llama.cpp's logits was 2.6e-6 (f32 everywhere; the sums run in different
+# orders), and llama.cpp's smallest gap between its best and second-best logit 3.5e-3. The
+# tolerance leaves a factor of ~40 above the first and stays below the second, so a token that
+# passes the tolerance cannot flip the greedy choice.
+LOGIT_TOLERANCE = 1e-4
 DRIVER = "test-paged-decode"
 
 
@@ -144,7 +147,8 @@ def compare_paged(cases: Sequence[DecodeCase], stock: DriverRun, paged: DriverRu
         stock_md5, paged_md5 = streams_md5(want), streams_md5(got)
         if want == got:
             tokens = sum(len(s) for s in got)
-            results.append(CaseResult(name, True, f"md5 {paged_md5} ({len(got)} seq, {tokens} tokens)"))
+            logits = _logits_agreement(case, stock, paged)
+            results.append(CaseResult(name, True, f"md5 {paged_md5} ({len(got)} seq, {tokens} tokens), {logits}"))
             continue
         seq, at = _first_difference(want, got)
         results.append(
@@ -156,6 +160,23 @@ def compare_paged(cases: Sequence[DecodeCase], stock: DriverRun, paged: DriverRu
             )
         )
     return results
+
+
+def _logits_agreement(case: DecodeCase, stock: DriverRun, paged: DriverRun) -> str:
+    """Where the paged placement puts cells elsewhere, attention sums over the cache in another
+    order and the logits may differ in the last bits; where it places them as stock does, they
+    are bit-identical. Reported, not gated: the gate is on tokens."""
+    if stock.logits_dir is None or paged.logits_dir is None:
+        return "logits not compared"
+    worst = 0.0
+    for seq in range(len(case.suffixes)):
+        name = f"{case.name}.{seq}.f32"
+        a = np.fromfile(stock.logits_dir / name, dtype=np.float32)
+        b = np.fromfile(paged.logits_dir / name, dtype=np.float32)
+        if a.shape != b.shape:
+            return "logits of different lengths"
+        worst = max(worst, float(np.abs(a - b).max()) if a.size else 0.0)
+    return "logits bit-identical" if worst == 0.0 else f"logits differ by at most {worst:.3g} (cells placed elsewhere)"
 
 
 def _first_difference(want: list[list[int]], got: list[list[int]]) -> tuple[int, int]:
