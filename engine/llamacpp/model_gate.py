@@ -110,6 +110,7 @@ def run_driver(driver: Path, model: Path, cases_file: Path, logits_dir: Path, pa
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise DriverError(f"{driver.name} did not run: {exc}") from None
+    (logits_dir / "driver.out").write_text(done.stdout)  # kept for reading a failure
     run = DriverRun(logits_dir=logits_dir)
     for line in done.stdout.splitlines():
         kind, _, rest = line.partition(" ")
