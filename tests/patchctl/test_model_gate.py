@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from engine.llamacpp.model_gate import CASES
+from engine.model.gguf_tokenizer import load_tokenizer
 
 from .conftest import REAL_PIN
 
@@ -68,3 +71,57 @@ def test_a_tampered_placement_fails_the_gate_naming_the_case(applied: Path, cli)
     assert failed and all(c["name"].startswith("paged/") for c in failed)
     assert "!= stock" in failed[0]["detail"] and "differs at token" in failed[0]["detail"]
     assert "gate model-gate of series llama.cpp failed: exit 1, first failing case paged/" in result.stderr
+
+
+def test_engine_generate_cli_prints_llama_cpps_greedy_tokens(applied: Path, tmp_path: Path) -> None:
+    # The same GGUF file and prompt through `python -m engine generate --model`: its greedy text is
+    # the text of llama.cpp's tokens (issue 18: engine == llama.cpp on the same file and token ids).
+    out = tmp_path / "gate"
+    tree = applied / ".patchctl" / "trees" / "llama.cpp"
+    gate = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine",
+            "model-gate",
+            "--tree",
+            str(tree),
+            "--out",
+            str(out),
+            "--upstream-rev",
+            REAL_PIN,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    [single] = [c for c in CASES if c.name == "single"]
+    [line] = [
+        x for x in (out / "logits-stock" / "driver.out").read_text().splitlines() if x.startswith("TOKENS single ")
+    ]
+    llama_tokens = [int(t) for t in line.split()[3:]]
+    assert len(llama_tokens) == single.n_predict
+    model = out / "tiny-llama-spm.gguf"
+    prompt = single.suffixes[0]
+    generated = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine",
+            "generate",
+            "--model",
+            str(model),
+            prompt,
+            "--max-tokens",
+            str(single.n_predict),
+            "--ignore-eos",
+            "--cache-type-k",
+            "f32",
+            "--cache-type-v",
+            "f32",
+        ],
+        capture_output=True,
+    )
+    assert generated.returncode == 0, generated.stderr
+    expected = prompt + load_tokenizer(model).decode(llama_tokens)
+    assert generated.stdout.decode("utf-8", "surrogateescape").rstrip("\n") == expected
