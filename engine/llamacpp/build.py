@@ -21,6 +21,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 CMAKE_OPTIONS: tuple[str, ...] = (
     "-DCMAKE_BUILD_TYPE=Release",
@@ -90,7 +91,7 @@ def build_targets(tree: Path, targets: list[str], upstream_rev: str, log_path: P
     return BuildResult(build_dir, time.monotonic() - start, configured)
 
 
-def _run(command: list[str], log, log_path: Path, step: str) -> None:
+def _run(command: list[str], log: BinaryIO, log_path: Path, step: str) -> None:
     log.write(("$ " + " ".join(command) + "\n").encode())
     log.flush()
     done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)

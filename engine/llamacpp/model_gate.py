@@ -22,8 +22,12 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from engine.model.gguf_tokenizer import GGUFTokenizer
 
 # Measured on this repository's cases (README, "The model gate"): the largest difference between
 # the engine's and llama.cpp's logits was 2.6e-6 (f32 everywhere; the sums run in different
@@ -255,7 +259,7 @@ def compare_engine(model_path: Path, cases: Sequence[DecodeCase], stock: DriverR
     return EngineComparison(results, worst_diff, worst_margin)
 
 
-def _engine_prompts(tokenizer, case: DecodeCase) -> list[list[int]]:
+def _engine_prompts(tokenizer: GGUFTokenizer, case: DecodeCase) -> list[list[int]]:
     """The prompt ids as the driver builds them: the prefix with BOS, each suffix without
     (a suffix alone, without a prefix, with BOS)."""
     prefix = tokenizer.encode(case.prefix, add_special=True) if case.prefix else []
