@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.llamacpp.model_gate import CASES
+from engine.__main__ import main as engine_main
+from engine.llamacpp.build import build_targets
+from engine.llamacpp.model_gate import CASES, DRIVER, run_driver, write_cases
 from engine.model.gguf_tokenizer import load_tokenizer
+from engine.model.gguf_vocab import llama_spm_vocabulary
 
 from .conftest import REAL_PIN
 
@@ -125,3 +128,19 @@ def test_engine_generate_cli_prints_llama_cpps_greedy_tokens(applied: Path, tmp_
     assert generated.returncode == 0, generated.stderr
     expected = prompt + load_tokenizer(model).decode(llama_tokens)
     assert generated.stdout.decode("utf-8", "surrogateescape").rstrip("\n") == expected
+
+
+def test_llama_cpp_runs_the_f16_export(applied: Path, tmp_path: Path) -> None:
+    # f16 weights load and decode in llama.cpp. They are not gated against the engine: llama.cpp
+    # rounds activations to f16 for f16 matrix products, the engine computes in f32, and the logits
+    # then differ by ~2e-3, as much as the smallest top-2 gap (README, "The model gate").
+    model = tmp_path / "tiny-f16.gguf"
+    assert engine_main(["export-gguf", str(model), "--vocab", "llama-spm", "--type", "f16"]) == 0
+    tree = applied / ".patchctl" / "trees" / "llama.cpp"
+    built = build_targets(tree, ["llama", DRIVER], REAL_PIN, tmp_path / "build.log")
+    write_cases(tmp_path / "cases.tsv", CASES)
+    run = run_driver(built.build_dir / "bin" / DRIVER, model, tmp_path / "cases.tsv", tmp_path / "logits", False, 600)
+    assert not run.failures
+    for case in CASES:
+        assert [len(ids) for ids in run.tokens[case.name]] == [case.n_predict] * len(case.suffixes)
+        assert run.logits(case.name, 0, len(llama_spm_vocabulary().tokens)).shape == (case.n_predict, 392)
