@@ -59,8 +59,8 @@ def compiler_identity(compiler: str) -> str:
     return done.stdout.splitlines()[0].strip() if done.stdout else compiler
 
 
-def build_key(upstream_rev: str, compiler: str, ccache: str | None) -> str:
-    material = "\n".join([compiler, ccache or "", *CMAKE_OPTIONS])
+def build_key(upstream_rev: str, compiler: str, ccache: str | None, generator: str = "Ninja") -> str:
+    material = "\n".join([compiler, ccache or "", generator, *CMAKE_OPTIONS])
     return f"{upstream_rev[:12] or 'unknown'}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
 
 
@@ -71,11 +71,10 @@ def build_targets(tree: Path, targets: list[str], upstream_rev: str, log_path: P
         raise BuildError("cmake is not installed")
     compiler = os.environ.get("CXX") or "c++"
     ccache = shutil.which("ccache")
-    root = cache_root() / "llama-build" / build_key(upstream_rev, compiler_identity(compiler), ccache)
+    generator = "Ninja" if shutil.which("ninja") else "Unix Makefiles"
+    root = cache_root() / "llama-build" / build_key(upstream_rev, compiler_identity(compiler), ccache, generator)
     source_dir, build_dir = root / "src", root / "build"
-    configure = [cmake, "-S", str(source_dir), "-B", str(build_dir), *CMAKE_OPTIONS]
-    if shutil.which("ninja"):
-        configure += ["-G", "Ninja"]
+    configure = [cmake, "-S", str(source_dir), "-B", str(build_dir), "-G", generator, *CMAKE_OPTIONS]
     if ccache:
         configure += [f"-DCMAKE_C_COMPILER_LAUNCHER={ccache}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={ccache}"]
     start = time.monotonic()
@@ -84,7 +83,11 @@ def build_targets(tree: Path, targets: list[str], upstream_rev: str, log_path: P
     with open(root / "lock", "a") as lock, open(log_path, "ab") as log:
         fcntl.flock(lock, fcntl.LOCK_EX)
         mirror_tree(tree, source_dir)
-        configured = not (build_dir / "CMakeCache.txt").is_file()
+        # a configure cut short leaves a cache without build files: configure again
+        generated = (build_dir / "CMakeCache.txt").is_file() and any(
+            (build_dir / name).is_file() for name in ("build.ninja", "Makefile")
+        )
+        configured = not generated
         if configured:
             _run(configure, log, log_path, "cmake configure")
         _run([cmake, "--build", str(build_dir), "-j", str(jobs), "--target", *targets], log, log_path, "cmake build")

@@ -73,6 +73,7 @@ def test_build_key_follows_pin_compiler_and_options() -> None:
         )
         == 4
     )
+    assert build_key(pin, "c++ 12", None, "Ninja") != build_key(pin, "c++ 12", None, "Unix Makefiles")
     assert "-DGGML_NATIVE=OFF" in CMAKE_OPTIONS  # a cached build must run on any machine of the same kind
 
 
