@@ -226,10 +226,12 @@ def compare_engine(model_path: Path, cases: Sequence[DecodeCase], stock: DriverR
             continue
         ours = _engine_prompts(tokenizer, case)
         if ours != prompts:
-            seq = next(i for i, (a, b) in enumerate(zip(ours, prompts)) if a != b)
+            seq = next((i for i, (a, b) in enumerate(zip(ours, prompts)) if a != b), min(len(ours), len(prompts)))
             results.append(
                 CaseResult(
-                    f"tokenizer/{case.name}", False, f"sequence {seq}: engine {ours[seq]} != llama.cpp {prompts[seq]}"
+                    f"tokenizer/{case.name}",
+                    False,
+                    f"sequence {seq}: engine {_row(ours, seq)} != llama.cpp {_row(prompts, seq)}",
                 )
             )
         else:
@@ -257,6 +259,10 @@ def compare_engine(model_path: Path, cases: Sequence[DecodeCase], stock: DriverR
         detail = f"md5 {streams_md5(got)}, max |logit diff| {case_diff:.3g}"
         results.append(CaseResult(f"engine/{case.name}", not problems, "; ".join(problems + [detail])))
     return EngineComparison(results, worst_diff, worst_margin)
+
+
+def _row(rows: list[list[int]], index: int) -> str:
+    return str(rows[index]) if index < len(rows) else "none"
 
 
 def _engine_prompts(tokenizer: GGUFTokenizer, case: DecodeCase) -> list[list[int]]:

@@ -105,3 +105,48 @@ def test_md5_is_of_the_printed_streams() -> None:
     import hashlib
 
     assert streams_md5([[1, 2], [3]]) == hashlib.md5(b"1 2\n3\n").hexdigest()
+
+
+def test_engine_comparison_passes_its_own_run_and_names_what_drifts(tmp_path: Path) -> None:
+    # llama.cpp's side stood in by the engine's own greedy run, written in the driver's formats:
+    # the comparison must pass it, then name the case for a drifted logit, token or prompt.
+    import numpy as np
+    import torch
+
+    from engine.llamacpp.model_gate import LOGIT_TOLERANCE, compare_engine
+    from engine.model.gguf import write_gguf
+    from engine.model.gguf_tokenizer import load_tokenizer
+    from engine.model.gguf_vocab import llama_spm_vocabulary, tiny_model_for
+    from engine.model.reference import contiguous_greedy
+
+    vocab = llama_spm_vocabulary()
+    model_path = tmp_path / "tiny.gguf"
+    model = tiny_model_for(vocab)
+    write_gguf(model_path, model, vocab)
+    case = DecodeCase("mini", "unified", 4, "", ("the cat",))
+    prompt = load_tokenizer(model_path).encode("the cat")
+    run = contiguous_greedy(model, [prompt], case.n_predict)
+    logits = torch.stack(run.logits[0]).numpy().astype(np.float32)
+    (tmp_path / "logits").mkdir()
+    logits.tofile(tmp_path / "logits" / "mini.0.f32")
+    stock = DriverRun(prompts={"mini": [prompt]}, tokens={"mini": run.token_ids}, logits_dir=tmp_path / "logits")
+
+    passed = compare_engine(model_path, [case], stock)
+    assert [(r.name, r.ok) for r in passed.results] == [("tokenizer/mini", True), ("engine/mini", True)]
+    assert passed.max_logit_diff <= LOGIT_TOLERANCE and passed.min_top2_margin > 0
+
+    logits[2, 7] += 10 * LOGIT_TOLERANCE
+    logits.tofile(tmp_path / "logits" / "mini.0.f32")
+    drifted = compare_engine(model_path, [case], stock).results[1]
+    assert not drifted.ok and f"> {LOGIT_TOLERANCE:g}" in drifted.detail
+
+    other_tokens = DriverRun(
+        prompts={"mini": [prompt]}, tokens={"mini": [run.token_ids[0][:3] + [5]]}, logits_dir=tmp_path / "logits"
+    )
+    assert "sequence 0 differs at token 3" in compare_engine(model_path, [case], other_tokens).results[1].detail
+
+    other_prompt = DriverRun(
+        prompts={"mini": [[1, 2, 3]]}, tokens={"mini": run.token_ids}, logits_dir=tmp_path / "logits"
+    )
+    tokenizer_result = compare_engine(model_path, [case], other_prompt).results[0]
+    assert not tokenizer_result.ok and "llama.cpp [1, 2, 3]" in tokenizer_result.detail
