@@ -66,6 +66,8 @@ def build_key(upstream_rev: str, compiler: str, ccache: str | None, generator: s
 
 def build_targets(tree: Path, targets: list[str], upstream_rev: str, log_path: Path, jobs: int = 2) -> BuildResult:
     """Configure (once) and build `targets` of the llama.cpp tree; raises BuildError."""
+    if not (tree / ".git").exists():
+        raise BuildError(f"{tree} is not a git work tree (run `patchctl apply` to make one)")
     cmake = shutil.which("cmake")
     if cmake is None:
         raise BuildError("cmake is not installed")

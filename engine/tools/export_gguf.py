@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from engine.tools.common import EXIT_BAD_INPUT, EXIT_OK, parse_args
 
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     from engine.model.llama import TINY_SEED, LlamaModel
 
     seed = TINY_SEED if args.seed is None else args.seed
+    if not Path(args.out).parent.is_dir():
+        print(f"{PROG}: error: no such directory: {Path(args.out).parent}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         if args.model is not None:
             if args.vocab is not None or args.seed is not None:

@@ -120,3 +120,8 @@ def test_bad_input_is_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "out.gguf").exists()
+
+
+def test_missing_output_directory_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert engine_main(["export-gguf", str(tmp_path / "no" / "x.gguf")]) == 2
+    assert capsys.readouterr().err == f"engine export-gguf: error: no such directory: {tmp_path / 'no'}\n"

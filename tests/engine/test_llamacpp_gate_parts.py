@@ -150,3 +150,11 @@ def test_engine_comparison_passes_its_own_run_and_names_what_drifts(tmp_path: Pa
     )
     tokenizer_result = compare_engine(model_path, [case], other_prompt).results[0]
     assert not tokenizer_result.ok and "llama.cpp [1, 2, 3]" in tokenizer_result.detail
+
+
+def test_build_refuses_a_tree_that_is_not_a_git_tree(tmp_path: Path) -> None:
+    from engine.llamacpp.build import build_targets
+
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(BuildError, match="is not a git work tree"):
+        build_targets(tmp_path / "plain", ["llama"], "", tmp_path / "build.log")
