@@ -16,6 +16,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("engine.tools.generate", "generate text with the embedded tiny model"),
     "bench": ("engine.tools.bench", "decode throughput, block-manager and speculative decoding benchmarks"),
     "gate0": ("engine.tools.gate0", "Gate 0: paged KV must match the contiguous reference"),
+    "export-gguf": (
+        "engine.tools.export_gguf",
+        "write the tiny model (or a GGUF model) as a llama GGUF file",
+    ),
+    "model-gate": ("engine.tools.model_gate", "the tiny model in llama.cpp: paged == stock, engine == llama.cpp"),
     "tokenize": ("engine.tools.tokenize", "token ids of a text (or text of ids) with a GGUF file's tokenizer"),
 }
 

@@ -10,7 +10,8 @@ command sees only:
 * the build variables compilers and build systems read: CC, CXX, CPP, CFLAGS, CXXFLAGS,
   CPPFLAGS, LDFLAGS, MAKEFLAGS, CMAKE_*, CCACHE_*;
 * the PATCHCTL_* variables patchctl sets for it (gates: PATCHCTL_TREE, PATCHCTL_ROOT,
-  PATCHCTL_SERIES, PATCHCTL_OUT, PATCHCTL_PYTHON), never PATCHCTL_* inherited from outside;
+  PATCHCTL_SERIES, PATCHCTL_OUT, PATCHCTL_PYTHON, PATCHCTL_UPSTREAM_REV), never PATCHCTL_*
+  inherited from outside (a gate that needs one, such as PATCHCTL_CACHE, lists it in pass_env);
 * the names its `pass_env:` lists in matrix.yaml, when they are set;
 * for build steps, the values of its `env:`.
 

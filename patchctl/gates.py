@@ -8,6 +8,7 @@ environment (`patchctl.gate_env`: an allowlist plus the gate's `pass_env:`) and 
     PATCHCTL_SERIES  the series name
     PATCHCTL_OUT     a scratch directory shared by the gates of one run
     PATCHCTL_PYTHON  the Python interpreter running patchctl (for `-m engine ...`)
+    PATCHCTL_UPSTREAM_REV  the upstream commit the series is applied on (keys build caches)
 
 A gate may declare a baseline, `{path: P, sha256: D}`: after the command succeeds, the
 files under PATCHCTL_OUT/P must digest to D (sha256 over each file's relative path and
@@ -110,6 +111,7 @@ def run_gates(
             "PATCHCTL_SERIES": series.name,
             "PATCHCTL_OUT": out,
             "PATCHCTL_PYTHON": sys.executable,
+            "PATCHCTL_UPSTREAM_REV": _upstream_rev(tree),
         }
         for index, gate in enumerate(series.gates):
             env = gate_env.scrubbed(pass_env=gate.pass_env, extra=patchctl_vars)
@@ -120,6 +122,11 @@ def run_gates(
             if not result.ok:
                 raise GatesFailed(series.name, results)
     return results
+
+
+def _upstream_rev(tree: Path) -> str:
+    marker = worktree.read_marker(tree)
+    return marker.rev if marker is not None else ""
 
 
 def _run_one(gate: Gate, tree: Path, env: dict[str, str], log_path: Path) -> GateResult:

@@ -7,7 +7,11 @@ inside the file (a write cut short leaves the header intact but the data short);
 every tensor the config needs is there with the right shape.
 
 `write_gguf` produces such a file through `gguf.GGUFWriter` (temp file + rename), which
-the tests and `python -m engine generate --model` use.
+the tests, `python -m engine generate --model` and `python -m engine export-gguf` use. The
+weights are written exactly as the engine holds them, with no q/k permutation: the engine
+rotates adjacent pairs (2i, 2i + 1), which is ggml's "normal" RoPE that llama.cpp applies to
+llama models; llama.cpp's converter permutes Hugging Face q/k rows into that layout, and the
+engine's weights are in it already. With a tokenizer vocabulary the file is one llama.cpp loads.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 import torch
 from gguf.quants import dequantize as gguf_dequantize
 
+from engine.model.gguf_tokenizer import ROLE_KEYS, Vocabulary
 from engine.model.llama import LlamaConfig, LlamaModel
 
 GGUF_MAGIC = b"GGUF"
@@ -210,15 +215,34 @@ def _model(reader: gguf.GGUFReader) -> LlamaModel:
     return LlamaModel(config, weights, tokens)
 
 
-def write_gguf(path: str | os.PathLike[str], model: LlamaModel) -> None:
-    """Write `model` as an f32 llama GGUF file, atomically."""
+WEIGHT_TYPES = ("f32", "f16")
+UNKNOWN_TOKEN_TYPE = 2  # gguf.TokenType.UNKNOWN
+
+
+def write_gguf(
+    path: str | os.PathLike[str],
+    model: LlamaModel,
+    vocabulary: Vocabulary | None = None,
+    weight_type: str = "f32",
+) -> None:
+    """Write `model` as a llama GGUF file, atomically.
+
+    Without `vocabulary` the model's own token list is written as the `engine-chars`
+    vocabulary (the engine reads it; llama.cpp does not). `weight_type` f16 stores the
+    matrices as float16 (norm vectors stay float32, as llama.cpp's converter does).
+    """
     path = Path(path)
     c = model.config
+    if weight_type not in WEIGHT_TYPES:
+        raise ValueError(f"weight type {weight_type!r} is not one of {', '.join(WEIGHT_TYPES)}")
+    if vocabulary is not None and len(vocabulary.tokens) != c.vocab_size:
+        raise ValueError(f"the vocabulary has {len(vocabulary.tokens)} tokens, the model {c.vocab_size}")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         writer = gguf.GGUFWriter(tmp, ARCH)
-        writer.add_name("engine tiny llama")
+        writer.add_name(vocabulary.general_name if vocabulary and vocabulary.general_name else "engine tiny llama")
+        writer.add_file_type(gguf.LlamaFileType.ALL_F32 if weight_type == "f32" else gguf.LlamaFileType.MOSTLY_F16)
         writer.add_block_count(c.num_layers)
         writer.add_context_length(c.max_position)
         writer.add_embedding_length(c.hidden_size)
@@ -227,14 +251,18 @@ def write_gguf(path: str | os.PathLike[str], model: LlamaModel) -> None:
         writer.add_head_count_kv(c.num_kv_heads)
         writer.add_key_length(c.head_dim)
         writer.add_value_length(c.head_dim)
+        writer.add_rope_dimension_count(c.head_dim)
         writer.add_rope_freq_base(c.rope_theta)
         writer.add_layer_norm_rms_eps(c.rms_eps)
         writer.add_vocab_size(c.vocab_size)
-        if model.tokens is not None:
+        if vocabulary is not None:
+            _write_vocabulary(writer, vocabulary)
+        elif model.tokens is not None:
             writer.add_tokenizer_model("engine-chars")
             writer.add_token_list(list(model.tokens))
         for name in c.tensor_shapes():
-            writer.add_tensor(name, model.weights[name].detach().cpu().numpy().astype(np.float32))
+            values = model.weights[name].detach().cpu().numpy().astype(np.float32)
+            writer.add_tensor(name, values.astype(np.float16) if weight_type == "f16" and values.ndim == 2 else values)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
@@ -243,3 +271,29 @@ def write_gguf(path: str | os.PathLike[str], model: LlamaModel) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _write_vocabulary(writer: gguf.GGUFWriter, vocabulary: Vocabulary) -> None:
+    writer.add_tokenizer_model(vocabulary.model)
+    if vocabulary.pre:
+        writer.add_tokenizer_pre(vocabulary.pre)
+    writer.add_token_list(list(vocabulary.tokens))
+    writer.add_token_scores([float(score) for score in vocabulary.scores])
+    writer.add_token_types([int(kind) for kind in vocabulary.token_types])
+    if vocabulary.merges:
+        writer.add_token_merges(list(vocabulary.merges))
+    if vocabulary.bos_id is not None:
+        writer.add_bos_token_id(vocabulary.bos_id)
+    if vocabulary.eos_id is not None:
+        writer.add_eos_token_id(vocabulary.eos_id)
+    unknown = next((i for i, kind in enumerate(vocabulary.token_types) if kind == UNKNOWN_TOKEN_TYPE), None)
+    if unknown is not None:
+        writer.add_unk_token_id(unknown)
+    if vocabulary.add_bos is not None:
+        writer.add_add_bos_token(vocabulary.add_bos)
+    if vocabulary.add_eos is not None:
+        writer.add_add_eos_token(vocabulary.add_eos)
+    if vocabulary.add_space_prefix is not None:
+        writer.add_bool("tokenizer.ggml.add_space_prefix", vocabulary.add_space_prefix)
+    for role, token_id in sorted(vocabulary.role_ids.items()):
+        writer.add_uint32(ROLE_KEYS[role][0], token_id)

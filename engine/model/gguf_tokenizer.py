@@ -278,7 +278,7 @@ def read_vocabulary(path: str | os.PathLike[str]) -> Vocabulary:
         general_name=str(scalar("general.name") or ""),
         role_ids={
             role: token_id
-            for role, keys in _ROLE_KEYS.items()
+            for role, keys in ROLE_KEYS.items()
             if (token_id := next((i for k in keys if (i := optional_id(k)) is not None), None)) is not None
         },
     )
@@ -596,7 +596,7 @@ class BPETokenizer(GGUFTokenizer):
         return bytes(data)
 
 
-_ROLE_KEYS = {
+ROLE_KEYS = {
     "eot": ("tokenizer.ggml.eot_token_id",),
     "eom": ("tokenizer.ggml.eom_token_id",),
     "fim_pre": ("tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"),

@@ -1,0 +1,148 @@
+"""A persistent, incremental CMake build of the targets the model gate needs.
+
+A full llama.cpp build takes many minutes on two cores, so the build outlives the run: it
+lives under the cache (`$PATCHCTL_CACHE` or `~/.cache/patchctl`, then `llama-build/KEY`), KEY
+being the upstream revision plus a digest of the compiler, ccache and the CMake options.
+CMake binds a build directory to one source directory, so the tree being built (the applied
+tree, a pin-sync tree, a tampered copy in a test) is first mirrored into `KEY/src`: only files
+whose bytes differ are rewritten, so their timestamps tell ninja exactly what changed. A run
+with nothing changed only checks timestamps; a changed file (an edited patch, a tampered port)
+recompiles that file and relinks. ccache is used when it is installed. A lock file serialises
+runs that share a directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+CMAKE_OPTIONS: tuple[str, ...] = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DGGML_NATIVE=OFF",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_BUILD_TESTS=ON",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_TOOLS=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_BUILD_APP=OFF",
+)
+
+
+class BuildError(RuntimeError):
+    """The build could not run or failed; the message names the step and the log."""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    build_dir: Path
+    seconds: float
+    configured: bool  # False when an existing build directory was reused
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("PATCHCTL_CACHE") or Path.home() / ".cache" / "patchctl")
+
+
+def compiler_identity(compiler: str) -> str:
+    """The first line of `COMPILER --version` (a different compiler needs a different build)."""
+    try:
+        done = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BuildError(f"no usable C++ compiler {compiler!r}: {exc}") from None
+    return done.stdout.splitlines()[0].strip() if done.stdout else compiler
+
+
+def build_key(upstream_rev: str, compiler: str, ccache: str | None, generator: str = "Ninja") -> str:
+    material = "\n".join([compiler, ccache or "", generator, *CMAKE_OPTIONS])
+    return f"{upstream_rev[:12] or 'unknown'}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
+
+
+def build_targets(tree: Path, targets: list[str], upstream_rev: str, log_path: Path, jobs: int = 2) -> BuildResult:
+    """Configure (once) and build `targets` of the llama.cpp tree; raises BuildError."""
+    if not (tree / ".git").exists():
+        raise BuildError(f"{tree} is not a git work tree (run `patchctl apply` to make one)")
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise BuildError("cmake is not installed")
+    compiler = os.environ.get("CXX") or "c++"
+    ccache = shutil.which("ccache")
+    generator = "Ninja" if shutil.which("ninja") else "Unix Makefiles"
+    root = cache_root() / "llama-build" / build_key(upstream_rev, compiler_identity(compiler), ccache, generator)
+    source_dir, build_dir = root / "src", root / "build"
+    configure = [cmake, "-S", str(source_dir), "-B", str(build_dir), "-G", generator, *CMAKE_OPTIONS]
+    if ccache:
+        configure += [f"-DCMAKE_C_COMPILER_LAUNCHER={ccache}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={ccache}"]
+    start = time.monotonic()
+    root.mkdir(parents=True, exist_ok=True)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(root / "lock", "a") as lock, open(log_path, "ab") as log:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        mirror_tree(tree, source_dir)
+        # a configure cut short leaves a cache without build files: configure again
+        generated = (build_dir / "CMakeCache.txt").is_file() and any(
+            (build_dir / name).is_file() for name in ("build.ninja", "Makefile")
+        )
+        configured = not generated
+        if configured:
+            _run(configure, log, log_path, "cmake configure")
+        _run([cmake, "--build", str(build_dir), "-j", str(jobs), "--target", *targets], log, log_path, "cmake build")
+    return BuildResult(build_dir, time.monotonic() - start, configured)
+
+
+def _run(command: list[str], log: BinaryIO, log_path: Path, step: str) -> None:
+    log.write(("$ " + " ".join(command) + "\n").encode())
+    log.flush()
+    done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        raise BuildError(f"{step} failed (exit {done.returncode}); see {log_path}")
+
+
+def tree_files(tree: Path) -> list[str]:
+    """The tree's files as git sees them: tracked and untracked, minus what .gitignore ignores."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(tree), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise BuildError(f"cannot list the files of {tree} (not a git work tree?): {exc}") from None
+    return sorted({name for name in done.stdout.decode().split("\0") if name})
+
+
+def mirror_tree(tree: Path, mirror: Path) -> int:
+    """Make `mirror` hold exactly the tree's files; returns how many files were (re)written.
+
+    A file whose bytes are unchanged keeps its timestamp, so ninja rebuilds only what differs.
+    """
+    wanted = tree_files(tree)
+    written = 0
+    for name in wanted:
+        source, target = tree / name, mirror / name
+        if not source.is_file() or source.is_symlink():
+            continue  # deleted in the work tree but still in the index, or a link (none are sources)
+        data = source.read_bytes()
+        if target.is_file() and not target.is_symlink() and target.read_bytes() == data:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = target.with_name(f".{target.name}.mirror-tmp")
+        staging.write_bytes(data)
+        staging.chmod(source.stat().st_mode & 0o777)
+        os.replace(staging, target)
+        written += 1
+    keep = set(wanted)
+    for path in sorted(mirror.rglob("*"), reverse=True):
+        relative = path.relative_to(mirror).as_posix()
+        if path.is_dir() and not path.is_symlink():
+            if not any(path.iterdir()):
+                path.rmdir()
+        elif relative not in keep:
+            path.unlink()
+    return written
