@@ -17,7 +17,7 @@
    then its gate commands. A failing gate stops the sync; `--continue` re-runs the gates
    (after fixes committed in the worktree), `--abort` drops it.
 4. Only then are the re-exported patches, `pin:` in matrix.yaml and every pin_files entry
-   written, all together or not at all (`pinfile.FileSet`).
+   written, all together or not at all (`patchctl.journal`).
 
 matrix.yaml and patches/ are not touched before step 4; `--dry-run` never reaches it.
 """
@@ -55,7 +55,6 @@ from .sync_state import (
     SyncState,
     commit_pin_update,
     load_state,
-    recover_pin_update,
     save_state,
 )
 
@@ -154,7 +153,6 @@ def pin_sync(
     of a finished sync; raises SyncStopped (exit 1) with the report on a conflict or a
     failing gate."""
     say = progress or (lambda _line: None)
-    recover_pin_update(config.root)
     if (to is None) == (not latest):
         raise UsageError("give exactly one of --to REV or --latest")
     name = _pick_upstream(config, upstream)
@@ -234,7 +232,6 @@ def continue_sync(
     """Resume a stopped sync after the user resolved the conflict (and committed) or fixed
     what made a gate fail. DROP drops the patch that stopped the replay, on purpose."""
     say = progress or (lambda _line: None)
-    recover_pin_update(config.root)
     state = load_state(config.root, _pick_in_progress(config, upstream))
     for entry in state.series:
         if series_digest(read_series(config.get_series(entry.name))) != entry.digest:

@@ -1,0 +1,61 @@
+"""Putting a repository back into a consistent state after a killed run, before anything reads it.
+
+Every command calls `recover_project` after finding matrix.yaml and before loading it: an
+interrupted journal is finished or undone (`patchctl.journal`), an interrupted tree swap
+under `.patchctl/trees/` is finished (`patchctl.treeswap`), and the temporary files of
+interrupted atomic writes in `.patchctl/` are deleted. Recovery writes, so it runs under
+the project lock: a writing command already holds it; any other command takes it only
+when there is something to recover, so reading commands stay lock-free.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import journal, treeswap, worktree
+from .lock import ProjectLock
+
+# The atomic writes under .patchctl/ (paths.atomic_write_bytes names its temporary files .NAME.*.tmp).
+_TEMP_GLOBS = (
+    f".{journal.JOURNAL_NAME}.*.tmp",
+    *(f".{name}.*.tmp" for name in journal.LEGACY_JOURNAL_NAMES),
+    f"sync/*/.{worktree.SYNC_STATE_NAME}.*.tmp",
+)
+
+
+def recover_project(root: Path, lock: ProjectLock) -> list[str]:
+    """Recover the repository at ROOT; LOCK is taken for the time of it unless already held.
+    Returns what was done, one line each (nothing when there was nothing to do)."""
+    if not needs_recovery(root):
+        return []
+    if lock.held:
+        return _recover(root)
+    with lock:
+        return _recover(root)
+
+
+def needs_recovery(root: Path) -> bool:
+    """Whether a killed run left something behind (a few stat calls; no git, no lock)."""
+    state = worktree.state_dir(root)
+    if not state.is_dir():
+        return False
+    if any((state / name).exists() for name in (journal.JOURNAL_NAME, *journal.LEGACY_JOURNAL_NAMES)):
+        return True
+    if any(next(state.glob(pattern), None) is not None for pattern in _TEMP_GLOBS):
+        return True
+    return treeswap.interrupted_in(state / "trees")
+
+
+def _recover(root: Path) -> list[str]:
+    state = worktree.state_dir(root)
+    done = []
+    outcome = journal.recover(state)
+    if outcome is not None:
+        done.append(f"interrupted write {outcome}")
+    for pattern in _TEMP_GLOBS:
+        for stray in sorted(state.glob(pattern)):
+            stray.unlink(missing_ok=True)
+            done.append(f"removed {worktree.display(root, stray)}")
+    for tree in treeswap.recover_trees_in(state / "trees"):
+        done.append(f"recovered {worktree.display(root, tree)}")
+    return done
