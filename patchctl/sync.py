@@ -177,6 +177,8 @@ def pin_sync(
     moved = [u.name for u in pinfile.moved_upstreams(config, name)]
     commits, note = upstream_commits(mirror.path, up.pin, target)
     if target == up.pin:
+        # Sync trees without a state file are what a killed run left: nothing to continue from.
+        shutil.rmtree(worktree.sync_root(config.root, name), ignore_errors=True)
         return SyncReport(
             "up-to-date",
             name,
