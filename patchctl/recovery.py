@@ -43,7 +43,7 @@ def needs_recovery(root: Path) -> bool:
         return True
     if any(next(state.glob(pattern), None) is not None for pattern in _TEMP_GLOBS):
         return True
-    return treeswap.interrupted_in(state / "trees")
+    return any(treeswap.interrupted_in(directory) for directory in _tree_dirs(state))
 
 
 def _recover(root: Path) -> list[str]:
@@ -56,6 +56,13 @@ def _recover(root: Path) -> list[str]:
         for stray in sorted(state.glob(pattern)):
             stray.unlink(missing_ok=True)
             done.append(f"removed {worktree.display(root, stray)}")
-    for tree in treeswap.recover_trees_in(state / "trees"):
-        done.append(f"recovered {worktree.display(root, tree)}")
+    for directory in _tree_dirs(state):
+        for tree in treeswap.recover_trees_in(directory):
+            done.append(f"recovered {worktree.display(root, tree)}")
     return done
+
+
+def _tree_dirs(state: Path) -> list[Path]:
+    """Where patchctl replaces trees: apply's trees and each pin-sync's gate trees."""
+    sync = state / "sync"
+    return [state / "trees", *(sorted(p for p in sync.iterdir() if p.is_dir()) if sync.is_dir() else [])]

@@ -41,11 +41,14 @@ def replace_tree(store: Store, mirror: Mirror, tree: Path, head: str, marker: Ma
     tree.parent.mkdir(parents=True, exist_ok=True)
     recover_tree(tree)
     new, old = sibling(tree, NEW), sibling(tree, OLD)
+    _release_missing(mirror.path, new)
     store.add_worktree(mirror, head, new)
     git.run(["worktree", "lock", "--reason", LOCK_REASON, str(new)], mirror.path)
     worktree.write_marker(new, marker)
     if os.path.lexists(tree):
         os.rename(tree, old)
+        if (old / ".git").is_file():
+            git.run(["worktree", "repair"], old, check=False)  # two worktrees must not claim one path
     os.rename(new, tree)
     _reattach(tree)
     _remove(old)
@@ -101,25 +104,49 @@ def recover_trees_in(directory: Path) -> list[Path]:
     return recovered
 
 
-def _moving(tree: Path) -> bool:
-    """Whether TREE is a worktree still locked by `replace_tree` (read from its files: no git call)."""
+def _lock_file(tree: Path) -> Path | None:
+    """The `locked` file of worktree TREE's administrative directory (read from its .git file)."""
     try:
         text = (tree / ".git").read_text() if (tree / ".git").is_file() else ""
     except OSError:
-        return False
-    if not text.startswith("gitdir:"):
-        return False
-    lock_file = Path(text[len("gitdir:") :].strip()) / "locked"
+        return None
+    return Path(text[len("gitdir:") :].strip()) / "locked" if text.startswith("gitdir:") else None
+
+
+def _locked_by_us(lock_file: Path | None) -> bool:
     try:
-        return lock_file.read_text().startswith(LOCK_REASON)
+        return lock_file is not None and lock_file.read_text().startswith(LOCK_REASON)
     except OSError:
         return False
 
 
+def _moving(tree: Path) -> bool:
+    """Whether TREE is a worktree still locked by `replace_tree` (file reads only: no git call)."""
+    return _locked_by_us(_lock_file(tree))
+
+
 def _reattach(tree: Path) -> None:
-    """Tell git the worktree's new path, then lift the lock taken for the move."""
+    """Tell git the worktree's new path, then lift the lock taken for the move (by its file:
+    `git worktree unlock PATH` matches by path, which a stale entry may claim too)."""
     git.run(["worktree", "repair"], tree, check=False)
-    git.run(["worktree", "unlock", "."], tree, check=False)
+    lock_file = _lock_file(tree)
+    if _locked_by_us(lock_file):
+        assert lock_file is not None
+        lock_file.unlink(missing_ok=True)
+
+
+def _release_missing(mirror: Path, path: Path) -> None:
+    """Unlock the mirror's entries for a worktree at PATH that is gone (a killed run's staging
+    tree, deleted since): git refuses to add a worktree where a locked missing one was."""
+    if os.path.lexists(path):
+        return
+    for gitdir in sorted((mirror / "worktrees").glob("*/gitdir")):
+        try:
+            claimed = Path(gitdir.read_text().strip())
+        except OSError:
+            continue
+        if claimed == path / ".git" and _locked_by_us(gitdir.parent / "locked"):
+            (gitdir.parent / "locked").unlink(missing_ok=True)
 
 
 def _remove(path: Path) -> None:

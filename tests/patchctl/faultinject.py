@@ -178,7 +178,7 @@ def pin_sync_scenario(base: Path, env: dict[str, str]) -> Scenario:
     )
     (project.path / "Makefile").write_text(f"UP_VERSION ?= {pin}\nall:\n\t@true\n")
     target = upstream.commit({"src/main.c": main_c(prepend=3)}, "Upstream adds lines on top")
-    warm = run_patchctl(["-C", project.path, "lint", "--no-apply"], env)  # the mirror exists before counting
+    warm = run_patchctl(["-C", project.path, "lint"], env)  # the mirror exists before counting
     assert warm.exit_code == 0, warm.output
     shutil.rmtree(project.path / worktree.STATE_DIR, ignore_errors=True)
     return Scenario(
@@ -198,7 +198,7 @@ def apply_scenario(base: Path, env: dict[str, str]) -> Scenario:
     second_text = second.read_bytes()
     second.unlink()
     (base / "second.patch").write_bytes(second_text)
-    warm = run_patchctl(["-C", project.path, "lint", "--no-apply"], env)
+    warm = run_patchctl(["-C", project.path, "lint"], env)
     assert warm.exit_code == 0, warm.output
     shutil.rmtree(project.path / worktree.STATE_DIR, ignore_errors=True)
 
@@ -288,9 +288,31 @@ def stray_files(project: Path, *, sync_trees: bool = False) -> list[str]:
     return sorted(found)
 
 
-def run_scenario(name: str, base: Path, *, every: int = 1, points: list[int] | None = None) -> Tally:
+def ci_points(trace: list[str], renames: int = 6, spread: int = 2) -> list[int]:
+    """A fast subset of the kill points: up to RENAMES of the renames (where a set of files
+    or a tree changes hands), spread over the run, and SPREAD other points spread evenly."""
+    renamed = [i for i, op in enumerate(trace, 1) if op.startswith("os.rename")]
+    step = max(1, len(renamed) // renames)
+    chosen = set(renamed[::step][:renames])
+    chosen.update(1 + (len(trace) - 1) * k // max(1, spread) for k in range(spread))
+    return sorted(chosen)
+
+
+def _kinds(trace: list[str]) -> list[str]:
+    """The operations without their paths (which name each run's own copy and temporary files)."""
+    return [" ".join(op.split()[:3]) if op.startswith("exec") else op.split()[0] for op in trace]
+
+
+def run_scenario(
+    name: str,
+    base: Path,
+    *,
+    every: int = 1,
+    points: list[int] | None = None,
+    pick: Callable[[list[str]], list[int]] | None = None,
+) -> Tally:
     """Build scenario NAME under BASE and kill its command at every EVERY-th operation
-    (or at POINTS), judging each kill."""
+    (or at POINTS, or at the points PICK chooses from the clean run's trace), judging each kill."""
     base.mkdir(parents=True, exist_ok=True)
     env = runner_env(base / "cache")
     scenario = SCENARIOS[name](base / "setup", env)
@@ -302,8 +324,15 @@ def run_scenario(name: str, base: Path, *, every: int = 1, points: list[int] | N
     assert counted.exit_code == 0 and counted.operations, counted.output
     new_state = scenario.observe(clean)
     assert new_state is not None and new_state != old_state, "the command changed nothing: a vacuous scenario"
+    again = run_patchctl(scenario.args(scenario.fresh(base / "again")), env, report=base / "again.json")
+    assert _kinds(again.trace) == _kinds(counted.trace), "two clean runs differ: the kill points would drift"
     tally.operations = counted.operations
-    chosen = points if points is not None else list(range(1, counted.operations + 1, every))
+    if points is not None:
+        chosen = points
+    elif pick is not None:
+        chosen = pick(counted.trace)
+    else:
+        chosen = list(range(1, counted.operations + 1, every))
     for point in chosen:
         _judge_point(
             scenario, base / f"k{point:05d}", point, counted.trace[point - 1], env, old_state, new_state, tally
