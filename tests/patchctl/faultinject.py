@@ -7,7 +7,8 @@ Then, for each kill point K in 1..N (every one, or every k-th for the CI subset)
 copy of the project is run and killed just before operation K, and the judge checks:
 
   mixed state       after the next command (a reading one: lint, --check), the
-                    repository is neither entirely old nor entirely new;
+                    repository is neither entirely old nor entirely new (nor a tree
+                    marked as cut off, which the next apply rebuilds);
   lost tree         (apply) the applied tree is missing, has no marker, or is broken;
   failed recovery   the reading command or the re-run of the writing command fails, or
                     the re-run does not end in the new state;
@@ -219,12 +220,18 @@ def apply_scenario(base: Path, env: dict[str, str]) -> Scenario:
     )
 
 
+RECOVERABLE = "recoverable"
+
+
 def applied_tree_state(project: Path) -> object:
-    """The applied tree as (HEAD in its marker, its files); None when it is lost."""
+    """The applied tree as (HEAD in its marker, its files); RECOVERABLE for a tree whose
+    marker says an in-place update was cut off (the next apply rebuilds it); None when lost."""
     tree = worktree.applied_tree(project, "main")
     marker = worktree.read_marker(tree) if tree.is_dir() else None
     if marker is None:
         return None
+    if getattr(marker, "updating", ""):
+        return RECOVERABLE
     head = git.run(["rev-parse", "HEAD"], tree, check=False).stdout.strip()
     status = git.run(["status", "--porcelain"], tree, check=False)
     if head != marker.head or not status.ok or status.stdout.strip():
@@ -366,7 +373,7 @@ def _judge_point(
     state = scenario.observe(project)
     if state is None:
         tally.problem("lost_trees", point, operation)
-    elif state not in (old_state, new_state):
+    elif state not in (old_state, new_state, RECOVERABLE):
         tally.problem("mixed", point, operation)
     if strays := stray_files(project):
         tally.problem("stray_temp_files", point, operation, ", ".join(strays))
