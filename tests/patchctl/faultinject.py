@@ -192,13 +192,14 @@ def pin_sync_scenario(base: Path, env: dict[str, str]) -> Scenario:
     )
 
 
-def apply_scenario(base: Path, env: dict[str, str]) -> Scenario:
-    """apply replaces a tree applied with one patch by one with two."""
+def apply_scenario(base: Path, env: dict[str, str], *, local_change: bool = False) -> Scenario:
+    """apply replaces a tree applied with one patch by one with two. With LOCAL_CHANGE the
+    old tree has an uncommitted edit and the command is `apply --force`: the tree is then
+    always rebuilt beside and swapped, never updated in place."""
     upstream, project = _series_project(base)
     second = project.series_dir / "0002-add-hello.patch"
     second_text = second.read_bytes()
     second.unlink()
-    (base / "second.patch").write_bytes(second_text)
     warm = run_patchctl(["-C", project.path, "lint"], env)
     assert warm.exit_code == 0, warm.output
     shutil.rmtree(project.path / worktree.STATE_DIR, ignore_errors=True)
@@ -207,13 +208,15 @@ def apply_scenario(base: Path, env: dict[str, str]) -> Scenario:
         shutil.copytree(project.path, dest, symlinks=True)
         old = run_patchctl(["-C", dest, "apply"], env)
         assert old.exit_code == 0, old.output
+        if local_change:
+            (worktree.applied_tree(dest, "main") / "README.md").write_text("# a local edit\n")
         (dest / "patches" / "main" / second.name).write_bytes(second_text)
         return dest
 
     return Scenario(
-        "apply",
+        "apply --force" if local_change else "apply",
         fresh,
-        lambda p: ["-C", p, "apply"],
+        lambda p: ["-C", p, "apply", *(["--force"] if local_change else [])],
         lambda p: ["-C", p, "lint", "--no-apply"],
         (0, 1),
         applied_tree_state,
@@ -224,19 +227,19 @@ RECOVERABLE = "recoverable"
 
 
 def applied_tree_state(project: Path) -> object:
-    """The applied tree as (HEAD in its marker, its files); RECOVERABLE for a tree whose
-    marker says an in-place update was cut off (the next apply rebuilds it); None when lost."""
+    """The applied tree as (HEAD in its marker, HEAD, its files, local edits included);
+    RECOVERABLE for a tree whose marker says an in-place update was cut off (the next apply
+    rebuilds it); None when the tree is lost (missing, no marker, or git cannot read it)."""
     tree = worktree.applied_tree(project, "main")
     marker = worktree.read_marker(tree) if tree.is_dir() else None
     if marker is None:
         return None
     if getattr(marker, "updating", ""):
         return RECOVERABLE
-    head = git.run(["rev-parse", "HEAD"], tree, check=False).stdout.strip()
-    status = git.run(["status", "--porcelain"], tree, check=False)
-    if head != marker.head or not status.ok or status.stdout.strip():
+    head = git.run(["rev-parse", "HEAD"], tree, check=False)
+    if not head.ok or not git.run(["status", "--porcelain"], tree, check=False).ok:
         return None
-    return (marker.head, tree_files(tree))
+    return (marker.head, head.stdout.strip(), tree_files(tree))
 
 
 SCENARIOS: dict[str, Callable[[Path, dict[str, str]], Scenario]] = {
@@ -244,6 +247,7 @@ SCENARIOS: dict[str, Callable[[Path, dict[str, str]], Scenario]] = {
     "render": render_scenario,
     "pin-sync": pin_sync_scenario,
     "apply": apply_scenario,
+    "apply-force": lambda base, env: apply_scenario(base, env, local_change=True),
 }
 
 

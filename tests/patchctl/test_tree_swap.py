@@ -23,7 +23,7 @@ def _mirror_worktrees(cache: Path | None = None) -> list[str]:
 
 def _killed_apply(tmp_path: Path, predicate) -> tuple[Path, dict[str, str], object, object]:
     env = runner_env(tmp_path / "cache")
-    scenario = SCENARIOS["apply"](tmp_path / "setup", env)
+    scenario = SCENARIOS["apply-force"](tmp_path / "setup", env)  # always swapped, never updated in place
     clean = scenario.fresh(tmp_path / "clean")
     old = applied_tree_state(clean)
     counted = run_patchctl(scenario.args(clean), env, report=tmp_path / "count.json")
