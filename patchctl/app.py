@@ -48,7 +48,9 @@ class AppContext:
         if self._config is None:
             path = config_mod.find_config(self.directory, self.config_file)
             # A killed run's half-written state is put right before anything reads the repository.
-            recover_project(path.parent, self._lock or ProjectLock(path.parent, "recovery", lock_timeout()))
+            lock = self._lock or ProjectLock(path.parent, "recovery", lock_timeout())
+            for line in recover_project(path.parent, lock):
+                click.echo(f"patchctl: {line}", err=True)
             loaded = config_mod.load(path)
             self._config = loaded.with_url_overrides(config_mod.parse_url_overrides(self.url_overrides))
         return self._config

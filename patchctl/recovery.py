@@ -51,14 +51,15 @@ def _recover(root: Path) -> list[str]:
     done = []
     outcome = journal.recover(state)
     if outcome is not None:
-        done.append(f"interrupted write {outcome}")
+        verb = "completed" if outcome == "completed" else "rolled back"
+        done.append(f"{verb} a write an earlier run did not finish")
     for pattern in _TEMP_GLOBS:
         for stray in sorted(state.glob(pattern)):
             stray.unlink(missing_ok=True)
             done.append(f"removed {worktree.display(root, stray)}")
     for directory in _tree_dirs(state):
         for tree in treeswap.recover_trees_in(directory):
-            done.append(f"recovered {worktree.display(root, tree)}")
+            done.append(f"finished replacing {worktree.display(root, tree)}, which an earlier run did not")
     return done
 
 

@@ -66,8 +66,8 @@ def recover_tree(tree: Path) -> str | None:
         elif old.is_dir():
             os.rename(old, tree)
             outcome = "restored"
-    if _moving(tree):
-        # A kill after the rename into place leaves the tree known to git by its staging path, and locked.
+    if outcome is not None or _moving(tree):
+        # Moved by rename (or killed after the rename into place): git still knows it by another path.
         _reattach(tree)
         outcome = outcome or "reattached"
     for leftover in leftovers_of(tree):

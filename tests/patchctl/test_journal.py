@@ -43,6 +43,7 @@ def test_a_pin_sync_killed_mid_write_is_rolled_back_before_the_next_run_reads(tm
     # Any command reads the repository only after recovery: apply sees the old pin with the old series.
     applied = run_patchctl(["-C", project, "apply"], env)
     assert applied.exit_code == 0, applied.output
+    assert "patchctl: rolled back a write an earlier run did not finish\n" in applied.output
     assert project_files(project) == states["old"]
     assert not journal.journal_path(worktree.state_dir(project)).exists()
     assert not stray_files(project)
@@ -80,6 +81,7 @@ def test_a_render_killed_after_its_renames_is_completed(tmp_path: Path) -> None:
     assert stray_files(project)  # backups and the journal are still there
     check = run_patchctl(scenario.check_args(project), env)
     assert check.exit_code == 0, check.output
+    assert "patchctl: completed a write an earlier run did not finish\n" in check.output
     assert project_files(project) == states["new"]
     assert not stray_files(project)
 

@@ -41,6 +41,7 @@ def test_killed_between_the_two_renames_the_next_command_rolls_the_new_tree_forw
     assert not tree.exists() and treeswap.sibling(tree, "old").is_dir()  # the kill really came in between
     check = run_patchctl(["-C", project, "lint", "--no-apply"], env)
     assert check.exit_code == 0, check.output
+    assert "patchctl: finished replacing .patchctl/trees/main, which an earlier run did not\n" in check.output
     assert applied_tree_state(project) == new
     assert not stray_files(project)
     blocks = _mirror_worktrees(Path(env["PATCHCTL_CACHE"]))
