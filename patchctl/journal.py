@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +94,11 @@ def _recover_one(journal: Path) -> str | None:
         raise EnvironmentFailure(
             f"{journal}: unreadable journal of an interrupted write ({exc}); restore the files from git and delete it"
         ) from None
+    problem = _untrusted(journal, entries) if state in ("staging", "prepared", "committed") else f"state {state!r}"
+    if problem is not None:
+        raise EnvironmentFailure(
+            f"{journal}: not a journal patchctl wrote ({problem}); nothing was changed: delete it by hand"
+        )
     if state == "committed":
         _discard(entries)
         journal.unlink()
@@ -103,6 +109,30 @@ def _recover_one(journal: Path) -> str | None:
     _discard(entries)
     journal.unlink()
     return "rolled-back"
+
+
+def _untrusted(journal: Path, entries: object) -> str | None:
+    """Why ENTRIES are not what `commit` writes, or None. Recovery renames and deletes the
+    files a journal names, so a journal that came with the repository (or was damaged) must
+    name only files inside the repository, each with its own staged and backup names."""
+    root = os.path.realpath(journal.parent.parent)
+    if not isinstance(entries, list):
+        return "no list of entries"
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("target"), str):
+            return "an entry without a target"
+        target = Path(entry["target"])
+        parent = os.path.realpath(target.parent)
+        if not target.is_absolute() or (parent != root and not parent.startswith(root + os.sep)):
+            return f"{target} is outside the repository {root}"
+        for key, infix in (("staged", STAGED_INFIX), ("backup", BACKUP_INFIX)):
+            name = entry.get(key)
+            if name is None:
+                continue
+            expected = re.escape(str(target.with_name(f".{target.name}{infix}"))) + r"\d+"
+            if not isinstance(name, str) or re.fullmatch(expected, name) is None:
+                return f"{key} file {name!r} is not beside {target}"
+    return None
 
 
 def _plan(index: int, change: FileChange) -> dict:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import worktree
-from .errors import EnvironmentFailure, UsageError
+from .errors import ConfigError, EnvironmentFailure, UsageError
 
 LOCK_NAME = "lock"
 TIMEOUT_ENV = "PATCHCTL_LOCK_TIMEOUT"
@@ -58,6 +58,13 @@ class ProjectLock:
         """Take the lock, waiting up to timeout_s; raises EnvironmentFailure naming the holder."""
         if self._fd is not None:
             return
+        root, state = os.path.realpath(self.root), os.path.realpath(self.path.parent)
+        if state != root and not state.startswith(root + os.sep):
+            # The lock, the journal and the trees all live here: a symlink out would write them elsewhere.
+            raise ConfigError(
+                f"refusing to write {worktree.STATE_DIR}/{LOCK_NAME}: {worktree.STATE_DIR} leads to {state}, "
+                f"outside the repository {root}"
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + self.timeout_s

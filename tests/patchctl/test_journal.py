@@ -4,6 +4,7 @@ os._exit at a chosen file operation (tests/patchctl/faultinject_runner.py)."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from pathlib import Path
@@ -132,3 +133,32 @@ def test_an_unreadable_journal_is_one_clear_error(tmp_path: Path, cli) -> None:
     assert result.exit_code == 3
     assert result.stderr.startswith("patchctl: error: ") and len(result.stderr.splitlines()) == 1
     assert "unreadable journal of an interrupted write" in result.stderr
+
+
+def test_a_journal_that_came_with_the_repository_moves_nothing_outside_it(tmp_path: Path, cli) -> None:
+    """Recovery renames and deletes what a journal names: one naming files outside the
+    repository (a hostile checkout, a damaged file) is refused, and nothing is touched."""
+    project, outside = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    outside.mkdir()
+    (project / "matrix.yaml").write_text("version: 1\nupstreams: {}\nseries: {}\n")
+    victim = outside / ".bashrc"
+    victim.write_text("mine\n")
+    planted = outside / "planted"
+    planted.write_text("evil\n")
+    (project / ".patchctl").mkdir()
+    entries = [{"target": str(victim), "staged": None, "backup": str(planted)}]
+    journal.journal_path(project / ".patchctl").write_text(json.dumps({"state": "prepared", "entries": entries}))
+    result = cli("-C", project, "lint")
+    assert result.exit_code == 3
+    assert len(result.stderr.splitlines()) == 1 and "not a journal patchctl wrote" in result.stderr
+    assert f"{victim} is outside the repository" in result.stderr
+    assert victim.read_text() == "mine\n" and planted.read_text() == "evil\n"
+
+    inside = project / "a.txt"
+    inside.write_text("a\n")
+    entries = [{"target": str(inside), "staged": str(outside / "x"), "backup": None}]
+    journal.journal_path(project / ".patchctl").write_text(json.dumps({"state": "prepared", "entries": entries}))
+    result = cli("-C", project, "lint")
+    assert result.exit_code == 3 and "is not beside" in result.stderr
+    assert inside.read_text() == "a\n"

@@ -119,3 +119,13 @@ def test_two_runs_at_once_serialize_or_one_refuses_clearly(name: str, timeout: s
         assert not [p for p in (trees / "main").rglob("*patchctl*") if ".git" not in p.parts]
     else:
         assert project_files(project) == project_files(clean)
+
+
+def test_a_state_directory_leading_outside_the_repository_is_refused(project: Project, tmp_path: Path, cli) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (project.path / ".patchctl").symlink_to(elsewhere)
+    result = cli("-C", project.path, "apply")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("patchctl: error: refusing to write .patchctl/lock: .patchctl leads to ")
+    assert list(elsewhere.iterdir()) == []
