@@ -22,7 +22,7 @@ WRITING = [
     ["export", "main"],
     ["gate"],
     ["pin-sync", "up", "--latest"],
-    ["canary", "up"],
+    ["canary", "up", "--compile"],
     ["matrix", "render"],
 ]
 
