@@ -127,5 +127,8 @@ def test_a_state_directory_leading_outside_the_repository_is_refused(project: Pr
     (project.path / ".patchctl").symlink_to(elsewhere)
     result = cli("-C", project.path, "apply")
     assert result.exit_code == 2
-    assert result.stderr.startswith("patchctl: error: refusing to write .patchctl/lock: .patchctl leads to ")
+    assert result.stderr == (
+        f"patchctl: error: refusing to write .patchctl/lock: .patchctl is a symlink to {elsewhere}, "
+        f"outside the repository {project.path.resolve()}\n"
+    )
     assert list(elsewhere.iterdir()) == []
