@@ -18,6 +18,8 @@ from . import config as config_mod
 from .errors import CheckFailed
 from .findings import Finding, under_github_actions
 from .jsonout import to_json
+from .lock import ProjectLock, lock_timeout
+from .recovery import recover_project
 from .store import Store
 
 
@@ -29,11 +31,26 @@ class AppContext:
     debug: bool
     _config: config_mod.Config | None = field(default=None, repr=False)
     _store: Store | None = field(default=None, repr=False)
+    _lock: ProjectLock | None = field(default=None, repr=False)
+
+    def lock_project(self) -> None:
+        """Hold the project's lock (`.patchctl/lock`) until this command ends. Every command
+        that writes calls this first, before `config`, so recovery and loading happen under it."""
+        ctx = click.get_current_context()
+        command = ctx.command_path.partition(" ")[2] or ctx.command_path
+        path = config_mod.find_config(self.directory, self.config_file)
+        self._lock = ProjectLock(path.parent, command, lock_timeout())
+        self._lock.acquire()
+        ctx.call_on_close(self._lock.release)
 
     @property
     def config(self) -> config_mod.Config:
         if self._config is None:
             path = config_mod.find_config(self.directory, self.config_file)
+            # A killed run's half-written state is put right before anything reads the repository.
+            lock = self._lock or ProjectLock(path.parent, "recovery", lock_timeout())
+            for line in recover_project(path.parent, lock):
+                click.echo(f"patchctl: {line}", err=True)
             loaded = config_mod.load(path)
             self._config = loaded.with_url_overrides(config_mod.parse_url_overrides(self.url_overrides))
         return self._config

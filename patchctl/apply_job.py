@@ -14,12 +14,10 @@ HEAD) is detected and never trusted.
 
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import git, worktree
+from . import git, treeswap, worktree
 from .applier import PatchOutcome, apply_series_to_index, is_clean
 from .config import Config, Series
 from .confine import inside_repository
@@ -118,6 +116,7 @@ def apply_job(
     names = [s.name for s in job.series]
     digest = series_digest(patches)
     result = ApplyResult(names, job.upstream, rev, job.tree, "failed")
+    treeswap.recover_tree(job.tree)  # a run killed while replacing this tree: finish that first
     existing = _existing_tree_state(job.tree, force)
     if existing is not None and existing.matches(names, rev, digest):
         result.state, result.head = "unchanged", existing.head
@@ -183,15 +182,5 @@ def _update_in_place(tree: Path, existing: Marker, marker: Marker) -> bool:
 
 
 def _replace_tree(store: Store, mirror: Mirror, tree: Path, head: str, marker: Marker) -> None:
-    """Check HEAD out as a worktree at TREE, then (only then) drop what was there."""
-    tree.parent.mkdir(parents=True, exist_ok=True)
-    staging = tree.with_name(f".{tree.name}.patchctl-{os.getpid()}")
-    store.remove_worktree(mirror, staging)
-    store.add_worktree(mirror, head, staging)
-    worktree.write_marker(staging, marker)
-    if tree.exists():
-        owner = git.run(["rev-parse", "--path-format=absolute", "--git-common-dir"], tree, check=False)
-        if (tree / ".git").is_file() and owner.ok:
-            git.run(["worktree", "remove", "--force", str(tree)], Path(owner.stdout.strip()), check=False)
-        shutil.rmtree(tree, ignore_errors=True)
-    store.move_worktree(mirror, staging, tree)
+    """Check HEAD out as a worktree at TREE; a kill at any point leaves the old tree or the new."""
+    treeswap.replace_tree(store, mirror, tree, head, marker)

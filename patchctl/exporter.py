@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from . import git
+from . import git, journal, worktree
 from .applier import IndexBuilder, apply_series_to_index, is_clean, write_tree_listing
 from .config import Config, Series
 from .confine import inside_repository
 from .errors import CheckFailed, UsageError
+from .journal import FileChange
 from .jsonout import json_field
 from .patchset import (
     FORMAT_PATCH_SLUG_MAX,
@@ -48,7 +49,6 @@ from .patchset import (
     render_quilt_series,
     slugify,
 )
-from .paths import atomic_write_bytes
 
 FORMAT_PATCH_CONFIG = [
     "-c",
@@ -213,7 +213,9 @@ def export(
         verify(series, tree, base_id, [PatchFile(series.dir / p.name, p.data) for p in planned])
     except CheckFailed as exc:
         raise CheckFailed(f"{exc}; nothing written") from None
-    write_series(series.dir, planned, result.removed, result.quilt_series)
+    journal.commit(
+        worktree.state_dir(config.root), series_changes(series.dir, planned, result.removed, result.quilt_series)
+    )
     return result
 
 
@@ -320,19 +322,16 @@ def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> N
         raise CheckFailed(f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])})")
 
 
-def write_series(
+def series_changes(
     directory: Path, planned: list[GeneratedPatch], removed: list[str], quilt_series: bytes | None = None
-) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    for patch in planned:
-        target = directory / patch.name
-        if not (target.exists() and target.read_bytes() == patch.data):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(target, patch.data)
+) -> list[FileChange]:
+    """The writes that make DIRECTORY hold PLANNED: changed patches, the quilt series file,
+    removed patches; files already holding the right bytes are left out."""
+    wanted = [(directory / patch.name, patch.data) for patch in planned]
     if quilt_series is not None:
-        atomic_write_bytes(directory / QUILT_SERIES_FILE, quilt_series)
-    for name in removed:
-        (directory / name).unlink(missing_ok=True)
+        wanted.append((directory / QUILT_SERIES_FILE, quilt_series))
+    changes = [FileChange(path, data) for path, data in wanted if not (path.is_file() and path.read_bytes() == data)]
+    return changes + [FileChange(directory / name, None) for name in removed]
 
 
 def _work_tree(path: Path) -> Path:

@@ -87,6 +87,9 @@ def run(
             env=isolated_env(cwd, env),
         )
     except FileNotFoundError as exc:
+        # subprocess reports a missing working directory with the same exception as a missing git.
+        if not cwd.is_dir():
+            raise GitError(f"git {args[0]}: directory {cwd} does not exist (removed while patchctl ran?)") from exc
         raise GitError("git is not installed or not on PATH") from exc
     stdout = proc.stdout if binary else proc.stdout.decode("utf-8", errors="surrogateescape")
     stderr = proc.stderr.decode("utf-8", errors="replace")

@@ -17,7 +17,7 @@
    then its gate commands. A failing gate stops the sync; `--continue` re-runs the gates
    (after fixes committed in the worktree), `--abort` drops it.
 4. Only then are the re-exported patches, `pin:` in matrix.yaml and every pin_files entry
-   written, all together or not at all (`pinfile.FileSet`).
+   written, all together or not at all (`patchctl.journal`).
 
 matrix.yaml and patches/ are not touched before step 4; `--dry-run` never reaches it.
 """
@@ -56,7 +56,6 @@ from .sync_state import (
     SyncState,
     commit_pin_update,
     load_state,
-    recover_pin_update,
     save_state,
 )
 
@@ -156,7 +155,6 @@ def pin_sync(
     failing gate."""
     say = progress or (lambda _line: None)
     _confine_outputs(config, upstream)
-    recover_pin_update(config.root)
     if (to is None) == (not latest):
         raise UsageError("give exactly one of --to REV or --latest")
     name = _pick_upstream(config, upstream)
@@ -181,6 +179,8 @@ def pin_sync(
     moved = [u.name for u in pinfile.moved_upstreams(config, name)]
     commits, note = upstream_commits(mirror.path, up.pin, target)
     if target == up.pin:
+        # Sync trees without a state file are what a killed run left: nothing to continue from.
+        shutil.rmtree(worktree.sync_root(config.root, name), ignore_errors=True)
         return SyncReport(
             "up-to-date",
             name,
@@ -237,7 +237,6 @@ def continue_sync(
     what made a gate fail. DROP drops the patch that stopped the replay, on purpose."""
     say = progress or (lambda _line: None)
     _confine_outputs(config, upstream)
-    recover_pin_update(config.root)
     state = load_state(config.root, _pick_in_progress(config, upstream))
     for entry in state.series:
         if series_digest(read_series(config.get_series(entry.name))) != entry.digest:

@@ -2,8 +2,9 @@
 
 The state (`.patchctl/sync/UPSTREAM/state.json`) is what `pin-sync --continue` resumes
 from: the target, the series being replayed, the next patch of each, and the records so far.
-The pin update (patches/, `pin:` and every pin_files entry) is written through a journal in
-`.patchctl/` so that an interrupted update is rolled forward or back by the next sync.
+The pin update (patches/, `pin:` and every pin_files entry) is written through the project's
+journal (`patchctl.journal`) so that an interrupted update is rolled forward or back before
+the next command reads the repository.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import pinfile, worktree
+from . import journal, worktree
 from .errors import UsageError
 from .paths import atomic_write_text
 
@@ -79,11 +80,6 @@ def load_state(root: Path, upstream: str) -> SyncState:
     return state
 
 
-def recover_pin_update(root: Path) -> None:
-    """Finish or undo a pin update an earlier run left half-written."""
-    pinfile.recover(worktree.state_dir(root))
-
-
-def commit_pin_update(root: Path, changes: list[pinfile.FileChange]) -> None:
+def commit_pin_update(root: Path, changes: list[journal.FileChange]) -> None:
     """Write CHANGES all together or not at all, through the journal."""
-    pinfile.FileSet(worktree.state_dir(root), changes).commit()
+    journal.commit(worktree.state_dir(root), changes)

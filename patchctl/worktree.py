@@ -7,7 +7,8 @@
     .patchctl/gates/SERIES                  logs of `patchctl gate`
     .patchctl/logs/pin-sync/UPSTREAM/SERIES logs of a pin-sync's builds and gates
     .patchctl/logs/canary/UPSTREAM          logs of a canary's compiles (without --work-dir)
-    .patchctl/pin-update.journal.json       the journal of an all-or-nothing pin update
+    .patchctl/journal.json                  the journal of an interrupted all-or-nothing write
+    .patchctl/lock                          the per-project lock of writing commands
 
 The marker is a file in an applied tree's git directory: the upstream rev, the digest of
 the ordered patches and the commit `apply` made. `apply` trusts a tree only when its
@@ -32,7 +33,7 @@ SYNC_STATE_NAME = "state.json"
 
 
 def state_dir(root: Path) -> Path:
-    """`.patchctl/` of the repository at ROOT; also where the pin-update journal lives."""
+    """`.patchctl/` of the repository at ROOT; also where the journal and the lock live."""
     return root / STATE_DIR
 
 

@@ -39,6 +39,7 @@ def apply_cmd(
       patchctl apply llama.cpp --rev v0.3.33 --into /tmp/llama
       patchctl apply --json > apply.json
     """
+    app.lock_project()
     try:
         results = apply_job.apply(app.config, app.store, series, rev=rev, into=app.path(into), force=force)
     except apply_job.ApplyFailed as failed:

@@ -81,6 +81,8 @@ def canary_cmd(
     if rev and latest:
         raise UsageError("--rev and --latest exclude each other")
     json_file, summary_file, work_dir = app.path(json_file), app.path(summary_file), app.path(work_dir)
+    if do_compile:  # its build logs go to .patchctl/logs/canary; without --compile it writes nothing
+        app.lock_project()
     with progress_display() as progress:
         report = canary.canary(
             app.config,

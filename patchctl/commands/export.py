@@ -41,6 +41,8 @@ def export_cmd(
       patchctl export llama.cpp
       patchctl export llama.cpp --check           # in CI: exit 1 when patches/ is stale
     """
+    if not check:
+        app.lock_project()
     config = app.config
     source = app.path(from_dir) or worktree.applied_tree(config.root, config.get_series(series).name)
     try:

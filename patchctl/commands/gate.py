@@ -39,6 +39,7 @@ def gate_cmd(app: AppContext, series: tuple[str, ...], tree: Path | None, update
       patchctl gate llama.cpp --json
       patchctl gate llama.cpp --update-baseline     # after an intended engine change
     """
+    app.lock_project()
     names = list(series) or [s.name for s in app.config.series.values() if s.gates]
     if not names:
         raise UsageError("matrix.yaml declares no gates")

@@ -54,6 +54,8 @@ def matrix_render_cmd(app: AppContext, check: bool, templates: Path | None, as_j
       patchctl matrix render
       patchctl matrix render --check       # in CI: exit 1 and print the diff on drift
     """
+    if not check:
+        app.lock_project()
     result = api.render(app.config, check=check, templates=templates)
     if as_json:
         emit_json(result)

@@ -75,6 +75,7 @@ def pin_sync_cmd(
         raise UsageError("--continue and --abort exclude each other")
     if (resume or abort) and (to or latest or dry_run):
         raise UsageError("--continue/--abort take no --to, --latest or --dry-run")
+    app.lock_project()
     config = app.config
     report_file, json_file = app.path(report_file), app.path(json_file)
     report = None

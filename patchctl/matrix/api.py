@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import config as config_mod
-from .. import git
+from .. import git, journal, worktree
 from ..findings import Finding
 from ..jsonout import json_field, to_json
 from . import allowlist, checks, sources
 from .changed import ChangedRows, files_since, select
-from .fileset import write_all
 from .model import BuildMatrix
 from .render import RenderResult
 from .render import render as render_files
@@ -23,7 +22,8 @@ def render(config: config_mod.Config, *, check: bool = False, templates: Path | 
     """Render every output; unless CHECK, write the ones that changed, all or none."""
     result = render_files(config, sources.from_config(config), templates)
     if not check and result.stale:
-        write_all({f.path: f.text for f in result.stale})
+        changes = [journal.FileChange(f.path, f.text.encode("utf-8")) for f in result.stale]
+        journal.commit(worktree.state_dir(config.root), changes)
     return result
 
 

@@ -93,10 +93,14 @@ def index(sandbox: Path, monkeypatch: pytest.MonkeyPatch) -> Index:
 
 
 def snapshot(root: Path, skip: tuple[str, ...] = ("cache",)) -> set[str]:
+    """Every path under ROOT but SKIP, .git and the project lock (`apply` takes it before anything else)."""
     return {
         str(p.relative_to(root))
         for p in root.rglob("*")
-        if p.relative_to(root).parts[0] not in skip and ".git" not in p.relative_to(root).parts
+        if p.relative_to(root).parts[0] not in skip
+        and ".git" not in p.relative_to(root).parts
+        and p.relative_to(root).parts[-1] != ".patchctl"
+        and p.relative_to(root).parts[-2:] != (".patchctl", "lock")
     }
 
 

@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchctl.matrix import fileset
+from patchctl import journal
 from patchctl.matrix.render import quote
 from patchctl.matrix.sources import attach_localai_index, load_localai_matrix
 
@@ -121,16 +121,17 @@ def test_writes_are_all_or_nothing(cli, tmp_path: Path, monkeypatch: pytest.Monk
             raise OSError(28, "No space left on device")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(fileset.os, "replace", crash_on_second)
+    monkeypatch.setattr(journal.os, "replace", crash_on_second)
     with pytest.raises(OSError):
         from patchctl import config as config_mod
         from patchctl.matrix import api as matrix_api
 
         matrix_api.render(config_mod.load(matrix))
-    monkeypatch.setattr(fileset.os, "replace", real_replace)
+    monkeypatch.setattr(journal.os, "replace", real_replace)
     assert len(calls) >= 2
     assert rendered(project) == before  # the first file was put back
-    assert not [p for p in project.rglob(".*.tmp")] and not [p for p in project.rglob(".*.restore")]
+    assert not [p for p in project.rglob(".*.tmp")] and not [p for p in project.rglob(".*patchctl-*")]
+    assert not journal.journal_path(project / ".patchctl").exists()
 
 
 def test_no_canary_section_means_no_canary_workflow(cli, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import git, pinfile
+from patchctl import git, journal, pinfile
 
 from .conftest import Project, Repo, make_patch
 from .fixtures_sync import add_hello_patch, add_line20_patch, load_json, main_c, write_config
@@ -362,8 +362,8 @@ def test_pin_files_and_tracking_pins_move_together(project: Project, upstream: R
 # ---------------------------------------------------------------- all or nothing
 
 
-def _crash_after_first_rename(changes: list[pinfile.FileChange], journal_dir: Path) -> None:
-    real = pinfile._rename_in
+def _crash_after_first_rename(changes: list[journal.FileChange], journal_dir: Path) -> None:
+    real = journal._rename_in
     calls = []
 
     def rename_then_die(entry: dict) -> None:
@@ -372,8 +372,8 @@ def _crash_after_first_rename(changes: list[pinfile.FileChange], journal_dir: Pa
         if len(calls) == 1:
             os._exit(17)  # the machine dies: no cleanup, no finally
 
-    pinfile._rename_in = rename_then_die
-    pinfile.FileSet(journal_dir, changes).commit()
+    journal._rename_in = rename_then_die
+    journal.commit(journal_dir, changes)
     os._exit(0)
 
 
@@ -384,7 +384,7 @@ def test_crash_between_renames_leaves_the_old_set_after_recovery(project: Projec
 
     config = config_mod.load(project.path / "matrix.yaml")
     changes = pinfile.pin_changes(config, "up", tip)
-    changes.append(pinfile.FileChange(project.series_dir / "0002-new.patch", b"new\n"))
+    changes.append(journal.FileChange(project.series_dir / "0002-new.patch", b"new\n"))
     before = project.snapshot()
     journal_dir = project.path / ".patchctl"
     child = multiprocessing.get_context("fork").Process(target=_crash_after_first_rename, args=(changes, journal_dir))
@@ -393,13 +393,13 @@ def test_crash_between_renames_leaves_the_old_set_after_recovery(project: Projec
     assert child.exitcode == 17
     torn = project.snapshot()
     assert torn != before  # the crash really left a half-written set behind
-    assert (journal_dir / pinfile.JOURNAL_NAME).exists()
+    assert journal.journal_path(journal_dir).exists()
 
     # The next pin-sync recovers first: the old set is back, then it syncs normally.
     result, payload = sync(cli, project, "up", "--latest", "--dry-run")
     assert result.exit_code == 0, result.output
     assert project.snapshot() == before
-    assert not (journal_dir / pinfile.JOURNAL_NAME).exists()
+    assert not journal.journal_path(journal_dir).exists()
     assert not [p for p in project.path.rglob(".*patchctl-*") if p.is_file()]
     assert pin in (project.path / "Makefile").read_text()
 
@@ -407,12 +407,11 @@ def test_crash_between_renames_leaves_the_old_set_after_recovery(project: Projec
 def test_committed_journal_is_completed_not_rolled_back(tmp_path: Path) -> None:
     target = tmp_path / "a.txt"
     target.write_text("old\n")
-    fileset = pinfile.FileSet(
-        tmp_path / "j", [pinfile.FileChange(target, b"new\n"), pinfile.FileChange(tmp_path / "b.txt", b"b\n")]
+    journal.commit(
+        tmp_path / "j", [journal.FileChange(target, b"new\n"), journal.FileChange(tmp_path / "b.txt", b"b\n")]
     )
-    fileset.commit()
     assert target.read_text() == "new\n" and (tmp_path / "b.txt").read_text() == "b\n"
-    assert pinfile.recover(tmp_path / "j") is None
+    assert journal.recover(tmp_path / "j") is None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt", "j"]
 
 
@@ -420,21 +419,21 @@ def test_error_half_way_through_the_renames_rolls_back_at_once(tmp_path: Path, m
     first, second = tmp_path / "first.txt", tmp_path / "second.txt"
     first.write_text("old 1\n")
     second.write_text("old 2\n")
-    real, calls = pinfile._rename_in, []
+    real, calls = journal._rename_in, []
 
     def rename_then_fail(entry: dict) -> None:
         if calls:
             raise OSError("disk full")
         calls.append(real(entry))
 
-    monkeypatch.setattr(pinfile, "_rename_in", rename_then_fail)
+    monkeypatch.setattr(journal, "_rename_in", rename_then_fail)
     changes = [
-        pinfile.FileChange(first, b"new 1\n"),
-        pinfile.FileChange(second, b"new 2\n"),
-        pinfile.FileChange(tmp_path / "third.txt", b"3\n"),
+        journal.FileChange(first, b"new 1\n"),
+        journal.FileChange(second, b"new 2\n"),
+        journal.FileChange(tmp_path / "third.txt", b"3\n"),
     ]
     with pytest.raises(OSError, match="disk full"):
-        pinfile.FileSet(tmp_path / "journal", changes).commit()
+        journal.commit(tmp_path / "journal", changes)
     assert first.read_text() == "old 1\n" and second.read_text() == "old 2\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["first.txt", "journal", "second.txt"]
     assert not list((tmp_path / "journal").iterdir())

@@ -1,0 +1,88 @@
+"""Run `patchctl ARGS` and die (os._exit(137), like SIGKILL: no finally, no atexit) at the
+Nth file operation it performs. Used by tests/patchctl/faultinject.py; no hook in patchctl.
+
+    FAULTINJECT_KILL_AT=N   die just before the Nth write-ish operation (0 or unset: never)
+    FAULTINJECT_REPORT=FILE write how many operations the run performed, and each one, to FILE
+
+A write-ish operation is an audit event (sys.addaudithook) that changes the file system
+or starts a process: an open for writing, appending or creating, rename/replace, remove,
+rmdir, mkdir, symlink, link, chmod, truncate, shutil's rmtree/move/copy*, subprocess.Popen.
+Run with PYTHONDONTWRITEBYTECODE=1 so that Python's own .pyc writes do not count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_EVENTS = {
+    "os.rename",
+    "os.remove",
+    "os.rmdir",
+    "os.mkdir",
+    "os.symlink",
+    "os.link",
+    "os.chmod",
+    "os.truncate",
+    "shutil.rmtree",
+    "shutil.move",
+    "shutil.copyfile",
+    "shutil.copymode",
+    "shutil.copystat",
+    "shutil.copytree",
+    "subprocess.Popen",
+}
+
+
+def _describe(event: str, args: tuple) -> str | None:
+    """A one-line description of EVENT when it is write-ish, else None."""
+    if event == "open":
+        path, _mode, flags = args
+        if not isinstance(path, (str, bytes, os.PathLike)) or not (flags or 0) & _WRITE_FLAGS:
+            return None
+        path = os.fsdecode(path)
+        if path.startswith(("/dev/", "/proc/")):
+            return None
+        return f"open {path}"
+    if event not in _EVENTS:
+        return None
+    if event == "subprocess.Popen":
+        argv = args[1] if len(args) > 1 else args[0]
+        words = [os.fsdecode(a) for a in argv] if isinstance(argv, (list, tuple)) else [str(argv)]
+        # git -c k=v -c k=v ... SUBCOMMAND: name the subcommand, not the -c options.
+        shown = [w for i, w in enumerate(words) if w != "-c" and (i == 0 or words[i - 1] != "-c")]
+        return "exec " + " ".join(shown[:3])
+    return event + " " + " ".join(os.fsdecode(a) if isinstance(a, (str, bytes)) else str(a) for a in args[:2])
+
+
+def main() -> int:
+    kill_at = int(os.environ.get("FAULTINJECT_KILL_AT") or 0)
+    report = os.environ.get("FAULTINJECT_REPORT")
+    seen: list[str] = []
+    active = [True]
+
+    def hook(event: str, args: tuple) -> None:
+        if not active[0]:
+            return
+        described = _describe(event, args)
+        if described is None:
+            return
+        seen.append(described)
+        if len(seen) == kill_at:
+            os._exit(137)
+
+    from patchctl.cli import main as patchctl_main  # imported before the hook: imports write nothing
+
+    sys.addaudithook(hook)
+    code = patchctl_main(sys.argv[1:])
+    active[0] = False
+    if report:
+        with open(report, "w") as handle:
+            json.dump({"operations": len(seen), "trace": seen, "exit_code": code}, handle, indent=1)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The one journal behind every multi-file write, and its recovery before any command reads
+the repository (issue 13, items 5 and 6). Kills are real: a separate interpreter dies with
+os._exit at a chosen file operation (tests/patchctl/faultinject_runner.py)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from pathlib import Path
+
+from patchctl import journal, worktree
+
+from .faultinject import SCENARIOS, Scenario, project_files, run_patchctl, runner_env, stray_files
+
+
+def _prepared(name: str, tmp_path: Path) -> tuple[Scenario, dict, Path, list[str], dict]:
+    """Scenario NAME, its old and new files, and a clean run's trace of operations."""
+    env = runner_env(tmp_path / "cache")
+    scenario = SCENARIOS[name](tmp_path / "setup", env)
+    clean = scenario.fresh(tmp_path / "clean")
+    old = project_files(clean)
+    counted = run_patchctl(scenario.args(clean), env, report=tmp_path / "count.json")
+    assert counted.exit_code == 0, counted.output
+    return scenario, env, clean, counted.trace, {"old": old, "new": project_files(clean)}
+
+
+def _point_after(trace: list[str], predicate) -> int:
+    """The operation right after the first one PREDICATE accepts: killing there leaves that one done."""
+    return next(i for i, op in enumerate(trace, 1) if predicate(op)) + 1
+
+
+def test_a_pin_sync_killed_mid_write_is_rolled_back_before_the_next_run_reads(tmp_path: Path) -> None:
+    """Item 5: killed after matrix.yaml's rename but before the pin file's, the next pin-sync
+    used to read the new pin, say "already at the target", exit 0 and leave the pin file old."""
+    scenario, env, _clean, trace, states = _prepared("pin-sync", tmp_path)
+    point = _point_after(trace, lambda op: op.startswith("os.rename") and op.endswith("/matrix.yaml"))
+    assert trace[point - 1].startswith("os.rename") and trace[point - 1].endswith("/Makefile")
+    project = scenario.fresh(tmp_path / "killed")
+    assert run_patchctl(scenario.args(project), env, kill_at=point).exit_code == 137
+    torn = project_files(project)
+    assert torn["matrix.yaml"] == states["new"]["matrix.yaml"] and torn["Makefile"] == states["old"]["Makefile"]
+
+    # Any command reads the repository only after recovery: apply sees the old pin with the old series.
+    applied = run_patchctl(["-C", project, "apply"], env)
+    assert applied.exit_code == 0, applied.output
+    assert "patchctl: rolled back a write an earlier run did not finish\n" in applied.output
+    assert project_files(project) == states["old"]
+    assert not journal.journal_path(worktree.state_dir(project)).exists()
+    assert not stray_files(project)
+
+    again = run_patchctl(scenario.args(project), env)
+    assert again.exit_code == 0, again.output
+    assert "already at the target" not in again.output
+    assert project_files(project) == states["new"]
+
+
+def test_an_export_killed_mid_write_never_gives_apply_a_mixed_series(tmp_path: Path) -> None:
+    """Item 6: a kill between two patches' renames; apply then read a mix of old and new."""
+    scenario, env, _clean, trace, states = _prepared("export", tmp_path)
+    point = _point_after(trace, lambda op: op.startswith("os.rename") and op.endswith(".patch"))
+    project = scenario.fresh(tmp_path / "killed")
+    assert run_patchctl(scenario.args(project), env, kill_at=point).exit_code == 137
+    assert project_files(project) not in (states["old"], states["new"])  # torn, until the next command
+
+    applied = run_patchctl(["-C", project, "apply"], env)
+    assert applied.exit_code == 0, applied.output
+    assert "applied 2 patch(es)" in applied.output  # the old series, whole
+    assert project_files(project) == states["old"]
+    assert not stray_files(project)
+    assert run_patchctl(scenario.args(project), env).exit_code == 0
+    assert project_files(project) == states["new"]
+
+
+def test_a_render_killed_after_its_renames_is_completed(tmp_path: Path) -> None:
+    """Killed once the journal says committed: recovery finishes (drops the backups), it does not undo."""
+    scenario, env, _clean, trace, states = _prepared("render", tmp_path)
+    journal_writes = [i for i, op in enumerate(trace, 1) if op.startswith("os.rename") and op.endswith("journal.json")]
+    point = journal_writes[-1] + 1  # the committed journal is in place
+    project = scenario.fresh(tmp_path / "killed")
+    assert run_patchctl(scenario.args(project), env, kill_at=point).exit_code == 137
+    assert stray_files(project)  # backups and the journal are still there
+    check = run_patchctl(scenario.check_args(project), env)
+    assert check.exit_code == 0, check.output
+    assert "patchctl: completed a write an earlier run did not finish\n" in check.output
+    assert project_files(project) == states["new"]
+    assert not stray_files(project)
+
+
+# ---------------------------------------------------------------- the journal's states, in one process
+
+
+def _die_while_staging(changes: list[journal.FileChange], journal_dir: Path) -> None:
+    real, written = journal._write_synced, []
+
+    def write_then_die(path: Path, data: bytes, like: Path) -> None:
+        real(path, data, like)
+        written.append(path)
+        if len(written) == 2:
+            os._exit(17)
+
+    journal._write_synced = write_then_die
+    journal.commit(journal_dir, changes)
+    os._exit(0)
+
+
+def test_a_kill_while_staging_leaves_the_targets_and_no_staged_file(tmp_path: Path) -> None:
+    files = {tmp_path / "a.txt": b"old a\n", tmp_path / "sub" / "b.txt": b"old b\n"}
+    for path, data in files.items():
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(data)
+    changes = [journal.FileChange(path, b"new\n") for path in files] + [journal.FileChange(tmp_path / "c.txt", b"c\n")]
+    child = multiprocessing.get_context("fork").Process(target=_die_while_staging, args=(changes, tmp_path / "j"))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 17
+    assert sorted(p.name for p in tmp_path.rglob(".*patchctl-new-*"))  # the staged files are really there
+    assert journal.recover(tmp_path / "j") == "rolled-back"
+    assert {p: p.read_bytes() for p in files} == files
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["a.txt", "j", "sub", "sub/b.txt"]
+
+
+def test_deleting_files_that_do_not_exist_writes_nothing(tmp_path: Path) -> None:
+    journal.commit(tmp_path / "j", [journal.FileChange(tmp_path / "gone.txt", None)])
+    assert not (tmp_path / "j").exists()
+
+
+def test_an_unreadable_journal_is_one_clear_error(tmp_path: Path, cli) -> None:
+    (tmp_path / "matrix.yaml").write_text("version: 1\nupstreams: {}\nseries: {}\n")
+    (tmp_path / ".patchctl").mkdir()
+    journal.journal_path(tmp_path / ".patchctl").write_text("{not json")
+    result = cli("-C", tmp_path, "lint")
+    assert result.exit_code == 3
+    assert result.stderr.startswith("patchctl: error: ") and len(result.stderr.splitlines()) == 1
+    assert "unreadable journal of an interrupted write" in result.stderr
+
+
+def test_a_journal_that_came_with_the_repository_moves_nothing_outside_it(tmp_path: Path, cli) -> None:
+    """Recovery renames and deletes what a journal names: one naming files outside the
+    repository (a hostile checkout, a damaged file) is refused, and nothing is touched."""
+    project, outside = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    outside.mkdir()
+    (project / "matrix.yaml").write_text("version: 1\nupstreams: {}\nseries: {}\n")
+    victim = outside / ".bashrc"
+    victim.write_text("mine\n")
+    planted = outside / "planted"
+    planted.write_text("evil\n")
+    (project / ".patchctl").mkdir()
+    entries = [{"target": str(victim), "staged": None, "backup": str(planted)}]
+    journal.journal_path(project / ".patchctl").write_text(json.dumps({"state": "prepared", "entries": entries}))
+    result = cli("-C", project, "lint")
+    assert result.exit_code == 3
+    assert len(result.stderr.splitlines()) == 1 and "not a journal patchctl wrote" in result.stderr
+    assert f"{victim} is outside the repository" in result.stderr
+    assert victim.read_text() == "mine\n" and planted.read_text() == "evil\n"
+
+    inside = project / "a.txt"
+    inside.write_text("a\n")
+    entries = [{"target": str(inside), "staged": str(outside / "x"), "backup": None}]
+    journal.journal_path(project / ".patchctl").write_text(json.dumps({"state": "prepared", "entries": entries}))
+    result = cli("-C", project, "lint")
+    assert result.exit_code == 3 and "is not beside" in result.stderr
+    assert inside.read_text() == "a\n"
