@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import worktree
-from .errors import ConfigError, EnvironmentFailure, UsageError
+from .confine import inside_repository
+from .errors import EnvironmentFailure, UsageError
 
 LOCK_NAME = "lock"
 TIMEOUT_ENV = "PATCHCTL_LOCK_TIMEOUT"
@@ -58,7 +59,8 @@ class ProjectLock:
         """Take the lock, waiting up to timeout_s; raises EnvironmentFailure naming the holder."""
         if self._fd is not None:
             return
-        self._refuse_a_state_dir_outside()
+        # The lock, the journal and the trees live in .patchctl: a symlink out would put them elsewhere.
+        inside_repository(self.root, self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + self.timeout_s
@@ -78,20 +80,6 @@ class ProjectLock:
         os.ftruncate(fd, 0)
         os.pwrite(fd, holder.encode(), 0)
         self._fd = fd
-
-    def _refuse_a_state_dir_outside(self) -> None:
-        """The lock, the journal and the trees live in .patchctl: a symlink out of the
-        repository would make every one of them land elsewhere on the machine."""
-        state_dir = self.path.parent
-        root, resolved = os.path.realpath(self.root), os.path.realpath(state_dir)
-        if resolved == root or resolved.startswith(root + os.sep):
-            return
-        written = os.readlink(state_dir) if state_dir.is_symlink() else resolved
-        where = written if written == resolved else f"{written} ({resolved})"
-        raise ConfigError(
-            f"refusing to write {worktree.STATE_DIR}/{LOCK_NAME}: {worktree.STATE_DIR} is a symlink to {where}, "
-            f"outside the repository {root}"
-        )
 
     def release(self) -> None:
         if self._fd is not None:
