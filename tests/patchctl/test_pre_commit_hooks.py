@@ -105,4 +105,5 @@ def test_export_check_with_the_series_as_argument(tmp_path: Path, upstream: Repo
     # A commit in the applied tree that patches/ does not have yet: the hook fails and names it.
     Repo(project.path / ".patchctl/trees/main").commit({"src/util.c": "util\n"}, "Shrink util\n\nOne line is enough.")
     result = pre_commit("run", "--all-files", cwd=project.path, home=pre_commit_home)
-    assert result.returncode == 1 and "0002-shrink-util.patch" in result.stdout, result.stdout + result.stderr
+    # The name git format-patch gives it (the series uses the default naming).
+    assert result.returncode == 1 and "0002-Shrink-util.patch" in result.stdout, result.stdout + result.stderr
