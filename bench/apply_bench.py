@@ -84,14 +84,16 @@ def edit_first_patch(patches: list[Path], run: int) -> None:
     patches[0].write_text(text.replace("downstream change", f"downstream change {run}", 1))
 
 
-def time_recipe(mirror_path: Path, patches: list[Path], target: Path, rev: str = PIN) -> float:
+def time_recipe(source: str, patches: list[Path], target: Path, rev: str = PIN) -> float:
+    """The shell recipe: init, fetch --depth 1 SOURCE REV, checkout, git apply each patch (seconds)."""
+
     def sh(*args: str) -> None:
         subprocess.run(["git", *args], cwd=target, check=True, capture_output=True, env=git.isolated_env(target))
 
     start = time.perf_counter()
     target.mkdir()
     sh("init", "-q")
-    sh("fetch", "-q", "--depth", "1", f"file://{mirror_path}", rev)
+    sh("fetch", "-q", "--depth", "1", source, rev)
     sh("checkout", "-q", "FETCH_HEAD")
     for patch in patches:
         sh("apply", str(patch))
@@ -115,25 +117,26 @@ def main(argv: list[str] | None = None) -> int:
         patches = sorted((root / "patches" / "bench").glob("*.patch"))
         mirror = store.mirror(URL)
         bump = store.resolve(mirror, BUMP)
+        source = f"file://{mirror.path}"
         warm = root / "warm"
         time_patchctl(config, store, warm)  # the existing tree; also warms the cache's object access paths
         for run in range(args.runs):
             ours, recipe = cases["into a new directory"]
             ours.append(time_patchctl(config, store, root / f"ours-{run}"))
-            recipe.append(time_recipe(mirror.path, patches, root / f"recipe-{run}"))
+            recipe.append(time_recipe(source, patches, root / f"recipe-{run}"))
             store.remove_worktree(mirror, root / f"ours-{run}")
             shutil.rmtree(root / f"recipe-{run}")
 
             ours, recipe = cases["warm, pin bump"]
             ours.append(time_patchctl(config, store, warm, bump))
-            recipe.append(time_recipe(mirror.path, patches, root / f"recipe-bump-{run}", bump))
+            recipe.append(time_recipe(source, patches, root / f"recipe-bump-{run}", bump))
             shutil.rmtree(root / f"recipe-bump-{run}")
             time_patchctl(config, store, warm)  # back to the pin, untimed
 
             ours, recipe = cases["warm, series edit"]
             edit_first_patch(patches, run)
             ours.append(time_patchctl(config, store, warm))
-            recipe.append(time_recipe(mirror.path, patches, root / f"recipe-edit-{run}"))
+            recipe.append(time_recipe(source, patches, root / f"recipe-edit-{run}"))
             shutil.rmtree(root / f"recipe-edit-{run}")
         store.remove_worktree(mirror, warm)
     print(f"series: {len(patches)} patches on llama.cpp {PIN[:12]} ({args.runs} runs, median; recipe: git init,")

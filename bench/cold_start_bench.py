@@ -31,6 +31,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from apply_bench import time_recipe  # bench/ is on sys.path when this script runs
+
 from patchctl import git
 from patchctl.store import Store
 
@@ -167,22 +169,6 @@ def cold_patchctl(project: Path, url: str, cache: Path) -> float:
     return time.perf_counter() - start
 
 
-def shallow_recipe(url: str, patches: list[Path], target: Path) -> float:
-    shutil.rmtree(target, ignore_errors=True)
-
-    def sh(*args: str) -> None:
-        subprocess.run(["git", *args], cwd=target, check=True, capture_output=True, env=git.isolated_env(target))
-
-    start = time.perf_counter()
-    target.mkdir()
-    sh("init", "-q")
-    sh("fetch", "-q", "--depth", "1", url, PIN)
-    sh("checkout", "-q", "FETCH_HEAD")
-    for patch in patches:
-        sh("apply", str(patch))
-    return time.perf_counter() - start
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--patches", type=int, default=30)
@@ -206,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.runs):
                 ours.append(cold_patchctl(project, url, root / "cache"))
                 ours_io.append(relay.take())
-                recipe.append(shallow_recipe(url, patches, root / "recipe"))
+                shutil.rmtree(root / "recipe", ignore_errors=True)
+                recipe.append(time_recipe(url, patches, root / "recipe", PIN))
                 recipe_io.append(relay.take())
     a, b = statistics.median(ours), statistics.median(recipe)
     a_bytes, b_bytes = (statistics.median(n for n, _ in io) for io in (ours_io, recipe_io))
