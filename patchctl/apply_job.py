@@ -163,8 +163,8 @@ def _existing_tree_state(tree: Path, force: bool) -> Marker | None:
 
 
 def _is_worktree_of(tree: Path, mirror: Mirror) -> bool:
-    common = git.run(["rev-parse", "--path-format=absolute", "--git-common-dir"], tree, check=False)
-    return common.ok and Path(common.stdout.strip()).resolve() == mirror.path.resolve()
+    common = worktree.common_dir(tree)
+    return common is not None and common.resolve() == mirror.path.resolve()
 
 
 def _update_in_place(tree: Path, existing: Marker, marker: Marker) -> bool:

@@ -155,8 +155,7 @@ def _remove(path: Path) -> None:
         return
     common = None
     if (path / ".git").is_file():
-        found = git.run(["rev-parse", "--path-format=absolute", "--git-common-dir"], path, check=False)
-        common = Path(found.stdout.strip()) if found.ok else None
+        common = worktree.common_dir(path)
         _reattach(path)  # a locked worktree is never pruned
     if path.is_symlink() or not path.is_dir():
         path.unlink()

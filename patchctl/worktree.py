@@ -115,6 +115,12 @@ def git_dir(tree: Path) -> Path | None:
     return Path(found.stdout.strip()) if found.ok else None
 
 
+def common_dir(tree: Path) -> Path | None:
+    """The repository (for a worktree of the cache, the mirror) whose objects TREE uses, or None."""
+    found = git.run(["rev-parse", "--path-format=absolute", "--git-common-dir"], tree, check=False)
+    return Path(found.stdout.strip()) if found.ok else None
+
+
 def read_marker(tree: Path) -> Marker | None:
     gitdir = git_dir(tree)
     if gitdir is None or not (gitdir / MARKER_NAME).is_file():

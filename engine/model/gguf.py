@@ -192,14 +192,15 @@ def _model(reader: gguf.GGUFReader) -> LlamaModel:
     tensors = {t.name: t for t in reader.tensors}
     if config.num_layers > len(tensors):  # before listing the tensors it needs: 2**31 layers is a hostile count
         raise GGUFError(f"{ARCH}.block_count is {config.num_layers} but the file holds only {len(tensors)} tensors")
-    unused = sorted(set(tensors) - set(config.tensor_shapes()))
+    shapes = config.tensor_shapes()
+    unused = sorted(set(tensors) - set(shapes))
     if unused:
         # A tensor this llama does not use (rope scaling factors, biases, another architecture's
         # weights) means the file describes a different function than the one we would compute.
         listed = ", ".join(unused[:3]) + (f" and {len(unused) - 3} more" if len(unused) > 3 else "")
         raise GGUFError(f"tensor(s) this llama model does not use: {listed}")
     weights: dict[str, torch.Tensor] = {}
-    for name, shape in config.tensor_shapes().items():
+    for name, shape in shapes.items():
         tensor = tensors.get(name)
         if tensor is None:
             raise GGUFError(f"missing tensor {name}")
