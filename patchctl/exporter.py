@@ -198,6 +198,7 @@ def export(
     """Regenerate SERIES from FROM_DIR's commits on top of BASE (default: the pin)."""
     series = config.get_series(series_name)
     upstream = config.get_upstream(series.upstream)
+    read_series(series, allow_empty_dir=not check)  # fail closed on the directory before anything else
     if not check:
         inside_repository(config.root, series.dir)
     tree = _work_tree(Path(from_dir))

@@ -26,6 +26,8 @@ from pathlib import Path, PurePosixPath
 
 from .config import Series
 from .errors import ConfigError, EnvironmentFailure, UsageError
+from .regular import NotRegular, TooLarge, read_regular
+from .regular import file_kind as _kind
 
 MAX_PATCH_BYTES = 64 * 1024 * 1024  # far above any real patch (llama.cpp's largest are a few MiB)
 READ_TIMEOUT_S = 60.0
@@ -215,33 +217,17 @@ def _not_regular(series: Series | None, path: Path, mode: int) -> str:
     )
 
 
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "directory"),
-        (stat.S_ISFIFO, "FIFO"),
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISBLK, "block device"),
-        (stat.S_ISSOCK, "socket"),
-        (stat.S_ISLNK, "symlink"),
-        (stat.S_ISREG, "regular file"),
-    ):
-        if test(mode):
-            return name
-    return "special file"
-
-
 def _lexists(path: Path) -> bool:
     return os.path.lexists(path)
 
 
 def _read_plain(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UnsafeSeriesEntry(_not_regular(None, path, os.fstat(fd).st_mode))
-        return os.read(fd, MAX_PATCH_BYTES)
-    finally:
-        os.close(fd)
+        return read_regular(path, MAX_PATCH_BYTES) or b""
+    except NotRegular as exc:
+        raise UnsafeSeriesEntry(_not_regular(None, path, os.lstat(path).st_mode)) from exc
+    except TooLarge:
+        raise UnsafeSeriesEntry(f"{path}: larger than {MAX_PATCH_BYTES // (1024 * 1024)} MiB") from None
 
 
 def _where(series: Series) -> str:

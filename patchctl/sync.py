@@ -170,13 +170,17 @@ def pin_sync(
             f"a pin-sync of {name} is in progress ({state_path.parent}); finish it with --continue or drop it with "
             "--abort"
         )
+    moved = [u.name for u in pinfile.moved_upstreams(config, name)]
+    series_list = [s for u in moved for s in config.series_on(u)]
+    if not series_list:
+        raise UsageError(f"no series in {config.path.name} is on upstream {name}: pin-sync would gate nothing")
+    read = {s.name: read_series(s) for s in series_list}  # fail closed, before anything is fetched
     seconds: dict[str, float] = {}
     timer = _Timer(seconds)
     with timer.phase("resolve"):
         mirror = store.mirror(up.url, base=config.root)
         target = store.branch_tip(mirror, up.branch) if latest else store.resolve(mirror, to)
     spec = f"--latest ({up.branch})" if latest else str(to)
-    moved = [u.name for u in pinfile.moved_upstreams(config, name)]
     commits, note = upstream_commits(mirror.path, up.pin, target)
     if target == up.pin:
         # Sync trees without a state file are what a killed run left: nothing to continue from.
@@ -194,7 +198,6 @@ def pin_sync(
         )
 
     pinfile.pin_changes(config, name, target)  # a broken pin_files entry fails now, not after the gates
-    series_list = [s for u in moved for s in config.series_on(u)]
     state = SyncState(
         name,
         up.pin,
@@ -202,7 +205,7 @@ def pin_sync(
         spec,
         [
             SeriesProgress(
-                s.name, s.upstream, str(worktree.sync_root(config.root, name) / s.name), series_digest(read_series(s))
+                s.name, s.upstream, str(worktree.sync_root(config.root, name) / s.name), series_digest(read[s.name])
             )
             for s in series_list
         ],
