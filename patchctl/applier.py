@@ -29,6 +29,7 @@ from typing import ClassVar
 
 from . import git
 from .diffblocks import SYMLINK_MODE, overlong_hunks, read_blocks, symlink_target_escapes, unsafe_symlink_reason
+from .gitpath import invalid_path_reason
 from .jsonout import json_field
 from .patchset import MalformedPatch, PatchFile
 from .store import prefetch_blobs
@@ -143,7 +144,9 @@ class PatchOutcome:
             Status.CONTEXT_DRIFT: f"context drift{where}: the hunk's context is not in the tree",
             Status.MALFORMED: "malformed patch",
             Status.CONFLICT: "3-way merge conflict in " + ", ".join(self.conflict_files or [self.file or "?"]),
-            Status.UNSAFE_PATH: "refused: writes outside the tree",
+            Status.UNSAFE_PATH: "refused"
+            if self.detail.startswith("invalid path")
+            else "refused: writes outside the tree",
         }[self.status]
         if len(self.failures) > 1 or (self.failures and self.status == Status.CONTEXT_DRIFT and self.detail):
             text = "; ".join(
@@ -175,8 +178,8 @@ def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
             return f"absolute path {path!r}"
         if ".." in parts or "\\" in path:
             return f"path escapes the tree: {path!r}"
-        if ".git" in parts:
-            return f"path inside .git: {path!r}"
+        if (invalid := invalid_path_reason(path)) is not None:  # git's verify_path: .git in any case, git~1, ...
+            return invalid
         if tree is not None:
             current = Path(tree)
             for part in parts[:-1]:

@@ -25,6 +25,7 @@ import time
 from pathlib import Path, PurePosixPath
 
 from .config import Series
+from .confine import OutsideRepository, inside_repository
 from .errors import ConfigError, EnvironmentFailure, UsageError
 from .regular import NotRegular, TooLarge, read_regular
 from .regular import file_kind as _kind
@@ -48,6 +49,11 @@ def series_entries(series: Series, *, allow_empty_dir: bool = False) -> list[Pat
     fine, for the command that fills it)."""
     directory = series.dir
     shown = _shown(series, directory)
+    if series.root is not None:
+        try:  # the directory, or a directory above it, linked outside the repository
+            inside_repository(series.root, directory)
+        except OutsideRepository as exc:
+            raise UnsafeSeriesEntry(str(exc).replace("refusing to write", "refusing to read", 1)) from None
     try:
         info = os.lstat(directory)
     except FileNotFoundError:
