@@ -254,3 +254,42 @@ def test_a_state_directory_that_is_a_file_is_refused(project: Project, upstream:
     result = run_patchctl(project, "apply")
     assert result.returncode == 3
     assert ".patchctl is a regular file, not the state directory" in one_line_error(result.stderr)
+
+
+# ---------------------------------------------------------------- right words: an invalid path is an invalid path
+
+
+def _adding(path: str) -> str:
+    return (
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: A U Thor <author@example.org>\nDate: Mon, 1 Jan 2024 00:00:00 +0000\n"
+        f"Subject: [PATCH] Add {path}\n\nWhy.\n---\n"
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x\n"
+    )
+
+
+@pytest.mark.parametrize("path", [".GIT/hooks/x", ".git./x", "git~1/x", "GIT~1/config", ".git.../x", "a/.Git/x"])
+def test_a_path_git_refuses_is_an_invalid_path_with_gits_reason(
+    project: Project, upstream: Repo, cli, path: str
+) -> None:
+    from patchctl import git
+
+    # git itself refuses it (so the verdict is git's, not a guess) ...
+    (project.path.parent / "probe.patch").write_text(_adding(path))
+    probe = git.run(["apply", "--check", str(project.path.parent / "probe.patch")], upstream.path, check=False)
+    assert not probe.ok and "invalid path" in probe.stderr
+    # ... and patchctl says why, instead of "context drift".
+    project.add_patch("0001-add.patch", _adding(path))
+    result = cli("-C", project.path, "apply")
+    assert result.exit_code == 1
+    line = one_line_error(result.stderr)
+    assert f"invalid path {path!r}: git refuses it" in line and "context drift" not in line
+    lint = cli("-C", project.path, "lint", "--no-apply")
+    assert "PC012" in lint.stdout and "invalid path" in lint.stdout
+
+
+@pytest.mark.parametrize("path", [".gitignore", ".github/x", "git~2/x", "a.git/x", "src/.gitkeep"])
+def test_paths_git_accepts_are_not_refused(path: str) -> None:
+    from patchctl.gitpath import invalid_path_reason
+
+    assert invalid_path_reason(path) is None
