@@ -148,7 +148,13 @@ class PatchOutcome:
             if self.detail.startswith("invalid path")
             else "refused: writes outside the tree",
         }[self.status]
-        if len(self.failures) > 1 or (self.failures and self.status == Status.CONTEXT_DRIFT and self.detail):
+        if self.status == Status.CONFLICT:
+            # Only the files left unmerged: a file whose hunks failed strictly but merged cleanly 3-way is fine.
+            text = "3-way merge conflict in " + ", ".join(
+                ", ".join([f.describe() for f in self.failures if f.file == name] or [name])
+                for name in self.conflict_files or [self.file or "?"]
+            )
+        elif len(self.failures) > 1 or (self.failures and self.status == Status.CONTEXT_DRIFT and self.detail):
             text = "; ".join(
                 f"{cause} in " + ", ".join(f.describe() for f in self.failures if f.cause == cause)
                 for cause in dict.fromkeys(f.cause for f in self.failures)
@@ -191,6 +197,12 @@ def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
     if tree is not None:
         return _moved_symlink_reason(Path(tree), patch.text)
     return None
+
+
+def unmerged_paths(tree: Path) -> list[str]:
+    """The paths the index of TREE holds in conflict (stages 1-3), sorted."""
+    raw = git.run(["ls-files", "-u", "-z"], tree, check=False).stdout
+    return sorted({entry.split("\t", 1)[1] for entry in raw.split("\0") if "\t" in entry})
 
 
 def _moved_symlink_reason(tree: Path, text: str) -> str | None:
@@ -498,7 +510,8 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         merged = git.run([*APPLY_CONFIG, "apply", "-3", "-v", "--index", "-"], tree, check=False, input=patch.data)
         conflicts = sorted(set(_CONFLICT_RE.findall(merged.stdout + merged.stderr)))
         if conflicts:
-            outcome.status, outcome.conflict_files = Status.CONFLICT, conflicts
+            # Only the files the index really holds unmerged: a file git merged cleanly is no conflict.
+            outcome.status, outcome.conflict_files = Status.CONFLICT, unmerged_paths(tree) or conflicts
             return outcome
         if not merged.ok:
             # 3-way could not even start (missing file, no preimage blob): keep the strict cause, add git's reason

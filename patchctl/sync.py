@@ -348,6 +348,7 @@ def _run(
         commit_pin_update(config.root, changes)
         _remove_sync_root(config, store, worktree.sync_root(config.root, state.upstream), state)
     report.state = "synced"
+    report.warnings = _drop_warnings(state, done=True)  # the files are gone now: say so in the past tense
     report.next_steps = (
         [f"review and commit: git add {' '.join(report.files_changed)} && git commit"] if changes else []
     )
@@ -473,7 +474,14 @@ def _blocked_records(config: Config, state: SyncState) -> list[PatchRecord]:
     return records
 
 
-def _drop_warnings(state: SyncState) -> list[str]:
+def _drop_warnings(state: SyncState, *, done: bool = False) -> list[str]:
+    """One warning per dropped patch; DONE: the sync has written the series, the file is deleted already."""
+    if done:
+        return [
+            f"{r.series}/{r.patch} was DROPPED from the series ({r.classification}): its file was deleted"
+            for r in state.records
+            if r.classification.startswith(("dropped", "already upstream"))
+        ]
     return [
         f"{r.series}/{r.patch} is DROPPED from the series ({r.classification}): its file will be deleted"
         for r in state.records

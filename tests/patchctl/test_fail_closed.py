@@ -293,3 +293,38 @@ def test_paths_git_accepts_are_not_refused(path: str) -> None:
     from patchctl.gitpath import invalid_path_reason
 
     assert invalid_path_reason(path) is None
+
+
+# ---------------------------------------------------------------- right words: pin-sync
+
+
+def test_a_conflict_names_only_the_files_left_unmerged(project: Project, upstream: Repo, cli) -> None:
+    from patchctl import git
+
+    from .conftest import numbered
+    from .fixtures_sync import load_json, main_c, write_config
+
+    pin = upstream.head
+    util = numbered(30, "util").replace("util 15\n", "UTIL 15 patched\n")
+    project.add_patch(
+        "0001-two-files.patch",
+        make_patch(upstream, pin, {"src/main.c": main_c({20: "MAIN 20 patched"}), "src/util.c": util}, "Two files"),
+    )
+    write_config(project, pin)
+    # Upstream: the same line of main.c (a true conflict), two lines above util.c's (merges cleanly 3-way).
+    upstream.commit(
+        {
+            "src/main.c": main_c({20: "main 20 rewritten upstream"}),
+            "src/util.c": numbered(30, "util").replace("util 13\n", "util 13 upstream\n"),
+        },
+        "Upstream drift",
+    )
+    report = project.path.parent / "report.json"
+    result = cli("-C", project.path, "pin-sync", "up", "--latest", "--json", report)
+    assert result.exit_code == 1, result.output
+    assert "3-way merge conflict in src/main.c hunk #1" in result.stderr and "src/util.c" not in result.stderr
+    record = load_json(report)["patches"][0]
+    assert [block.split(":")[0] for block in record["conflicts"]] == ["src/main.c"]
+    tree = project.path / ".patchctl" / "sync" / "up" / "main"
+    unmerged = git.run(["diff", "--name-only", "--diff-filter=U"], tree).stdout.split()
+    assert unmerged == ["src/main.c"]
