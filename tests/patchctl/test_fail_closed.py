@@ -328,3 +328,10 @@ def test_a_conflict_names_only_the_files_left_unmerged(project: Project, upstrea
     tree = project.path / ".patchctl" / "sync" / "up" / "main"
     unmerged = git.run(["diff", "--name-only", "--diff-filter=U"], tree).stdout.split()
     assert unmerged == ["src/main.c"]
+
+
+def test_lint_of_a_matrix_without_series_fails(project: Project, cli) -> None:
+    config = project.path / "matrix.yaml"
+    config.write_text(config.read_text().split("series:\n")[0])
+    result = cli("-C", project.path, "lint", "--no-apply")
+    assert result.exit_code == 2 and "defines no series: lint would check nothing" in one_line_error(result.stderr)
