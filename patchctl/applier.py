@@ -150,10 +150,7 @@ class PatchOutcome:
         }[self.status]
         if self.status == Status.CONFLICT:
             # Only the files left unmerged: a file whose hunks failed strictly but merged cleanly 3-way is fine.
-            text = "3-way merge conflict in " + ", ".join(
-                ", ".join([f.describe() for f in self.failures if f.file == name] or [name])
-                for name in self.conflict_files or [self.file or "?"]
-            )
+            text = "3-way merge conflict in " + ", ".join(self.conflict_files or [self.file or "?"])
         elif len(self.failures) > 1 or (self.failures and self.status == Status.CONTEXT_DRIFT and self.detail):
             text = "; ".join(
                 f"{cause} in " + ", ".join(f.describe() for f in self.failures if f.cause == cause)

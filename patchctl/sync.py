@@ -349,6 +349,12 @@ def _run(
         _remove_sync_root(config, store, worktree.sync_root(config.root, state.upstream), state)
     report.state = "synced"
     report.warnings = _drop_warnings(state, done=True)  # the files are gone now: say so in the past tense
+    report.warnings += [
+        f"series {name} has no patch left: every command now refuses it (fail closed); remove it from "
+        f"{config.path.name} or set allow_empty: true on it"
+        for name, (patches, _) in planned.items()
+        if not patches and not config.get_series(name).allow_empty
+    ]
     report.next_steps = (
         [f"review and commit: git add {' '.join(report.files_changed)} && git commit"] if changes else []
     )

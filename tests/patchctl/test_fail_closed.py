@@ -322,7 +322,7 @@ def test_a_conflict_names_only_the_files_left_unmerged(project: Project, upstrea
     report = project.path.parent / "report.json"
     result = cli("-C", project.path, "pin-sync", "up", "--latest", "--json", report)
     assert result.exit_code == 1, result.output
-    assert "3-way merge conflict in src/main.c hunk #1" in result.stderr and "src/util.c" not in result.stderr
+    assert "3-way merge conflict in src/main.c" in result.stderr and "src/util.c" not in result.stderr
     record = load_json(report)["patches"][0]
     assert [block.split(":")[0] for block in record["conflicts"]] == ["src/main.c"]
     tree = project.path / ".patchctl" / "sync" / "up" / "main"
