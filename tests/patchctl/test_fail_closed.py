@@ -335,3 +335,14 @@ def test_lint_of_a_matrix_without_series_fails(project: Project, cli) -> None:
     config.write_text(config.read_text().split("series:\n")[0])
     result = cli("-C", project.path, "lint", "--no-apply")
     assert result.exit_code == 2 and "defines no series: lint would check nothing" in one_line_error(result.stderr)
+
+
+def test_a_sync_state_that_is_a_fifo_is_refused(project: Project, upstream: Repo) -> None:
+    seeded(project, upstream)
+    state = project.path / ".patchctl" / "sync" / "up"
+    state.mkdir(parents=True)
+    os.mkfifo(state / "state.json")
+    result = run_patchctl(project, "pin-sync", "--continue")
+    assert result.returncode == 3, result.stdout + result.stderr
+    line = one_line_error(result.stderr)
+    assert ".patchctl/sync/up/state.json is a FIFO, not the pin-sync state patchctl writes there; remove it" in line
