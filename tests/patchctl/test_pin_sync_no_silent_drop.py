@@ -82,8 +82,7 @@ def test_drop_on_purpose_is_said_loudly(project: Project, upstream: Repo, cli) -
     assert dropped.exit_code == 0, dropped.output
     assert payload["patches"][0]["classification"] == "dropped by hand (--drop)"
     assert payload["warnings"] == [
-        "main/0001-patch-line-twenty.patch was DROPPED from the series (dropped by hand (--drop)): its file was "
-        "deleted"
+        "main/0001-patch-line-twenty.patch was DROPPED from the series (dropped by hand (--drop)): its file was deleted"
     ]
     assert "patchctl: warning: main/0001-patch-line-twenty.patch was DROPPED" in dropped.stderr
     assert "⚠️ **warning**" in dropped.stdout
