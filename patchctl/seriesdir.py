@@ -135,8 +135,7 @@ def read_bounded(series: Series, path: Path, deadline: float | None = None) -> b
             size += len(chunk)
             if size > MAX_PATCH_BYTES:
                 raise UnsafeSeriesEntry(
-                    f"{_shown(series, path)}: larger than {MAX_PATCH_BYTES // (1024 * 1024)} MiB; "
-                    "not a patch patchctl reads"
+                    f"{_shown(series, path)}: larger than {MAX_PATCH_BYTES:,} bytes; not a patch patchctl reads"
                 )
             chunks.append(chunk)
             if deadline is not None and time.monotonic() > deadline:
@@ -233,7 +232,7 @@ def _read_plain(path: Path) -> bytes:
     except NotRegular as exc:
         raise UnsafeSeriesEntry(_not_regular(None, path, os.lstat(path).st_mode)) from exc
     except TooLarge:
-        raise UnsafeSeriesEntry(f"{path}: larger than {MAX_PATCH_BYTES // (1024 * 1024)} MiB") from None
+        raise UnsafeSeriesEntry(f"{path}: larger than {MAX_PATCH_BYTES:,} bytes") from None
 
 
 def _where(series: Series) -> str:

@@ -346,3 +346,43 @@ def test_a_sync_state_that_is_a_fifo_is_refused(project: Project, upstream: Repo
     assert result.returncode == 3, result.stdout + result.stderr
     line = one_line_error(result.stderr)
     assert ".patchctl/sync/up/state.json is a FIFO, not the pin-sync state patchctl writes there; remove it" in line
+
+
+def test_a_patch_past_the_size_bound_is_refused_unread(
+    project: Project, upstream: Repo, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from patchctl import seriesdir
+
+    seeded(project, upstream)
+    monkeypatch.setattr(seriesdir, "MAX_PATCH_BYTES", 4096)
+    (project.series_dir / "0002-huge.patch").write_bytes(b"x" * 5000)
+    result = cli("-C", project.path, "lint", "--no-apply")
+    assert result.exit_code == 2
+    assert "patches/main/0002-huge.patch: larger than 4,096 bytes" in one_line_error(result.stderr)
+
+
+def test_a_read_that_hangs_is_cut_off_by_the_time_bound(
+    project: Project, upstream: Repo, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    from patchctl import seriesdir
+
+    seeded(project, upstream)
+    release = threading.Event()
+
+    def hung_read(series, path, deadline=None):  # a file system that never answers (released at the end)
+        release.wait(30)
+        return b""
+
+    monkeypatch.setattr(seriesdir, "READ_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(seriesdir, "read_bounded", hung_read)
+    start = time.monotonic()
+    try:
+        result = cli("-C", project.path, "lint", "--no-apply")
+    finally:
+        release.set()
+    assert time.monotonic() - start < 10
+    assert result.exit_code == 3
+    assert "reading the series took more than 0.5 s" in one_line_error(result.stderr)
