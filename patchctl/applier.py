@@ -29,6 +29,7 @@ from typing import ClassVar
 
 from . import git
 from .diffblocks import SYMLINK_MODE, overlong_hunks, read_blocks, symlink_target_escapes, unsafe_symlink_reason
+from .gitpath import invalid_path_reason
 from .jsonout import json_field
 from .patchset import MalformedPatch, PatchFile
 from .store import prefetch_blobs
@@ -143,9 +144,14 @@ class PatchOutcome:
             Status.CONTEXT_DRIFT: f"context drift{where}: the hunk's context is not in the tree",
             Status.MALFORMED: "malformed patch",
             Status.CONFLICT: "3-way merge conflict in " + ", ".join(self.conflict_files or [self.file or "?"]),
-            Status.UNSAFE_PATH: "refused: writes outside the tree",
+            Status.UNSAFE_PATH: "refused"
+            if self.detail.startswith("invalid path")
+            else "refused: writes outside the tree",
         }[self.status]
-        if len(self.failures) > 1 or (self.failures and self.status == Status.CONTEXT_DRIFT and self.detail):
+        if self.status == Status.CONFLICT:
+            # Only the files left unmerged: a file whose hunks failed strictly but merged cleanly 3-way is fine.
+            text = "3-way merge conflict in " + ", ".join(self.conflict_files or [self.file or "?"])
+        elif len(self.failures) > 1 or (self.failures and self.status == Status.CONTEXT_DRIFT and self.detail):
             text = "; ".join(
                 f"{cause} in " + ", ".join(f.describe() for f in self.failures if f.cause == cause)
                 for cause in dict.fromkeys(f.cause for f in self.failures)
@@ -175,8 +181,8 @@ def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
             return f"absolute path {path!r}"
         if ".." in parts or "\\" in path:
             return f"path escapes the tree: {path!r}"
-        if ".git" in parts:
-            return f"path inside .git: {path!r}"
+        if (invalid := invalid_path_reason(path)) is not None:  # git's verify_path: .git in any case, git~1, ...
+            return invalid
         if tree is not None:
             current = Path(tree)
             for part in parts[:-1]:
@@ -188,6 +194,12 @@ def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
     if tree is not None:
         return _moved_symlink_reason(Path(tree), patch.text)
     return None
+
+
+def unmerged_paths(tree: Path) -> list[str]:
+    """The paths the index of TREE holds in conflict (stages 1-3), sorted."""
+    raw = git.run(["ls-files", "-u", "-z"], tree, check=False).stdout
+    return sorted({entry.split("\t", 1)[1] for entry in raw.split("\0") if "\t" in entry})
 
 
 def _moved_symlink_reason(tree: Path, text: str) -> str | None:
@@ -495,7 +507,8 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         merged = git.run([*APPLY_CONFIG, "apply", "-3", "-v", "--index", "-"], tree, check=False, input=patch.data)
         conflicts = sorted(set(_CONFLICT_RE.findall(merged.stdout + merged.stderr)))
         if conflicts:
-            outcome.status, outcome.conflict_files = Status.CONFLICT, conflicts
+            # Only the files the index really holds unmerged: a file git merged cleanly is no conflict.
+            outcome.status, outcome.conflict_files = Status.CONFLICT, unmerged_paths(tree) or conflicts
             return outcome
         if not merged.ok:
             # 3-way could not even start (missing file, no preimage blob): keep the strict cause, add git's reason

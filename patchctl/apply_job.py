@@ -98,11 +98,14 @@ def apply(
     """Apply the named series (all when NAMES is empty). Raises ApplyFailed on the first
     series that does not apply, after leaving its target tree untouched."""
     results = []
-    for job in plan(config, names, into):
+    jobs = plan(config, names, into)
+    # Every series is read (and refused, failing closed) before anything is fetched or written.
+    read = {s.name: read_series(s) for job in jobs for s in job.series}
+    for job in jobs:
         upstream = config.get_upstream(job.upstream)
         mirror = store.mirror(upstream.url, base=config.root)
         target = store.resolve(mirror, rev or upstream.pin)
-        patches = [p for s in job.series for p in read_series(s)]
+        patches = [p for s in job.series for p in read[s.name]]
         result = apply_job(store, mirror, job, target, patches, force=force)
         results.append(result)
         if result.state == "failed":

@@ -139,6 +139,9 @@ def canary(
     start = time.monotonic()
     name = _pick_upstream(config, upstream)
     up = config.get_upstream(name)
+    if not config.series_on(name):
+        raise UsageError(f"no series in {config.path.name} is on upstream {name}: the canary would check nothing")
+    read = {series.name: read_series(series) for series in config.series_on(name)}  # fail closed, before fetching
     mirror = store.mirror(up.url, base=config.root)
     tip = store.resolve(mirror, rev) if rev else store.branch_tip(mirror, up.branch)
     selected = _toolchains(config, name, toolchains) if compile else []
@@ -162,7 +165,7 @@ def canary(
         heads: dict[str, str | None] = {}
         for series in config.series_on(name):
             say(f"applying {series.name} at {tip[:12]}")
-            patches = read_series(series)
+            patches = read[series.name]
             seed_three_way_objects(mirror.path, up.pin, patches)
             result, head = _trial(store, mirror, series, patches, tip, scratch / "trees" / f"trial-{series.name}")
             report.series.append(result)

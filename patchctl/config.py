@@ -16,6 +16,7 @@
         dir: patches/NAME
         exclude: ['*.md', 'docs/**']   # source-only policy (this is the default)
         naming: format-patch     # format-patch (default) | strict | quilt, see below
+        allow_empty: false       # a series with no patch (or no directory) is an error unless true
         allow_crlf: false
         allow_binary: false
         build: [{name, runner: local|docker, command, image, timeout, env, pass_env}]
@@ -51,7 +52,7 @@ from .git import is_full_sha
 from .matrix import schema as build_matrix_schema
 from .upstream_checks import env_name_problem, ref_name_problem, url_problem
 from .validation import Validator, kind
-from .yamlloc import KeyPath, LocatedDocument
+from .yamlloc import KeyPath, LocatedDocument, format_keypath
 
 SCHEMA_VERSION = 1
 DEFAULT_CONFIG_NAME = "matrix.yaml"
@@ -114,6 +115,12 @@ class Series:
     naming: str = "format-patch"
     build: tuple[BuildStep, ...] = ()
     gates: tuple[Gate, ...] = ()
+    # Fail closed: a series with no patch is an error unless matrix.yaml says it is intended.
+    allow_empty: bool = False
+    # Where `dir:` (or the series, when it has no `dir:`) is in matrix.yaml, as FILE:LINE: KEYPATH,
+    # for errors about the directory; and the repository root its files must stay inside.
+    where: str = ""
+    root: Path | None = None
 
 
 @dataclass
@@ -280,7 +287,7 @@ def _series(config: Config, name: str) -> Series:
     data = v.mapping(
         v.at(keypath),
         keypath,
-        ("upstream", "dir", "exclude", "allow_crlf", "allow_binary", "naming", "build", "gates"),
+        ("upstream", "dir", "exclude", "allow_crlf", "allow_binary", "allow_empty", "naming", "build", "gates"),
     )
     upstream = v.string(keypath, "upstream")
     if upstream not in config.upstreams:
@@ -353,6 +360,9 @@ def _series(config: Config, name: str) -> Series:
         naming=naming,
         build=tuple(build),
         gates=tuple(gates),
+        allow_empty=v.boolean(keypath, "allow_empty", False),
+        where=f"{config.doc.path}:{config.doc.line_of(keypath + ('dir',))}: {format_keypath(keypath + ('dir',))}",
+        root=config.root,
     )
 
 

@@ -38,7 +38,6 @@ from .journal import FileChange
 from .jsonout import json_field
 from .patchset import (
     FORMAT_PATCH_SLUG_MAX,
-    PATCH_NAME_RE,
     QUILT_SERIES_FILE,
     MalformedPatch,
     PatchFile,
@@ -199,12 +198,19 @@ def export(
     """Regenerate SERIES from FROM_DIR's commits on top of BASE (default: the pin)."""
     series = config.get_series(series_name)
     upstream = config.get_upstream(series.upstream)
+    read_series(series, allow_empty_dir=not check)  # fail closed on the directory before anything else
     if not check:
         inside_repository(config.root, series.dir)
     tree = _work_tree(Path(from_dir))
     base_id = _resolve_base(tree, base or upstream.pin)
-    planned, result = plan_export(series, tree, base_id)
+    planned, result = plan_export(series, tree, base_id, check=check)
     result.check_only = check
+    if not planned and not series.allow_empty:
+        raise CheckFailed(
+            f"{series.where}: export would leave series {series.name} with no patch (no commit on top of "
+            f"{base_id[:12]} in {tree} changes a non-excluded path); a series that checks nothing fails "
+            f"(set allow_empty: true on series {series.name} if that is intended); nothing written"
+        )
     if check:
         if result.out_of_date:
             raise ExportOutOfDate(result)
@@ -219,14 +225,18 @@ def export(
     return result
 
 
-def plan_export(series: Series, tree: Path, base: str) -> tuple[list[GeneratedPatch], ExportResult]:
-    """The series as it should be on disk, and how that differs from what is there."""
+def plan_export(
+    series: Series, tree: Path, base: str, *, check: bool = False
+) -> tuple[list[GeneratedPatch], ExportResult]:
+    """The series as it should be on disk, and how that differs from what is there. Writing
+    export may fill an existing empty directory; `--check` fails closed on one like every reader."""
     result = ExportResult(series.name, base)
-    existing = read_series(series)
+    existing = read_series(series, allow_empty_dir=not check)
     by_title: dict[str, list[PatchFile]] = {}
     for patch in existing:
         by_title.setdefault(patch.title, []).append(patch)
     names_taken = {p.name for p in existing}
+    width = number_width(existing)
     planned: list[GeneratedPatch] = []
     last_number = 0
     for commit in _commits(tree, base):
@@ -238,7 +248,7 @@ def plan_export(series: Series, tree: Path, base: str) -> tuple[list[GeneratedPa
         fresh = PatchFile(series.dir / "0000-export.patch", data)
         candidates = by_title.get(fresh.title) or []
         old = candidates.pop(0) if candidates else None
-        name, last_number = _name(series, old, subject, last_number, names_taken)
+        name, last_number = _name(series, old, subject, last_number, names_taken, width)
         names_taken.add(name)
         if old is not None and _same_patch(series, tree, commit, old, fresh):
             planned.append(GeneratedPatch(name, old.data, keep_existing=True))
@@ -259,7 +269,22 @@ def plan_export(series: Series, tree: Path, base: str) -> tuple[list[GeneratedPa
     return planned, result
 
 
-def _name(series: Series, old: PatchFile | None, subject: str, last_number: int, taken: set[str]) -> tuple[str, int]:
+# Any leading number, whatever its width (`001-x.patch`, `0036-x.patch`, `12-x.patch`): the names real series ship.
+_NUMBERED_RE = re.compile(r"^(?P<number>\d+)-(?P<slug>.+)\.patch$")
+
+
+def number_width(patches: list[PatchFile]) -> int:
+    """The width of the series' numbers (the most common one; 4, git format-patch's, when none)."""
+    widths: dict[int, int] = {}
+    for patch in patches:
+        if match := _NUMBERED_RE.match(patch.name):
+            widths[len(match["number"])] = widths.get(len(match["number"]), 0) + 1
+    return max(sorted(widths), key=lambda w: widths[w]) if widths else 4
+
+
+def _name(
+    series: Series, old: PatchFile | None, subject: str, last_number: int, taken: set[str], width: int = 4
+) -> tuple[str, int]:
     """The file name of the next patch in the series, and the number it ends at."""
     if series.naming == "quilt":
         if old is not None:
@@ -268,11 +293,13 @@ def _name(series: Series, old: PatchFile | None, subject: str, last_number: int,
         while f"{stem}{'' if suffix == 1 else f'-{suffix}'}.patch" in taken:
             suffix += 1
         return f"{stem}{'' if suffix == 1 else f'-{suffix}'}.patch", last_number
-    if old is not None and (match := PATCH_NAME_RE.match(old.name)) and int(match["number"]) > last_number:
-        return old.name, int(match["number"])  # kept verbatim, gaps and capitals included
+    match = _NUMBERED_RE.match(old.name) if old is not None else None
+    if match is not None and int(match["number"]) >= last_number:
+        # Kept verbatim: gaps, capitals, any number width and a number shared with the patch before.
+        return old.name, int(match["number"])  # type: ignore[union-attr]
     number = last_number + 1
-    slug = old.slug if old is not None and old.slug else _slug(series, subject)
-    return f"{number:04d}-{slug}.patch", number
+    slug = match["slug"] if match is not None else _slug(series, subject)
+    return f"{number:0{width}d}-{slug}.patch", number
 
 
 def _slug(series: Series, subject: str) -> str:

@@ -35,6 +35,7 @@ from .config import Config, Gate, Series
 from .confine import inside_repository
 from .errors import CheckFailed, ConfigError, UsageError
 from .jsonout import json_field
+from .patchset import read_series
 from .paths import atomic_write_text
 
 CASE_RE = re.compile(r"^(PASS|FAIL)\s+(\S+?):?(?:\s+(.*))?$")
@@ -99,6 +100,7 @@ def run_gates(
     series = config.get_series(series_name)
     if not series.gates:
         raise UsageError(f"series {series.name} declares no gates in {config.path.name}")
+    read_series(series)  # fail closed: a missing or empty series directory is an error here too
     tree = (tree or worktree.applied_tree(config.root, series.name)).resolve()
     check_tree(tree, series)
     log_dir = log_dir or inside_repository(config.root, worktree.gate_logs(config.root, series.name))

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import worktree
 from .errors import EnvironmentFailure
 from .paths import atomic_write_text
 
@@ -84,10 +85,12 @@ def recover(journal_dir: Path) -> str | None:
 
 
 def _recover_one(journal: Path) -> str | None:
-    if not journal.exists():
+    # A directory, a FIFO or a symlink where the journal belongs is refused in one line, unread.
+    raw = worktree.read_state(journal.parent.parent, journal, "journal")
+    if raw is None:
         return None
     try:
-        data = json.loads(journal.read_text())
+        data = json.loads(raw)
         entries = data["entries"]
         state = data["state"]
     except (ValueError, KeyError, TypeError) as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,9 +61,18 @@ class ProjectLock:
         if self._fd is not None:
             return
         # The lock, the journal and the trees live in .patchctl: a symlink out would put them elsewhere.
+        worktree.check_state_path(self.root, self.path.parent, "state directory", expected="directory", follow=True)
+        # A directory, a FIFO, a device or a symlink where the lock belongs: one line, never opened.
+        worktree.check_state_path(self.root, self.path, "lock")
         inside_repository(self.root, self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            raise EnvironmentFailure(f"cannot open the lock {self.path}: {exc.strerror}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise EnvironmentFailure(worktree.unexpected_state(self.root, self.path, "lock", "special file"))
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
@@ -95,9 +105,9 @@ class ProjectLock:
 
     def _refusal(self) -> str:
         try:
-            holder = json.loads(self.path.read_text() or "{}")
+            holder = json.loads(worktree.read_state(self.root, self.path, "lock") or "{}")
             pid, command = holder.get("pid", "?"), holder.get("command", "?")
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, EnvironmentFailure):
             pid, command = "?", "?"
         where = worktree.display(self.root, self.path)
         return (

@@ -26,16 +26,16 @@ from pathlib import Path, PurePosixPath
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
+from . import seriesdir
 from .config import Series
 from .diffblocks import patch_lines
-from .errors import UsageError
 
 PATCH_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
 STRICT_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[a-z0-9][a-z0-9._-]*)\.patch$")
 # git format-patch cuts its file-name slug at 52 characters (format.filenameMaxLength's default is 64 with the
 # number and the extension); a longer slug is not something git made.
 FORMAT_PATCH_SLUG_MAX = 52
-QUILT_SERIES_FILE = "series"
+QUILT_SERIES_FILE = seriesdir.QUILT_SERIES_FILE
 # Where the diff starts in a patch file: everything before is the message.
 _DIFF_START_RE = re.compile(r"^(?:diff --git |Index: |diff -|={20,}$)")
 _HEADER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*):(?:\s|$)")
@@ -134,32 +134,17 @@ class MalformedPatch(ValueError):
         self.line = line
 
 
-def read_series(series: Series) -> list[PatchFile]:
+def read_series(series: Series, *, allow_empty_dir: bool = False) -> list[PatchFile]:
     """The series' patch files in application order: by file name, or in the order of the
-    quilt `series` file with `naming: quilt`. A missing dir is empty."""
-    if not series.dir.is_dir():
-        return []
-    if series.naming == "quilt":
-        return [PatchFile(series.dir / name, (series.dir / name).read_bytes()) for name in quilt_names(series.dir)]
-    return [PatchFile(p, p.read_bytes()) for p in sorted(series.dir.glob("*.patch"))]
+    quilt `series` file with `naming: quilt`. The directory is untrusted and fails closed
+    (`patchctl.seriesdir`): a missing or empty series is an error unless `allow_empty: true`."""
+    paths = seriesdir.series_entries(series, allow_empty_dir=allow_empty_dir)
+    return [PatchFile(p, data) for p, data in zip(paths, seriesdir.read_entries(series, paths), strict=True)]
 
 
-def quilt_names(directory: Path) -> list[str]:
-    """The patch names a quilt `series` file lists, in order (comments and options dropped).
-    A listed file that does not exist is a usage error: quilt itself would refuse the series."""
-    path = directory / QUILT_SERIES_FILE
-    if not path.is_file():
-        return []
-    names = []
-    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-        name = line.split("#", 1)[0].split()
-        if not name:
-            continue
-        parts = PurePosixPath(name[0]).parts
-        if name[0].startswith("/") or ".." in parts or not (directory / name[0]).is_file():
-            raise UsageError(f"{path}:{number}: {name[0]!r} is not a file in {directory}")
-        names.append(name[0])
-    return names
+def quilt_names(directory: Path, series: Series | None = None) -> list[str]:
+    """The patch names a quilt `series` file lists, in order (see `patchctl.seriesdir`)."""
+    return seriesdir.quilt_names(directory, series)
 
 
 def render_quilt_series(names: list[str]) -> bytes:

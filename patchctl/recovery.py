@@ -10,6 +10,7 @@ when there is something to recover, so reading commands stay lock-free.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from . import journal, treeswap, worktree
@@ -37,9 +38,10 @@ def recover_project(root: Path, lock: ProjectLock) -> list[str]:
 def needs_recovery(root: Path) -> bool:
     """Whether a killed run left something behind (a few stat calls; no git, no lock)."""
     state = worktree.state_dir(root)
+    worktree.check_state_path(root, state, "state directory", expected="directory", follow=True)
     if not state.is_dir():
         return False
-    if any((state / name).exists() for name in (journal.JOURNAL_NAME, *journal.LEGACY_JOURNAL_NAMES)):
+    if any(os.path.lexists(state / name) for name in (journal.JOURNAL_NAME, *journal.LEGACY_JOURNAL_NAMES)):
         return True
     if any(next(state.glob(pattern), None) is not None for pattern in _TEMP_GLOBS):
         return True

@@ -170,13 +170,17 @@ def pin_sync(
             f"a pin-sync of {name} is in progress ({state_path.parent}); finish it with --continue or drop it with "
             "--abort"
         )
+    moved = [u.name for u in pinfile.moved_upstreams(config, name)]
+    series_list = [s for u in moved for s in config.series_on(u)]
+    if not series_list:
+        raise UsageError(f"no series in {config.path.name} is on upstream {name}: pin-sync would gate nothing")
+    read = {s.name: read_series(s) for s in series_list}  # fail closed, before anything is fetched
     seconds: dict[str, float] = {}
     timer = _Timer(seconds)
     with timer.phase("resolve"):
         mirror = store.mirror(up.url, base=config.root)
         target = store.branch_tip(mirror, up.branch) if latest else store.resolve(mirror, to)
     spec = f"--latest ({up.branch})" if latest else str(to)
-    moved = [u.name for u in pinfile.moved_upstreams(config, name)]
     commits, note = upstream_commits(mirror.path, up.pin, target)
     if target == up.pin:
         # Sync trees without a state file are what a killed run left: nothing to continue from.
@@ -194,7 +198,6 @@ def pin_sync(
         )
 
     pinfile.pin_changes(config, name, target)  # a broken pin_files entry fails now, not after the gates
-    series_list = [s for u in moved for s in config.series_on(u)]
     state = SyncState(
         name,
         up.pin,
@@ -202,7 +205,7 @@ def pin_sync(
         spec,
         [
             SeriesProgress(
-                s.name, s.upstream, str(worktree.sync_root(config.root, name) / s.name), series_digest(read_series(s))
+                s.name, s.upstream, str(worktree.sync_root(config.root, name) / s.name), series_digest(read[s.name])
             )
             for s in series_list
         ],
@@ -345,6 +348,13 @@ def _run(
         commit_pin_update(config.root, changes)
         _remove_sync_root(config, store, worktree.sync_root(config.root, state.upstream), state)
     report.state = "synced"
+    report.warnings = _drop_warnings(state, done=True)  # the files are gone now: say so in the past tense
+    report.warnings += [
+        f"series {name} has no patch left: every command now refuses it (fail closed); remove it from "
+        f"{config.path.name} or set allow_empty: true on it"
+        for name, (patches, _) in planned.items()
+        if not patches and not config.get_series(name).allow_empty
+    ]
     report.next_steps = (
         [f"review and commit: git add {' '.join(report.files_changed)} && git commit"] if changes else []
     )
@@ -470,7 +480,14 @@ def _blocked_records(config: Config, state: SyncState) -> list[PatchRecord]:
     return records
 
 
-def _drop_warnings(state: SyncState) -> list[str]:
+def _drop_warnings(state: SyncState, *, done: bool = False) -> list[str]:
+    """One warning per dropped patch; DONE: the sync has written the series, the file is deleted already."""
+    if done:
+        return [
+            f"{r.series}/{r.patch} was DROPPED from the series ({r.classification}): its file was deleted"
+            for r in state.records
+            if r.classification.startswith(("dropped", "already upstream"))
+        ]
     return [
         f"{r.series}/{r.patch} is DROPPED from the series ({r.classification}): its file will be deleted"
         for r in state.records

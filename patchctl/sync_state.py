@@ -71,8 +71,9 @@ def save_state(root: Path, state: SyncState) -> None:
 
 def load_state(root: Path, upstream: str) -> SyncState:
     path = worktree.sync_state_file(root, upstream)
+    raw = worktree.read_state(root, path, "pin-sync state")  # a FIFO or a directory there: one line
     try:
-        state = SyncState.from_json(json.loads(path.read_text()))
+        state = SyncState.from_json(json.loads(raw if raw is not None else b""))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{path}: unreadable sync state ({exc}); run `patchctl pin-sync --abort`") from None
     if state.version != STATE_VERSION:

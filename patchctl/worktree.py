@@ -18,15 +18,18 @@ marker matches; `gate` refuses a tree without one.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import git
-from .errors import GitError
+from .errors import EnvironmentFailure, GitError
 from .paths import atomic_write_text
+from .regular import NotRegular, TooLarge, file_kind, kind_of, read_regular
 
 STATE_DIR = ".patchctl"
+MAX_STATE_BYTES = 16 * 1024 * 1024  # journals, markers and sync states are a few KiB
 MARKER_NAME = "patchctl-applied.json"
 MARKER_VERSION = 1
 SYNC_STATE_NAME = "state.json"
@@ -80,6 +83,41 @@ def log_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name)
 
 
+def read_state(root: Path, path: Path, what: str) -> bytes | None:
+    """The bytes of patchctl's own state file PATH (WHAT names it: "journal", "lock", ...), or
+    None when there is none. Anything there that patchctl did not write (a directory, a FIFO, a
+    symlink, a device, a huge file) is refused in one line that says what to remove (exit 3)."""
+    try:
+        return read_regular(path, MAX_STATE_BYTES)
+    except NotRegular as exc:
+        raise EnvironmentFailure(unexpected_state(root, path, what, exc.kind)) from None
+    except TooLarge:
+        raise EnvironmentFailure(
+            f"{display(root, path)}: larger than {MAX_STATE_BYTES // (1024 * 1024)} MiB, not the {what} patchctl "
+            f"writes there; remove it (rm {path})"
+        ) from None
+    except OSError as exc:
+        raise EnvironmentFailure(f"{display(root, path)}: cannot read the {what}: {exc.strerror}") from None
+
+
+def check_state_path(root: Path, path: Path, what: str, expected: str = "regular file", follow: bool = False) -> None:
+    """Refuse (one line, exit 3) when PATH exists as something other than EXPECTED (by lstat;
+    FOLLOW: what a symlink leads to, for directories that may be symlinks inside the repository)."""
+    kind = kind_of(path)
+    if follow and kind == "symlink":
+        try:
+            kind = file_kind(os.stat(path).st_mode)
+        except OSError:
+            kind = "dangling symlink"
+    if kind is not None and kind != expected:
+        raise EnvironmentFailure(unexpected_state(root, path, what, kind))
+
+
+def unexpected_state(root: Path, path: Path, what: str, kind: str) -> str:
+    remove = f"rm -r {path}" if kind == "directory" else f"rm {path}"
+    return f"{display(root, path)} is a {kind}, not the {what} patchctl writes there; remove it ({remove})"
+
+
 def display(root: Path, path: Path) -> str:
     """PATH relative to ROOT when it is inside, as messages show it."""
     try:
@@ -123,11 +161,13 @@ def common_dir(tree: Path) -> Path | None:
 
 def read_marker(tree: Path) -> Marker | None:
     gitdir = git_dir(tree)
-    if gitdir is None or not (gitdir / MARKER_NAME).is_file():
+    if gitdir is None:
+        return None
+    data = read_state(tree, gitdir / MARKER_NAME, "apply marker")
+    if data is None:
         return None
     try:
-        data = json.loads((gitdir / MARKER_NAME).read_text())
-        return Marker(**data)
+        return Marker(**json.loads(data))
     except (ValueError, TypeError):
         return None
 

@@ -6,6 +6,7 @@ import click
 
 from .. import linter
 from ..app import AppContext, pass_app, print_findings
+from ..errors import UsageError
 
 
 @click.command("lint")
@@ -30,6 +31,8 @@ def lint_cmd(app: AppContext, series: tuple[str, ...], no_apply: bool, as_json: 
       patchctl lint
       patchctl lint llama.cpp --no-apply --json
     """
+    if not series and not app.config.series:
+        raise UsageError(f"{app.config.path.name} defines no series: lint would check nothing")
     findings = linter.lint(app.config, None if no_apply else app.store, series, apply_check=not no_apply)
     print_findings(findings, as_json)
     if not as_json:

@@ -179,6 +179,7 @@ def test_huge_timeout_is_a_config_error(project: Project, cli) -> None:
 
 def test_valid_branches_and_urls_still_load(tmp_path: Path, upstream: Repo, cli) -> None:
     project = Project(tmp_path / "project", upstream, upstream.head)
+    _replace(project, "dir: patches/main\n", "dir: patches/main\n    allow_empty: true\n")
     _replace(project, "branch: main", "branch: release/v1.2-rc_3")
     assert cli("-C", project.path, "lint", "--no-apply").exit_code == 0
     _replace(project, f"url: {upstream.path}", f"url: {upstream.path.as_uri()}")

@@ -62,6 +62,12 @@ def test_whole_change_taken_upstream_in_other_context_is_already_upstream(
     result, payload = sync_json(cli, project)
     assert result.exit_code == 0, result.output
     assert not (project.series_dir / "0001-tune.patch").exists()
+    assert payload["warnings"][-1].startswith("series main has no patch left: every command now refuses it")
+    # Fail closed: a series with no patch is refused until matrix.yaml says an empty one is intended.
+    refused = cli("-C", project.path, "apply")
+    assert refused.exit_code == 2 and "patches/main holds no *.patch file" in refused.stderr
+    config = project.path / "matrix.yaml"
+    config.write_text(config.read_text().replace("dir: patches/main\n", "dir: patches/main\n    allow_empty: true\n"))
     assert cli("-C", project.path, "apply").exit_code == 0
 
 

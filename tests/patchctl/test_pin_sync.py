@@ -129,10 +129,10 @@ def test_patch_taken_upstream_is_dropped_and_reported(project: Project, upstream
     assert project.patch_names() == ["0002-add-hello.patch"]  # kept its name: no renumbering
     assert set(payload["files_changed"]) == {"patches/main/0001-patch-line-twenty.patch", "matrix.yaml"}
     assert payload["warnings"] == [
-        "main/0001-patch-line-twenty.patch is DROPPED from the series (already upstream (dropped)): its file will be "
+        "main/0001-patch-line-twenty.patch was DROPPED from the series (already upstream (dropped)): its file was "
         "deleted"
     ]
-    assert "patchctl: warning: main/0001-patch-line-twenty.patch is DROPPED" in result.stderr
+    assert "patchctl: warning: main/0001-patch-line-twenty.patch was DROPPED" in result.stderr
 
 
 def test_dry_run_runs_everything_and_writes_nothing(project: Project, upstream: Repo, cli) -> None:

@@ -82,10 +82,9 @@ def test_drop_on_purpose_is_said_loudly(project: Project, upstream: Repo, cli) -
     assert dropped.exit_code == 0, dropped.output
     assert payload["patches"][0]["classification"] == "dropped by hand (--drop)"
     assert payload["warnings"] == [
-        "main/0001-patch-line-twenty.patch is DROPPED from the series (dropped by hand (--drop)): its file will be "
-        "deleted"
+        "main/0001-patch-line-twenty.patch was DROPPED from the series (dropped by hand (--drop)): its file was deleted"
     ]
-    assert "patchctl: warning: main/0001-patch-line-twenty.patch is DROPPED" in dropped.stderr
+    assert "patchctl: warning: main/0001-patch-line-twenty.patch was DROPPED" in dropped.stderr
     assert "⚠️ **warning**" in dropped.stdout
     assert project.patch_names() == ["0002-add-hello.patch"]
     assert f"pin: '{tip}'" in (project.path / "matrix.yaml").read_text()

@@ -12,7 +12,7 @@ from patchctl import git
 from patchctl import store as store_mod
 from patchctl.store import Store
 
-from .conftest import Project, Repo
+from .conftest import Project, Repo, make_patch
 
 
 def _mirror_in_process(root: str, url: str, queue) -> None:
@@ -52,6 +52,7 @@ def test_file_url_and_override_by_environment(
 ) -> None:
     config = project.path / "matrix.yaml"
     config.write_text(config.read_text().replace(f"url: {upstream.path}", "url: https://example.invalid/upstream.git"))
+    config.write_text(config.read_text().replace("dir: patches/main\n", "dir: patches/main\n    allow_empty: true\n"))
     monkeypatch.setenv("PATCHCTL_UPSTREAM_URL", f"up=file://{upstream.path}")
     result = cli("-C", project.path, "apply", "--json")
     assert result.exit_code == 0, result.output
@@ -65,6 +66,7 @@ def test_a_held_lock_is_a_clear_environment_error(project: Project, upstream: Re
     store = Store()
     mirror = store.mirror(str(upstream.path))
     monkeypatch.setattr(store_mod, "LOCK_TIMEOUT_S", 0.2)
+    project.add_patch("0001-x.patch", make_patch(upstream, upstream.head, {"src/x.c": "int x;\n"}, "Add x"))
     with FileLock(str(mirror.path) + ".lock"):
         result = cli("-C", project.path, "apply")
     assert result.exit_code == 3 and "the cache is locked by another patchctl run" in result.stderr
