@@ -5,11 +5,11 @@ from __future__ import annotations
 import click
 
 from .. import linter
-from ..app import AppContext, pass_app, print_findings
+from ..app import AppContext, complete_series, pass_app, print_findings
 
 
 @click.command("lint")
-@click.argument("series", nargs=-1)
+@click.argument("series", nargs=-1, shell_complete=complete_series)
 @click.option("--no-apply", is_flag=True, help="Skip the strict apply check (no upstream needed).")
 @click.option("--json", "as_json", is_flag=True, help="Print findings as JSON.")
 @pass_app
@@ -31,6 +31,6 @@ def lint_cmd(app: AppContext, series: tuple[str, ...], no_apply: bool, as_json: 
       patchctl lint llama.cpp --no-apply --json
     """
     findings = linter.lint(app.config, None if no_apply else app.store, series, apply_check=not no_apply)
-    print_findings(findings, as_json)
+    print_findings(findings, as_json, (app.config.root,))
     if not as_json:
         click.echo("lint: no findings")

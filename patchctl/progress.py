@@ -1,0 +1,232 @@
+"""Progress of long work, reported by the command line and nowhere else.
+
+Domain modules never print. They wrap work that can take more than a couple of seconds in
+`step("downloading llama-cpp-python 0.3.30")` and pass lines of output (a build's last line)
+to `note(line)`. Both do nothing unless the CLI installed a reporter (`installed`):
+
+* on a terminal, one live line on stderr: the step, its elapsed time and the last note,
+  redrawn in place and cleared when the step ends;
+* elsewhere (CI logs, pipes), a timestamped line when a step starts, a heartbeat line at
+  least once a minute while it runs (the steps, the elapsed time and the last note) and one
+  when it ends after a second or more (or fails), so a log never goes quiet for long.
+
+`-q/--quiet` (or $PATCHCTL_QUIET=1) installs no reporter. $PATCHCTL_PROGRESS_INTERVAL sets
+the heartbeat interval in seconds (default 60).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import TextIO
+
+QUIET_ENV = "PATCHCTL_QUIET"
+INTERVAL_ENV = "PATCHCTL_PROGRESS_INTERVAL"
+DEFAULT_INTERVAL_S = 60.0
+_TERMINAL_REDRAW_S = 0.25
+# Off a terminal, a step that ends sooner than this gets no "done" line (its start line stands).
+QUIET_FINISH_S = 1.0
+
+
+def elapsed_text(seconds: float) -> str:
+    """12.3s under a minute, 2m05s above."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s"
+
+
+class Reporter:
+    """Shows the stack of running steps. Thread-safe: builds note from reader threads."""
+
+    def __init__(self, stream: TextIO, *, live: bool, interval_s: float = DEFAULT_INTERVAL_S):
+        self.stream = stream
+        self.live = live
+        self.interval_s = interval_s if not live else _TERMINAL_REDRAW_S
+        self._lock = threading.Lock()
+        self._steps: list[tuple[str, float]] = []
+        self._last_note = ""
+        self._shown = False  # a live line is on screen
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ the API of steps
+
+    def start(self, title: str) -> None:
+        with self._lock:
+            self._steps.append((title, time.monotonic()))
+            self._last_note = ""
+            if self.live:
+                self._draw_locked()
+            else:
+                self._log_locked(title)
+        self._ensure_thread()
+
+    def finish(self, title: str, ok: bool) -> None:
+        with self._lock:
+            index = max((i for i, (t, _) in enumerate(self._steps) if t == title), default=None)
+            if index is None:
+                return
+            started = self._steps[index][1]
+            del self._steps[index:]
+            self._last_note = ""
+            if self.live:
+                if self._steps:
+                    self._draw_locked()
+                else:
+                    self._clear_locked()
+            elif not ok or time.monotonic() - started >= QUIET_FINISH_S:
+                word = "done" if ok else "failed"
+                self._log_locked(f"{title}: {word} in {elapsed_text(time.monotonic() - started)}")
+
+    def note(self, line: str) -> None:
+        line = line.strip()
+        if not line:
+            return
+        with self._lock:
+            self._last_note = line
+            if self.live and self._steps:
+                self._draw_locked()
+
+    def clear(self) -> None:
+        """Take the live line off the screen (before other output) and stop the heartbeat."""
+        with self._lock:
+            self._stop = True
+            self._clear_locked()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2)
+
+    # ------------------------------------------------------------------ drawing
+
+    def _path_locked(self, upto: int | None = None) -> str:
+        return " > ".join(title for title, _ in self._steps[:upto])
+
+    def _status_locked(self) -> str:
+        started = self._steps[0][1]
+        text = f"{self._path_locked()} ({elapsed_text(time.monotonic() - started)})"
+        if self._last_note:
+            text += f": {self._last_note}"
+        return text
+
+    def _draw_locked(self) -> None:
+        if not self._steps:
+            return
+        width = 150
+        with contextlib.suppress(OSError, ValueError):
+            columns = os.get_terminal_size(self.stream.fileno()).columns
+            width = max(40, columns - 1) if columns > 0 else width  # a fresh pty says 0
+        self._write_locked("\r\x1b[K" + self._status_locked()[:width])
+        self._shown = True
+
+    def _clear_locked(self) -> None:
+        if self._shown:
+            self._write_locked("\r\x1b[K")
+            self._shown = False
+
+    def _log_locked(self, text: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._write_locked(f"[{stamp}] patchctl: {text}\n")
+
+    def _write_locked(self, text: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.stream.write(text)
+            self.stream.flush()
+
+    # ------------------------------------------------------------------ the heartbeat
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._thread is not None or self._stop:
+                return
+            self._thread = threading.Thread(target=self._beat, name="patchctl-progress", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._wake.wait(self.interval_s):
+            with self._lock:
+                if self._stop:
+                    return
+                if not self._steps:
+                    continue
+                if self.live:
+                    self._draw_locked()
+                else:
+                    self._log_locked(f"still {self._status_locked()}")
+
+
+_reporter: Reporter | None = None
+
+
+@contextlib.contextmanager
+def step(title: str) -> Iterator[None]:
+    """Report TITLE as running for the duration of the block (nothing without a reporter)."""
+    reporter = _reporter
+    if reporter is None:
+        yield
+        return
+    reporter.start(title)
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        reporter.finish(title, ok)
+
+
+def say(line: str) -> None:
+    """LINE as a milestone of the running work: a timestamped log line off a terminal, the
+    live line's tail on one (the `progress` callback pin-sync and canary take)."""
+    reporter = _reporter
+    if reporter is None or not line.strip():
+        return
+    if reporter.live:
+        reporter.note(line)
+    else:
+        with reporter._lock:
+            reporter._log_locked(line.strip())
+
+
+def note(line: str) -> None:
+    """LINE as the latest output of the running step (a build's last line)."""
+    if _reporter is not None:
+        _reporter.note(line)
+
+
+def quiet_from_env() -> bool:
+    return os.environ.get(QUIET_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _interval() -> float:
+    raw = os.environ.get(INTERVAL_ENV, "").strip()
+    try:
+        return max(0.05, float(raw)) if raw else DEFAULT_INTERVAL_S
+    except ValueError:
+        return DEFAULT_INTERVAL_S
+
+
+def install(stream: TextIO) -> Reporter:
+    """Report progress on STREAM from now on: live on a terminal, timestamped lines elsewhere."""
+    global _reporter
+    isatty = getattr(stream, "isatty", None)
+    live = bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+    _reporter = Reporter(stream, live=live, interval_s=_interval())
+    return _reporter
+
+
+def uninstall() -> None:
+    global _reporter
+    reporter, _reporter = _reporter, None
+    if reporter is not None:
+        reporter.clear()
+
+
+def clear_line() -> None:
+    """Take a live progress line off the terminal before printing something else."""
+    if _reporter is not None and _reporter.live:
+        with _reporter._lock:
+            _reporter._clear_locked()
