@@ -140,6 +140,7 @@ def canary(
     name = _pick_upstream(config, upstream)
     up = config.get_upstream(name)
     mirror = store.mirror(up.url, base=config.root)
+    store.resolve_pin(mirror, config, name)  # a pin that is no commit: its matrix.yaml line, not git's words
     tip = store.resolve(mirror, rev) if rev else store.branch_tip(mirror, up.branch)
     selected = _toolchains(config, name, toolchains) if compile else []
     if work_dir is not None:

@@ -80,7 +80,7 @@ def test_the_walk_stops_at_the_repository_root(good: Project, cli, monkeypatch: 
 def test_a_pin_that_does_not_exist_names_its_matrix_line(good: Project, cli) -> None:
     good.write_config("deadbeef" * 5)
     line = pin_line(good)
-    for command in (["apply"], ["lint"]):
+    for command in (["apply"], ["lint"], ["canary"]):
         result = cli("-C", good.path, *command)
         assert result.exit_code == 2, result.output
         assert result.stderr.startswith(f"patchctl: error: {good.path / 'matrix.yaml'}:{line}: upstreams.up.pin: ")
