@@ -205,7 +205,7 @@ class Store:
         """Fetch every ref; git's warnings (stderr) are returned."""
         result = git.run(["fetch", "--quiet", "--prune", "--tags", "origin"], mirror.path, check=False)
         if not result.ok:
-            raise GitError(f"cannot fetch {mirror.url}: {git.first_line(result.stderr)}")
+            raise GitError(f"cannot fetch {mirror.url}: {git.explain(result.stderr)}")
         return result.stderr
 
     @staticmethod

@@ -277,3 +277,18 @@ def test_json_is_a_flag_everywhere(good: Project, cli, tmp_path: Path) -> None:
         "patchctl: error: --json is a flag (JSON on stdout, as in every command); to write the report to "
         "canary.json, use --json-file canary.json\n"
     )
+
+
+def test_git_failures_say_what_they_usually_mean(tmp_path: Path) -> None:
+    git.init_repo(tmp_path / "repo")
+    with pytest.raises(git.GitError) as missing:
+        git.run(["read-tree", "deadbeef" * 5], tmp_path / "repo")
+    assert "a commit that is not in the upstream: check the pin in matrix.yaml" in str(missing.value)
+    assert "(git: fatal: failed to unpack tree object " in str(missing.value)  # git's words stay, behind
+    (tmp_path / "repo" / ".git" / "index.lock").write_text("")
+    (tmp_path / "repo" / "f").write_text("x")
+    with pytest.raises(git.GitError) as locked:
+        git.run(["add", "f"], tmp_path / "repo")
+    assert "a killed one left its .lock file" in str(locked.value)
+    unknown = git.run(["frobnicate"], tmp_path / "repo", check=False)
+    assert git.explain(unknown.stderr) == git.first_line(unknown.stderr)  # nothing made up
