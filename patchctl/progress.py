@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TextIO
 
 QUIET_ENV = "PATCHCTL_QUIET"
@@ -39,6 +40,18 @@ def elapsed_text(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
+def last_line(path: Path) -> str:
+    """The last non-empty line of PATH (its last 4 KiB), "" when there is none."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 4096))
+            tail = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.replace("\r", "\n").splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
+
+
 class Reporter:
     """Shows the stack of running steps. Thread-safe: builds note from reader threads."""
 
@@ -47,7 +60,7 @@ class Reporter:
         self.live = live
         self.interval_s = interval_s if not live else _TERMINAL_REDRAW_S
         self._lock = threading.Lock()
-        self._steps: list[tuple[str, float]] = []
+        self._steps: list[tuple[str, float, Path | None]] = []  # title, start, a log it writes
         self._last_note = ""
         self._shown = False  # a live line is on screen
         self._wake = threading.Event()
@@ -56,9 +69,9 @@ class Reporter:
 
     # ------------------------------------------------------------------ the API of steps
 
-    def start(self, title: str) -> None:
+    def start(self, title: str, tail: Path | None = None) -> None:
         with self._lock:
-            self._steps.append((title, time.monotonic()))
+            self._steps.append((title, time.monotonic(), tail))
             self._last_note = ""
             if self.live:
                 self._draw_locked()
@@ -68,7 +81,7 @@ class Reporter:
 
     def finish(self, title: str, ok: bool) -> None:
         with self._lock:
-            index = max((i for i, (t, _) in enumerate(self._steps) if t == title), default=None)
+            index = max((i for i, (t, _, _) in enumerate(self._steps) if t == title), default=None)
             if index is None:
                 return
             started = self._steps[index][1]
@@ -103,14 +116,16 @@ class Reporter:
 
     # ------------------------------------------------------------------ drawing
 
-    def _path_locked(self, upto: int | None = None) -> str:
-        return " > ".join(title for title, _ in self._steps[:upto])
+    def _path_locked(self) -> str:
+        return " > ".join(title for title, _, _ in self._steps)
 
     def _status_locked(self) -> str:
         started = self._steps[0][1]
         text = f"{self._path_locked()} ({elapsed_text(time.monotonic() - started)})"
-        if self._last_note:
-            text += f": {self._last_note}"
+        tail = self._steps[-1][2]
+        note = self._last_note or (last_line(tail) if tail is not None else "")
+        if note:
+            text += f": {note}"
         return text
 
     def _draw_locked(self) -> None:
@@ -163,13 +178,14 @@ _reporter: Reporter | None = None
 
 
 @contextlib.contextmanager
-def step(title: str) -> Iterator[None]:
-    """Report TITLE as running for the duration of the block (nothing without a reporter)."""
+def step(title: str, tail: Path | None = None) -> Iterator[None]:
+    """Report TITLE as running for the duration of the block (nothing without a reporter).
+    TAIL: a log the step writes; its last line shows when nothing was noted."""
     reporter = _reporter
     if reporter is None:
         yield
         return
-    reporter.start(title)
+    reporter.start(title, tail)
     ok = False
     try:
         yield

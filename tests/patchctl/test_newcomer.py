@@ -156,7 +156,9 @@ def test_quiet_silences_progress(good: Project, cli, loud, monkeypatch: pytest.M
 
 
 def test_a_long_gate_gets_heartbeat_lines(good: Project, cli, loud, monkeypatch: pytest.MonkeyPatch) -> None:
-    good.write_config(good.upstream.head, "    gates:\n      - name: slow\n        command: sleep 1.5\n")
+    good.write_config(
+        good.upstream.head, "    gates:\n      - name: slow\n        command: echo building libllama; sleep 1.5\n"
+    )
     assert cli("-q", "-C", good.path, "apply").exit_code == 0
     monkeypatch.setenv(progress.INTERVAL_ENV, "0.25")
     result = cli("-C", good.path, "gate")
@@ -165,6 +167,7 @@ def test_a_long_gate_gets_heartbeat_lines(good: Project, cli, loud, monkeypatch:
     assert steps[0] == "gate slow (main)"
     beats = [s for s in steps if s.startswith("still gate slow (main) (")]
     assert len(beats) >= 2, steps  # about one every 0.25 s of a 1.5 s gate, with the elapsed time
+    assert beats[-1].endswith("s): building libllama"), beats  # and the last line of the gate's log
     assert re.fullmatch(r"gate slow \(main\): done in \d+\.\ds", steps[-1]), steps
 
 
