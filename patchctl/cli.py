@@ -52,7 +52,7 @@ def usage_line(exc: click.ClickException) -> str:
     "--config",
     "config_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Use FILE instead of DIR/matrix.yaml.",
+    help="Use FILE instead of the nearest matrix.yaml in DIR or its parents (as git finds .git).",
 )
 @click.option(
     "--upstream-url",
@@ -85,6 +85,10 @@ def cli(
     \b
     Exit codes: 0 ok, 1 check failed, 2 usage or configuration error,
                 3 environment error (network, git, Docker).
+
+    \b
+    Shell completion (commands, series, upstreams), in ~/.bashrc:
+      eval "$(_PATCHCTL_COMPLETE=bash_source patchctl)"    # zsh_source, fish_source: see README
     """
     ctx.obj = AppContext(directory, config_file, url_overrides, debug)
     if not (quiet or progress.quiet_from_env()):
