@@ -108,9 +108,7 @@ def _complete_names(ctx: click.Context, section: str, incomplete: str) -> list[s
     return [name for name in names if name.startswith(incomplete)]
 
 
-def json_options(
-    app: AppContext, upstream: str | None, as_json: bool, json_file: Path | None
-) -> tuple[bool, Path | None]:
+def json_options(upstream: str | None, as_json: bool, json_file: Path | None) -> tuple[bool, Path | None]:
     """`--json` (a flag: JSON on stdout, as in every command) and `--json-file FILE` ('-' is
     stdout) of canary and pin-sync. `--json FILE`, their old spelling, leaves FILE as the
     UPSTREAM argument: that is said in one line instead of "unknown upstream"."""

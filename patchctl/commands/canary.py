@@ -86,7 +86,7 @@ def canary_cmd(
     """
     if rev and latest:
         raise UsageError("--rev and --latest exclude each other")
-    as_json, json_file = json_options(app, upstream, as_json, json_file)
+    as_json, json_file = json_options(upstream, as_json, json_file)
     json_file, summary_file, work_dir = app.path(json_file), app.path(summary_file), app.path(work_dir)
     if do_compile:  # its build logs go to .patchctl/logs/canary; without --compile it writes nothing
         app.lock_project()

@@ -80,7 +80,7 @@ def pin_sync_cmd(
         raise UsageError("--continue and --abort exclude each other")
     if (resume or abort) and (to or latest or dry_run):
         raise UsageError("--continue/--abort take no --to, --latest or --dry-run")
-    as_json, json_file = json_options(app, upstream, as_json, json_file)
+    as_json, json_file = json_options(upstream, as_json, json_file)
     app.lock_project()
     config = app.config
     report_file, json_file = app.path(report_file), app.path(json_file)
