@@ -105,6 +105,18 @@ class Reporter:
             if self.live and self._steps:
                 self._draw_locked()
 
+    def announce(self, line: str) -> None:
+        """A milestone: logged off a terminal; on one, the running step's note, or the line itself."""
+        with self._lock:
+            if not self.live:
+                self._log_locked(line)
+            elif self._steps:
+                self._last_note = line
+                self._draw_locked()
+            else:
+                self._write_locked("\r\x1b[K" + line[:150])
+                self._shown = True
+
     def clear(self) -> None:
         """Take the live line off the screen (before other output) and stop the heartbeat."""
         with self._lock:
@@ -198,13 +210,8 @@ def say(line: str) -> None:
     """LINE as a milestone of the running work: a timestamped log line off a terminal, the
     live line's tail on one (the `progress` callback pin-sync and canary take)."""
     reporter = _reporter
-    if reporter is None or not line.strip():
-        return
-    if reporter.live:
-        reporter.note(line)
-    else:
-        with reporter._lock:
-            reporter._log_locked(line.strip())
+    if reporter is not None and line.strip():
+        reporter.announce(line.strip())
 
 
 def note(line: str) -> None:

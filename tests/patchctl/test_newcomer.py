@@ -148,6 +148,14 @@ def test_a_cold_apply_off_a_terminal_prints_timestamped_progress(good: Project, 
     assert any(step.startswith("checking out ") for step in steps)
 
 
+def test_canary_off_a_terminal_logs_its_milestones(good: Project, cli, loud) -> None:
+    result = cli("-C", good.path, "canary", "--no-bisect")
+    assert result.exit_code == 0, result.output
+    steps = [re.sub(STAMP, "", line) for line in result.stderr.splitlines() if re.match(STAMP, line)]
+    assert f"applying main at {good.upstream.head[:12]}" in steps
+    assert result.stdout.startswith("## canary up")  # the report alone on stdout
+
+
 def test_quiet_silences_progress(good: Project, cli, loud, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli("-q", "-C", good.path, "apply").stderr == ""
     monkeypatch.setenv(progress.QUIET_ENV, "1")
@@ -176,6 +184,7 @@ def test_on_a_terminal_the_live_line_is_drawn_and_cleared() -> None:
     stream = os.fdopen(slave, "w")
     try:
         progress.install(stream)
+        progress.say("bisecting 0001-x.patch over 12 commit(s)")
         with progress.step("downloading llama-cpp-python 0.3.30"):
             progress.note("50%")
             time.sleep(0.3)
@@ -188,6 +197,7 @@ def test_on_a_terminal_the_live_line_is_drawn_and_cleared() -> None:
         os.close(master)
     assert "\r\x1b[Kdownloading llama-cpp-python 0.3.30 (0." in shown
     assert "s): 50%" in shown
+    assert shown.startswith("\r\x1b[Kbisecting 0001-x.patch over 12 commit(s)\r\x1b[Kdownloading")
     assert shown.endswith("\r\x1b[K")  # nothing left on the line for what prints next
     assert "patchctl:" not in shown  # no log lines on a terminal
 
