@@ -172,7 +172,9 @@ class Config:
 def find_config(directory: Path | None = None, config_file: Path | None = None) -> Path:
     """Resolve `-C DIR` / `--config FILE` like git does: FILE wins (relative to DIR), else the
     nearest matrix.yaml in DIR (default: the working directory) or a parent, the way git finds
-    `.git`; the walk stops at the root of the git repository it starts in (or the filesystem's)."""
+    `.git`; the walk stops at the root of the git repository it starts in (or the filesystem's).
+    patchctl's own trees under `.patchctl/` are git work trees too: the walk goes on past them
+    to the project that holds them (`patchctl export` right after a commit in the tree)."""
     start = Path(directory or ".")
     if config_file is not None:
         path = Path(config_file)
@@ -188,7 +190,7 @@ def find_config(directory: Path | None = None, config_file: Path | None = None) 
         candidate = folder / DEFAULT_CONFIG_NAME
         if candidate.is_file():
             return candidate
-        if (folder / ".git").exists():
+        if (folder / ".git").exists() and ".patchctl" not in folder.parts:
             raise ConfigError(
                 f"no {DEFAULT_CONFIG_NAME} in {here} or any parent up to the repository root {folder} "
                 "(use -C DIR or --config FILE)"

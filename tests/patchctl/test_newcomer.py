@@ -62,6 +62,16 @@ def test_lint_works_from_a_subdirectory(good: Project, cli, monkeypatch: pytest.
     assert cli("--config", good.path / "matrix.yaml", "lint", "--no-apply").exit_code == 0
 
 
+def test_export_works_from_inside_the_applied_tree(good: Project, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli("-C", good.path, "apply").exit_code == 0
+    tree = good.path / ".patchctl" / "trees" / "main"
+    Repo(tree).commit({"src/util.c": "util\n"}, "Shrink util\n\nOne line is enough.")
+    monkeypatch.chdir(tree / "src")  # where one just committed: a git work tree of its own
+    result = cli("export", "main")
+    assert result.exit_code == 0, result.output
+    assert "0002-Shrink-util.patch" in good.patch_names()
+
+
 def test_the_walk_stops_at_the_repository_root(good: Project, cli, monkeypatch: pytest.MonkeyPatch) -> None:
     nested = good.path / "vendor" / "other"
     git.init_repo(nested)  # another repository inside: its matrix.yaml would be its own
