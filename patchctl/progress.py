@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -40,6 +41,14 @@ def elapsed_text(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
+_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def printable(line: str) -> str:
+    """LINE without terminal escapes and control characters (a build's colours, its \\r)."""
+    return _CONTROL.sub("", line).strip()
+
+
 def last_line(path: Path) -> str:
     """The last non-empty line of PATH (its last 4 KiB), "" when there is none."""
     try:
@@ -48,7 +57,7 @@ def last_line(path: Path) -> str:
             tail = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    lines = [line.strip() for line in tail.replace("\r", "\n").splitlines() if line.strip()]
+    lines = [printable(line) for line in tail.replace("\r", "\n").splitlines() if printable(line)]
     return lines[-1][:200] if lines else ""
 
 
@@ -63,6 +72,7 @@ class Reporter:
         self._steps: list[tuple[str, float, Path | None]] = []  # title, start, a log it writes
         self._last_note = ""
         self._shown = False  # a live line is on screen
+        self._drawn_at = 0.0
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -97,12 +107,14 @@ class Reporter:
                 self._log_locked(f"{title}: {word} in {elapsed_text(time.monotonic() - started)}")
 
     def note(self, line: str) -> None:
-        line = line.strip()
+        line = printable(line)
         if not line:
             return
         with self._lock:
             self._last_note = line
-            if self.live and self._steps:
+            # A build can print thousands of lines a second: redraw at most every 0.1 s (the
+            # heartbeat thread draws the latest soon after anyway).
+            if self.live and self._steps and time.monotonic() - self._drawn_at >= 0.1:
                 self._draw_locked()
 
     def announce(self, line: str) -> None:
@@ -149,6 +161,7 @@ class Reporter:
             width = max(40, columns - 1) if columns > 0 else width  # a fresh pty says 0
         self._write_locked("\r\x1b[K" + self._status_locked()[:width])
         self._shown = True
+        self._drawn_at = time.monotonic()
 
     def _clear_locked(self) -> None:
         if self._shown:
@@ -210,8 +223,8 @@ def say(line: str) -> None:
     """LINE as a milestone of the running work: a timestamped log line off a terminal, the
     live line's tail on one (the `progress` callback pin-sync and canary take)."""
     reporter = _reporter
-    if reporter is not None and line.strip():
-        reporter.announce(line.strip())
+    if reporter is not None and printable(line):
+        reporter.announce(printable(line))
 
 
 def note(line: str) -> None:

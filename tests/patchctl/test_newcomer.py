@@ -197,7 +197,7 @@ def test_on_a_terminal_the_live_line_is_drawn_and_cleared() -> None:
         progress.say("bisecting 0001-x.patch over 12 commit(s)")
         with progress.step("downloading llama-cpp-python 0.3.30"):
             progress.note("50%")
-            time.sleep(0.3)
+            time.sleep(0.6)  # the redraw thread (every 0.25 s) shows the note
         progress.uninstall()
         stream.flush()
         shown = os.read(master, 65536).decode()
