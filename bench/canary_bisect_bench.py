@@ -33,7 +33,7 @@ from tests.patchctl.test_real_series import make_project, red_upstream  # noqa: 
 
 def timed_canary(project: Path, out: Path, *args: str) -> tuple[float, dict]:
     start = time.perf_counter()
-    result = run_cli("-C", project, "canary", "--json", out, *args)
+    result = run_cli("-C", project, "canary", "--json-file", out, *args)
     elapsed = time.perf_counter() - start
     if result.exit_code != 1:
         raise SystemExit(f"expected a red canary (exit 1), got {result.exit_code}: {result.output[-2000:]}")

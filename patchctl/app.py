@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,8 @@ from typing import Any
 import click
 
 from . import config as config_mod
-from .errors import CheckFailed
+from . import progress
+from .errors import CheckFailed, UsageError
 from .findings import Finding, under_github_actions
 from .jsonout import to_json
 from .lock import ProjectLock, lock_timeout
@@ -62,6 +62,11 @@ class AppContext:
         return self._store
 
     @property
+    def root(self) -> Path:
+        """The directory of matrix.yaml (found as `config` finds it), without loading it."""
+        return config_mod.find_config(self.directory, self.config_file).parent
+
+    @property
     def workdir(self) -> Path:
         return (self.directory or Path.cwd()).resolve()
 
@@ -78,6 +83,45 @@ class CommandGroup(click.Group):
         return list(self.commands)  # in definition order: the order a user meets them
 
 
+def complete_series(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of SERIES arguments: the series matrix.yaml defines."""
+    return _complete_names(ctx, "series", incomplete)
+
+
+def complete_upstreams(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion of UPSTREAM arguments: the upstreams matrix.yaml defines."""
+    return _complete_names(ctx, "upstreams", incomplete)
+
+
+def _complete_names(ctx: click.Context, section: str, incomplete: str) -> list[str]:
+    """The keys of SECTION in the matrix.yaml that -C/--config (or the walk up) finds. A
+    completion never fails: nothing to offer when the file is missing or broken."""
+    params = ctx.find_root().params
+    try:
+        path = config_mod.find_config(params.get("directory"), params.get("config_file"))
+        import yaml  # only completion reads the file this loosely
+
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        names = sorted(str(name) for name in (data.get(section) or {}))
+    except Exception:  # noqa: BLE001 - a shell completion must never print a traceback
+        return []
+    return [name for name in names if name.startswith(incomplete)]
+
+
+def json_options(upstream: str | None, as_json: bool, json_file: Path | None) -> tuple[bool, Path | None]:
+    """`--json` (a flag: JSON on stdout, as in every command) and `--json-file FILE` ('-' is
+    stdout) of canary and pin-sync. `--json FILE`, their old spelling, leaves FILE as the
+    UPSTREAM argument: that is said in one line instead of "unknown upstream"."""
+    if as_json and upstream and upstream.endswith(".json"):
+        raise UsageError(
+            f"--json is a flag (JSON on stdout, as in every command); to write the report to {upstream}, "
+            f"use --json-file {upstream}"
+        )
+    if json_file is not None and str(json_file) == "-":
+        return True, None
+    return as_json, json_file
+
+
 def emit_json(payload: Any) -> None:
     """PAYLOAD (dataclasses included) as indented JSON with sorted keys."""
     click.echo(json.dumps(to_json(payload), indent=2, sort_keys=True, default=str))
@@ -88,31 +132,21 @@ def echo_lines(lines: list[str]) -> None:
         click.echo(line)
 
 
-def print_findings(findings: list[Finding], as_json: bool) -> None:
-    """Findings as text (and GitHub annotations under Actions) or JSON; exit 1 when any."""
+def print_findings(findings: list[Finding], as_json: bool, bases: tuple[Path, ...] = ()) -> None:
+    """Findings as text (and GitHub annotations under Actions) or JSON; exit 1 when any.
+    BASES: where the findings' relative paths start (annotations need repository paths)."""
     if as_json:
         emit_json({"ok": not findings, "findings": findings})
     else:
         for finding in findings:
             click.echo(finding.format())
             if under_github_actions():
-                click.echo(finding.annotation())
+                click.echo(finding.annotation(bases))
     if findings:
         raise CheckFailed(f"{len(findings)} finding(s)")
 
 
 def progress_display() -> AbstractContextManager[Callable[[str], None] | None]:
-    """A one-line live status on stderr for long runs (builds stream their last line);
-    nothing when stderr is not a terminal, so logs and CI output stay clean."""
-    if not sys.stderr.isatty():
-        return contextlib.nullcontext(None)
-    from rich.console import Console
-
-    status = Console(stderr=True).status("starting")
-
-    @contextlib.contextmanager
-    def shown() -> Iterator[Callable[[str], None]]:
-        with status:
-            yield lambda line: status.update(line[:150] or "working")
-
-    return shown()
+    """The `progress` callback of pin-sync and canary: their milestones as progress lines
+    (live on a terminal, timestamped in logs; see `patchctl.progress`), nothing with -q."""
+    return contextlib.nullcontext(progress.say)

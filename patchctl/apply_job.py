@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import git, treeswap, worktree
+from . import git, progress, treeswap, worktree
 from .applier import PatchOutcome, apply_series_to_index, is_clean
 from .config import Config, Series
 from .confine import inside_repository
@@ -104,9 +104,10 @@ def apply(
     for job in jobs:
         upstream = config.get_upstream(job.upstream)
         mirror = store.mirror(upstream.url, base=config.root)
-        target = store.resolve(mirror, rev or upstream.pin)
+        target = store.resolve_pin(mirror, config, job.upstream, rev)
         patches = [p for s in job.series for p in read[s.name]]
-        result = apply_job(store, mirror, job, target, patches, force=force)
+        with progress.step(f"applying {', '.join(s.name for s in job.series)} at {target[:12]}"):
+            result = apply_job(store, mirror, job, target, patches, force=force)
         results.append(result)
         if result.state == "failed":
             raise ApplyFailed(result)

@@ -9,12 +9,13 @@ error (network, git, Docker). `--debug` shows the traceback instead.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import click
 
-from . import __version__
+from . import __version__, progress
 from .app import AppContext, CommandGroup
 from .commands.apply import apply_cmd
 from .commands.canary import canary_cmd
@@ -26,6 +27,23 @@ from .commands.pin_sync import pin_sync_cmd
 from .errors import ExitCode, PatchctlError
 
 
+def usage_line(exc: click.ClickException) -> str:
+    """Click's three-line usage error as one line: `export: missing argument SERIES (see
+    'patchctl export --help')`."""
+    message = exc.format_message().strip().rstrip(".")
+    if isinstance(exc, click.MissingParameter) and exc.param is not None:
+        # Click quotes the metavar ('SERIES'); the README and --help write it bare.
+        message = re.sub(r"'([A-Z][A-Z0-9_.]*)'", r"\1", message)
+    message = message[:1].lower() + message[1:]
+    ctx = getattr(exc, "ctx", None)
+    if ctx is None:
+        return message
+    path = ctx.command_path
+    command = path.partition(" ")[2]
+    prefix = f"{command}: " if command else ""
+    return f"{prefix}{message} (see '{path} --help')"
+
+
 @click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "-C", "directory", type=click.Path(file_okay=False, path_type=Path), help="Run as if started in DIR (like git -C)."
@@ -34,7 +52,7 @@ from .errors import ExitCode, PatchctlError
     "--config",
     "config_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Use FILE instead of DIR/matrix.yaml.",
+    help="Use FILE instead of the nearest matrix.yaml in DIR or its parents (as git finds .git).",
 )
 @click.option(
     "--upstream-url",
@@ -43,11 +61,19 @@ from .errors import ExitCode, PatchctlError
     metavar="NAME=URL",
     help="Point upstream NAME at another URL or path (a mirror). Repeatable; also $PATCHCTL_UPSTREAM_URL.",
 )
+@click.option(
+    "-q", "--quiet", is_flag=True, help="No progress lines on stderr (also $PATCHCTL_QUIET=1); errors still print."
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 @click.version_option(__version__, prog_name="patchctl")
 @click.pass_context
 def cli(
-    ctx: click.Context, directory: Path | None, config_file: Path | None, url_overrides: tuple[str, ...], debug: bool
+    ctx: click.Context,
+    directory: Path | None,
+    config_file: Path | None,
+    url_overrides: tuple[str, ...],
+    quiet: bool,
+    debug: bool,
 ) -> None:
     """Keep a vendored patch series alive on top of a fast-moving upstream.
 
@@ -59,14 +85,24 @@ def cli(
     \b
     Exit codes: 0 ok, 1 check failed, 2 usage or configuration error,
                 3 environment error (network, git, Docker).
+
+    \b
+    Shell completion (commands, series, upstreams), in ~/.bashrc:
+      eval "$(_PATCHCTL_COMPLETE=bash_source patchctl)"    # zsh_source, fish_source: see README
     """
     ctx.obj = AppContext(directory, config_file, url_overrides, debug)
+    if not (quiet or progress.quiet_from_env()):
+        progress.install(sys.stderr)
+        ctx.call_on_close(progress.uninstall)
 
 
 def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
-        cli.main(args=argv, prog_name="patchctl", standalone_mode=False)
+        try:
+            cli.main(args=argv, prog_name="patchctl", standalone_mode=False)
+        finally:
+            progress.uninstall()  # the live line leaves the terminal before the error line
     except PatchctlError as exc:
         if debug:
             raise
@@ -76,7 +112,12 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("patchctl: aborted", err=True)
         return 130
     except click.ClickException as exc:
-        exc.show()
+        if debug:
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `patchctl`, `patchctl matrix`: the help, as git does
+            exc.show()
+            return int(ExitCode.USAGE)
+        click.echo(f"patchctl: error: {usage_line(exc)}", err=True)
         return int(ExitCode.USAGE) if exc.exit_code == 2 else exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code

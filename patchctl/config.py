@@ -177,16 +177,32 @@ class Config:
 
 
 def find_config(directory: Path | None = None, config_file: Path | None = None) -> Path:
-    """Resolve `-C DIR` / `--config FILE` like git does: FILE wins, else DIR/matrix.yaml."""
+    """Resolve `-C DIR` / `--config FILE` like git does: FILE wins (relative to DIR), else the
+    nearest matrix.yaml in DIR (default: the working directory) or a parent, the way git finds
+    `.git`; the walk stops at the root of the git repository it starts in (or the filesystem's).
+    patchctl's own trees under `.patchctl/` are git work trees too: the walk goes on past them
+    to the project that holds them (`patchctl export` right after a commit in the tree)."""
+    start = Path(directory or ".")
     if config_file is not None:
         path = Path(config_file)
         if directory is not None and not path.is_absolute():
-            path = Path(directory) / path
-    else:
-        path = Path(directory or ".") / DEFAULT_CONFIG_NAME
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such config file (use -C DIR or --config FILE)")
-    return path.resolve()
+            path = start / path
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such config file (use -C DIR or --config FILE)")
+        return path.resolve()
+    if not start.is_dir():
+        raise ConfigError(f"{start}: no such directory (-C)")
+    here = start.resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / DEFAULT_CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+        if (folder / ".git").exists() and ".patchctl" not in folder.parts:
+            raise ConfigError(
+                f"no {DEFAULT_CONFIG_NAME} in {here} or any parent up to the repository root {folder} "
+                "(use -C DIR or --config FILE)"
+            )
+    raise ConfigError(f"no {DEFAULT_CONFIG_NAME} in {here} or any parent (use -C DIR or --config FILE)")
 
 
 def load(path: Path) -> Config:

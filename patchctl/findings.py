@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True, order=True)
@@ -17,11 +18,28 @@ class Finding:
     def format(self) -> str:
         return f"{self.file}:{self.line}: {self.rule}: {self.message}"
 
-    def annotation(self) -> str:
-        """A GitHub Actions workflow command; the message is escaped as the runner expects."""
+    def annotation(self, bases: tuple[Path, ...] = ()) -> str:
+        """A GitHub Actions workflow command; the message is escaped as the runner expects.
+        GitHub places it by a path from the repository root: the finding's file is taken
+        relative to the first of BASES that holds it (the directory of matrix.yaml, `-C`)."""
         message = self.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-        file = self.file.replace("%", "%25").replace(",", "%2C").replace(":", "%3A")
+        file = repository_path(self.file, bases).replace("%", "%25").replace(",", "%2C").replace(":", "%3A")
         return f"::error file={file},line={self.line},title={self.rule}::{message}"
+
+
+def repository_path(file: str, bases: tuple[Path, ...]) -> str:
+    """FILE (relative to one of BASES) relative to the root of the git repository holding
+    it, which is where GitHub's annotations start from; FILE unchanged when there is none."""
+    candidates = [Path(file)] if Path(file).is_absolute() else [base / file for base in bases]
+    for path in candidates:
+        if not path.exists():
+            continue
+        path = path.resolve()
+        for folder in path.parents:
+            if (folder / ".git").exists():
+                return path.relative_to(folder).as_posix()
+        break
+    return file
 
 
 def under_github_actions() -> bool:

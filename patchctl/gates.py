@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import gate_env, worktree
+from . import gate_env, progress, worktree
 from .config import Config, Gate, Series
 from .confine import inside_repository
 from .errors import CheckFailed, ConfigError, UsageError
@@ -117,7 +117,9 @@ def run_gates(
         }
         for index, gate in enumerate(series.gates):
             env = gate_env.scrubbed(pass_env=gate.pass_env, extra=patchctl_vars)
-            result = _run_one(gate, tree, env, log_dir / f"{index + 1:02d}-{worktree.log_name(gate.name)}.log")
+            log = log_dir / f"{index + 1:02d}-{worktree.log_name(gate.name)}.log"
+            with progress.step(f"gate {gate.name} ({series.name})", tail=log):
+                result = _run_one(gate, tree, env, log)
             if result.ok and gate.baseline is not None:
                 _check_baseline(config, series, index, gate, Path(out), result, update_baseline)
             results.append(result)

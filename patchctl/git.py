@@ -10,6 +10,7 @@ otherwise resolves paths against that parent and silently skips the patch.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,8 +96,39 @@ def run(
     stderr = proc.stderr.decode("utf-8", errors="replace")
     result = GitResult(proc.returncode, stdout, stderr)  # type: ignore[arg-type]
     if check and not result.ok:
-        raise GitError(f"git {args[0]} failed in {cwd}: {first_line(stderr) or f'exit {proc.returncode}'}")
+        raise GitError(f"git {args[0]} failed in {cwd}: {explain(stderr) or f'exit {proc.returncode}'}")
     return result
+
+
+# What git's own words usually mean for a patchctl user: (pattern in git's stderr, the cause).
+_CAUSES = (
+    (
+        re.compile(r"failed to unpack tree object|bad object|not a tree object|unknown revision|invalid reference"),
+        "a commit that is not in the upstream: check the pin in matrix.yaml, --rev or --base",
+    ),
+    (re.compile(r"could not resolve host|unable to access|connection refused|timed out", re.I), "the network"),
+    (
+        re.compile(r"authentication failed|could not read username|terminal prompts disabled", re.I),
+        "the upstream asks for credentials (patchctl never prompts): use a public URL, a mirror "
+        "(--upstream-url) or a credential helper",
+    ),
+    (re.compile(r"repository .* not found|does not appear to be a git repository", re.I), "a wrong upstream URL"),
+    (re.compile(r"no space left on device", re.I), "the disk is full"),
+    (re.compile(r"permission denied", re.I), "no permission to write there"),
+    (
+        re.compile(r"\.lock'?: file exists|unable to create .*\.lock", re.I),
+        "another git process holds a lock there, or a killed one left its .lock file: remove it if none runs",
+    ),
+)
+
+
+def explain(stderr: str) -> str:
+    """Git's first error line, led by what it usually means for a user when that is known."""
+    line = first_line(stderr)
+    for pattern, cause in _CAUSES:
+        if pattern.search(stderr):
+            return f"{cause} (git: {line})"
+    return line
 
 
 def first_line(text: str) -> str:

@@ -18,10 +18,11 @@ build. Each rule has an id; findings carry `file:line`.
 
 from __future__ import annotations
 
-from . import worktree
+from . import progress, worktree
 from .applier import Status, apply_series_to_index, unsafe_path_reason
 from .config import Config, Series
 from .diffblocks import overlong_hunks
+from .errors import EnvironmentFailure
 from .findings import Finding
 from .patchset import (
     FORMAT_PATCH_SLUG_MAX,
@@ -159,9 +160,16 @@ def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Fi
 
 def _apply_findings(config: Config, store: Store, series: Series, patches: list[PatchFile]) -> list[Finding]:
     upstream = config.get_upstream(series.upstream)
-    mirror = store.mirror(upstream.url, base=config.root)
-    pin = store.resolve(mirror, upstream.pin)
-    outcomes, _ = apply_series_to_index(mirror.path, pin, patches, commit=False)
+    try:
+        mirror = store.mirror(upstream.url, base=config.root)
+    except EnvironmentFailure as failed:  # the first run offline: say what needs the network, and the way out
+        raise EnvironmentFailure(
+            f"{failed}; the strict-apply check (PC009) needs upstream {upstream.name} once, then works offline "
+            "from the cache: run `patchctl lint` online once, or `patchctl lint --no-apply`"
+        ) from None
+    pin = store.resolve_pin(mirror, config, series.upstream)
+    with progress.step(f"checking that {series.name} applies to its pin {pin[:12]}"):
+        outcomes, _ = apply_series_to_index(mirror.path, pin, patches, commit=False)
     failed = next((o for o in outcomes if not o.ok), None)
     if failed is None:
         return []

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import BinaryIO, ClassVar
 
 from . import gate_env
+from . import progress as progress_mod
 from .config import BuildStep
 from .errors import EnvironmentFailure, UsageError
 from .jsonout import json_field
@@ -72,10 +73,14 @@ def run_build(step: BuildStep, tree: Path, log_path: Path, progress: Progress | 
         raise UsageError(f"build {step.name}: tree {tree} does not exist")
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    # Output lines are notes of the step (the live line's tail), never log lines of their own.
+    progress = progress_mod.note if progress is None or progress is progress_mod.say else progress
     if step.runner == "local":
-        return _run_local(step, tree, log_path, progress)
+        with progress_mod.step(f"build {step.name}"):
+            return _run_local(step, tree, log_path, progress)
     if step.runner == "docker":
-        return _run_docker(step, tree, log_path, progress)
+        with progress_mod.step(f"build {step.name} (docker {step.image})"):
+            return _run_docker(step, tree, log_path, progress)
     raise UsageError(f"build {step.name}: unknown runner {step.runner!r}")
 
 

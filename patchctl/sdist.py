@@ -30,7 +30,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from . import git, safetar
+from . import git, progress, safetar
 from .errors import EnvironmentFailure, UsageError
 from .paths import atomic_write_bytes, cache_dir
 
@@ -86,7 +86,8 @@ def materialize(url: str) -> Path:
             return repo
         staging = Path(tempfile.mkdtemp(prefix=f".{repo.name}.", dir=repo.parent))
         try:
-            _build_repo(spec, staging)
+            with progress.step(f"building the {spec.package} upstream from its sdists"):
+                _build_repo(spec, staging)
             os.replace(staging, repo)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -174,7 +175,8 @@ def fetch_sdist(package: str, version: str) -> Path:
                 url, sha256 = _find_in_json_api(package, version)
             except EnvironmentFailure as json_failure:
                 raise EnvironmentFailure(f"{simple_failure}; JSON API: {json_failure}") from None
-        data = _download(url)
+        with progress.step(f"downloading {package} {version}"):
+            data = _download(url)
         if hashlib.sha256(data).hexdigest() != sha256.lower():
             raise EnvironmentFailure(f"{url}: sha256 mismatch, refusing the download")
         atomic_write_bytes(path, data)

@@ -24,12 +24,17 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from filelock import FileLock, Timeout
 
-from . import git, sdist
-from .errors import EnvironmentFailure, GitError
+from . import git, progress, sdist
+from .errors import EnvironmentFailure, GitError, UsageError
 from .paths import cache_dir
+from .yamlloc import format_keypath
+
+if TYPE_CHECKING:
+    from .config import Config
 
 LOCK_TIMEOUT_S = 600
 PARTIAL_CLONE_FILTER = "blob:none"
@@ -46,6 +51,15 @@ class Mirror:
     @property
     def lock(self) -> FileLock:
         return FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S)
+
+
+class RevisionNotFound(GitError):
+    """REV is not a commit of the mirror; FETCHED says the upstream answered a fetch just now."""
+
+    def __init__(self, message: str, rev: str, fetched: bool):
+        super().__init__(message)
+        self.rev = rev
+        self.fetched = fetched
 
 
 class Store:
@@ -80,7 +94,7 @@ class Store:
         return str(path.resolve())
 
     def fetch(self, mirror: Mirror) -> None:
-        with self._locked(mirror):
+        with self._locked(mirror), progress.step(f"fetching {mirror.url}"):
             self._fetch_unlocked(mirror)
 
     def resolve(self, mirror: Mirror, rev: str, *, fetch_if_missing: bool = True) -> str:
@@ -90,13 +104,40 @@ class Store:
             found = self._rev_parse(mirror, rev)
             if found or not fetch_if_missing:
                 if not found:
-                    raise GitError(f"revision {rev!r} not found in upstream {mirror.url}")
+                    raise RevisionNotFound(f"revision {rev!r} not found in upstream {mirror.url}", rev, False)
                 return found
         self.fetch(mirror)
         found = self._rev_parse(mirror, rev)
         if not found:
-            raise GitError(f"revision {rev!r} not found in upstream {mirror.url}")
+            raise RevisionNotFound(f"revision {rev!r} not found in upstream {mirror.url} (fetched just now)", rev, True)
         return found
+
+    def resolve_pin(self, mirror: Mirror, config: Config, name: str, rev: str | None = None) -> str:
+        """REV (from --rev) or upstream NAME's pin as a full commit id. A pin that does not
+        resolve is matrix.yaml's fault: the error names its `pin:` line and says whether the
+        upstream was reachable (exit 2), or unreachable while the pin is not cached (exit 3)."""
+        upstream = config.get_upstream(name)
+        try:
+            return self.resolve(mirror, rev or upstream.pin)
+        except RevisionNotFound as missing:
+            if rev:
+                raise UsageError(
+                    f"--rev {rev!r}: no such revision in upstream {name} ({upstream.url}); "
+                    "the upstream was reachable (fetched just now)"
+                ) from None
+            raise config.error(
+                ("upstreams", name, "pin"),
+                f"{missing.rev} is not a commit of upstream {name} ({upstream.url}); the upstream was reachable "
+                "(fetched just now), so the pin is wrong: set it to a commit that exists",
+            ) from None
+        except GitError as failed:
+            if rev:
+                raise
+            key = ("upstreams", name, "pin")
+            raise EnvironmentFailure(
+                f"{config.path}:{config.doc.line_of(key)}: {format_keypath(key)}: pin {upstream.pin[:12]} is not in "
+                f"the cache and upstream {name} is unreachable ({failed})"
+            ) from None
 
     @staticmethod
     def _rev_parse(mirror: Mirror, rev: str) -> str | None:
@@ -111,7 +152,7 @@ class Store:
     def add_worktree(self, mirror: Mirror, rev: str, dest: Path) -> Path:
         """A detached git worktree of the mirror at REV, at DEST (which must not exist)."""
         dest = Path(dest)
-        with self._locked(mirror):
+        with self._locked(mirror), progress.step(f"checking out {rev[:12]}"):
             git.run(["worktree", "prune"], mirror.path)
             # Checkout is bound by writing files; parallel workers overlap inflating and writing.
             git.run(["-c", "checkout.workers=0", "worktree", "add", "-q", "--detach", str(dest), rev], mirror.path)
@@ -148,7 +189,8 @@ class Store:
             git.run(["config", "remote.origin.promisor", "true"], tmp)
             git.run(["config", "remote.origin.partialclonefilter", PARTIAL_CLONE_FILTER], tmp)
         try:
-            warnings = self._fetch_unlocked(Mirror(mirror.url, tmp))
+            with progress.step(f"mirroring {mirror.url}"):
+                warnings = self._fetch_unlocked(Mirror(mirror.url, tmp))
         except GitError:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -163,7 +205,7 @@ class Store:
         """Fetch every ref; git's warnings (stderr) are returned."""
         result = git.run(["fetch", "--quiet", "--prune", "--tags", "origin"], mirror.path, check=False)
         if not result.ok:
-            raise GitError(f"cannot fetch {mirror.url}: {git.first_line(result.stderr)}")
+            raise GitError(f"cannot fetch {mirror.url}: {git.explain(result.stderr)}")
         return result.stderr
 
     @staticmethod
@@ -200,6 +242,7 @@ def prefetch_blobs(repo: Path, rev: str, paths: list[str]) -> None:
     absent = {line[1:].split()[0] for line in listing.splitlines() if line.startswith("?")}
     missing = sorted(absent.intersection(blobs))
     if missing:
+        progress.note(f"fetching {len(missing)} blob(s) the series patches")
         # The request git itself makes for a lazy fetch, with every blob at once.
         git.run(
             ["-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]

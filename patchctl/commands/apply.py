@@ -7,11 +7,11 @@ from pathlib import Path
 import click
 
 from .. import apply_job
-from ..app import AppContext, echo_lines, emit_json, pass_app
+from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
 
 
 @click.command("apply")
-@click.argument("series", nargs=-1)
+@click.argument("series", nargs=-1, shell_complete=complete_series)
 @click.option("--rev", help="Upstream revision to apply to (default: the pin in matrix.yaml).")
 @click.option(
     "--into", type=click.Path(file_okay=False, path_type=Path), help="Target tree (default: .patchctl/trees/SERIES)."

@@ -8,13 +8,13 @@ import click
 
 from .. import canary
 from .. import report as report_mod
-from ..app import AppContext, pass_app, progress_display
+from ..app import AppContext, complete_upstreams, emit_json, json_options, pass_app, progress_display
 from ..errors import CheckFailed, UsageError
 from ..jsonout import to_json
 
 
 @click.command("canary")
-@click.argument("upstream", required=False)
+@click.argument("upstream", required=False, shell_complete=complete_upstreams)
 @click.option("--rev", help="Try this upstream revision instead of the branch tip.")
 @click.option("--latest", is_flag=True, help="Try the tip of the upstream's branch (the default).")
 @click.option(
@@ -25,8 +25,12 @@ from ..jsonout import to_json
     default=True,
     help="Name the first upstream commit that breaks each failing patch (default: yes).",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of the Markdown one.")
 @click.option(
-    "--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report to FILE."
+    "--json-file",
+    "json_file",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Write the JSON report to FILE ('-': stdout, as --json).",
 )
 @click.option(
     "--summary",
@@ -56,6 +60,7 @@ def canary_cmd(
     latest: bool,
     do_compile: bool,
     bisect: bool,
+    as_json: bool,
     json_file: Path | None,
     summary_file: Path | None,
     toolchains: tuple[str, ...],
@@ -74,12 +79,14 @@ def canary_cmd(
     \b
     Examples:
       patchctl canary llama.cpp
-      patchctl canary --compile --json canary.json --summary canary.md
+      patchctl canary --compile --json-file canary.json --summary canary.md
+      patchctl canary llama.cpp --json | jq .series
       patchctl canary llama.cpp --rev aa601ae300d05a804f5f68940ab6fa75fc9653d3 --no-bisect
       patchctl canary llama.cpp --rev "$REV" --compile --toolchain cpu-amd64
     """
     if rev and latest:
         raise UsageError("--rev and --latest exclude each other")
+    as_json, json_file = json_options(upstream, as_json, json_file)
     json_file, summary_file, work_dir = app.path(json_file), app.path(summary_file), app.path(work_dir)
     if do_compile:  # its build logs go to .patchctl/logs/canary; without --compile it writes nothing
         app.lock_project()
@@ -102,6 +109,9 @@ def canary_cmd(
     if summary_file:
         report_mod.write_text(summary_file, markdown)
     report_mod.append_step_summary(markdown)
-    click.echo(markdown, nl=False)
+    if as_json:
+        emit_json(payload)
+    else:
+        click.echo(markdown, nl=False)
     if report.red:
         raise CheckFailed(report.red_reason())

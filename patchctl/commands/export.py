@@ -6,12 +6,13 @@ from pathlib import Path
 
 import click
 
-from .. import exporter, worktree
-from ..app import AppContext, echo_lines, emit_json, pass_app
+from .. import apply_job, exporter, worktree
+from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
+from ..errors import UsageError
 
 
 @click.command("export")
-@click.argument("series")
+@click.argument("series", shell_complete=complete_series)
 @click.option(
     "--from",
     "from_dir",
@@ -41,10 +42,21 @@ def export_cmd(
       patchctl export llama.cpp
       patchctl export llama.cpp --check           # in CI: exit 1 when patches/ is stale
     """
-    if not check:
+    # A fresh clone has no applied tree: --check applies the series first (what `apply` makes),
+    # so the check (and its pre-commit hook) works anywhere; plain export needs your commits.
+    fresh = from_dir is None and not worktree.applied_tree(app.root, series).exists()
+    if not check or fresh:
         app.lock_project()
     config = app.config
     source = app.path(from_dir) or worktree.applied_tree(config.root, config.get_series(series).name)
+    if fresh and not source.exists():
+        if not check:
+            raise UsageError(
+                f"no applied tree for {series} at {worktree.display(config.root, source)}: run "
+                f"`patchctl apply {series}`, commit your changes in it, then export"
+            )
+        click.echo(f"patchctl: no applied tree for {series} yet: applying the series first", err=True)
+        apply_job.apply(config, app.store, (series,))
     try:
         result = exporter.export(config, series, source, base=base, check=check)
     except exporter.ExportOutOfDate as stale:

@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 
 from .. import gates
-from ..app import AppContext, echo_lines, emit_json, pass_app
+from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
 from ..errors import UsageError
 
 
 @click.command("gate")
-@click.argument("series", nargs=-1)
+@click.argument("series", nargs=-1, shell_complete=complete_series)
 @click.option(
     "--tree",
     type=click.Path(file_okay=False, path_type=Path),

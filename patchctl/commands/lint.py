@@ -5,12 +5,12 @@ from __future__ import annotations
 import click
 
 from .. import linter
-from ..app import AppContext, pass_app, print_findings
+from ..app import AppContext, complete_series, pass_app, print_findings
 from ..errors import UsageError
 
 
 @click.command("lint")
-@click.argument("series", nargs=-1)
+@click.argument("series", nargs=-1, shell_complete=complete_series)
 @click.option("--no-apply", is_flag=True, help="Skip the strict apply check (no upstream needed).")
 @click.option("--json", "as_json", is_flag=True, help="Print findings as JSON.")
 @pass_app
@@ -34,6 +34,6 @@ def lint_cmd(app: AppContext, series: tuple[str, ...], no_apply: bool, as_json: 
     if not series and not app.config.series:
         raise UsageError(f"{app.config.path.name} defines no series: lint would check nothing")
     findings = linter.lint(app.config, None if no_apply else app.store, series, apply_check=not no_apply)
-    print_findings(findings, as_json)
+    print_findings(findings, as_json, (app.config.root,))
     if not as_json:
         click.echo("lint: no findings")

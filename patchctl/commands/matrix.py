@@ -124,7 +124,7 @@ def matrix_check_cmd(
         return
     for entry in report.unused_allow:
         click.echo(entry.note())
-    print_findings(report.findings, False)
+    print_findings(report.findings, False, (app.config.root, app.workdir) if matrix_path is None else (app.workdir,))
     click.echo(report.summary())
 
 

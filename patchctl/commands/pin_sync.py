@@ -8,13 +8,13 @@ import click
 
 from .. import report as report_mod
 from .. import sync
-from ..app import AppContext, pass_app, progress_display
+from ..app import AppContext, complete_upstreams, emit_json, json_options, pass_app, progress_display
 from ..errors import UsageError
 from ..jsonout import to_json
 
 
 @click.command("pin-sync")
-@click.argument("upstream", required=False)
+@click.argument("upstream", required=False, shell_complete=complete_upstreams)
 @click.option("--to", "to", metavar="REV", help="Move the pin to REV (a commit, tag or branch upstream).")
 @click.option("--latest", is_flag=True, help="Move the pin to the tip of the upstream's branch.")
 @click.option("--dry-run", is_flag=True, help="Replay and run every gate, but write nothing.")
@@ -33,8 +33,12 @@ from ..jsonout import to_json
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the Markdown report to FILE.",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of the Markdown one.")
 @click.option(
-    "--json", "json_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON report to FILE."
+    "--json-file",
+    "json_file",
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="Write the JSON report to FILE ('-': stdout, as --json).",
 )
 @pass_app
 def pin_sync_cmd(
@@ -47,6 +51,7 @@ def pin_sync_cmd(
     drop: bool,
     abort: bool,
     report_file: Path | None,
+    as_json: bool,
     json_file: Path | None,
 ) -> None:
     """Move UPSTREAM's pin forward, replaying its series and running every gate first.
@@ -75,6 +80,7 @@ def pin_sync_cmd(
         raise UsageError("--continue and --abort exclude each other")
     if (resume or abort) and (to or latest or dry_run):
         raise UsageError("--continue/--abort take no --to, --latest or --dry-run")
+    as_json, json_file = json_options(upstream, as_json, json_file)
     app.lock_project()
     config = app.config
     report_file, json_file = app.path(report_file), app.path(json_file)
@@ -100,6 +106,9 @@ def pin_sync_cmd(
                 report_mod.write_text(report_file, markdown)
             if json_file:
                 report_mod.write_json(json_file, payload)
-            click.echo(markdown, nl=False)
+            if as_json:
+                emit_json(payload)
+            else:
+                click.echo(markdown, nl=False)
             for warning in report.warnings:
                 click.echo(f"patchctl: warning: {warning}", err=True)

@@ -37,6 +37,7 @@ def _isolated_cache(
     """Each test gets its own cache, except the real-upstream tier, which shares one."""
     monkeypatch.delenv("PATCHCTL_UPSTREAM_URL", raising=False)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.setenv("PATCHCTL_QUIET", "1")  # progress lines on stderr: tests/patchctl/test_newcomer.py covers them
     if request.node.get_closest_marker("realupstream"):
         monkeypatch.setenv("PATCHCTL_CACHE", str(real_cache_dir()))
     else:

@@ -241,7 +241,7 @@ def test_apply_at_another_rev(project: Project, upstream: Repo, cli) -> None:
     [
         (["apply", "nosuch"], 2, "unknown series 'nosuch'"),
         (["--upstream-url", "up=/does/not/exist", "apply"], 3, "upstream path does not exist"),
-        (["apply", "--rev", "deadbeef"], 3, "revision 'deadbeef' not found"),
+        (["apply", "--rev", "deadbeef"], 2, "--rev 'deadbeef': no such revision in upstream up"),
     ],
 )
 def test_errors_are_one_line_with_exit_codes(two_patches: Project, args, code, message, cli) -> None:

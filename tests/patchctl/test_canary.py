@@ -16,7 +16,9 @@ needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C comp
 def run_canary(cli, project: Project, *args: str):
     out = project.path.parent / "canary.json"
     out.unlink(missing_ok=True)
-    result = cli("-C", project.path, "canary", *args, "--json", out, "--work-dir", project.path.parent / "canary-work")
+    result = cli(
+        "-C", project.path, "canary", *args, "--json-file", out, "--work-dir", project.path.parent / "canary-work"
+    )
     return result, (load_json(out) if out.exists() else None)
 
 

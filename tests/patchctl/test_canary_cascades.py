@@ -55,7 +55,7 @@ def test_every_failing_hunk_cascades_and_no_leaked_temp_dir(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     out = tmp_path / "canary.json"
-    result = cli("-C", project.path, "canary", "--json", out)
+    result = cli("-C", project.path, "canary", "--json-file", out)
     assert result.exit_code == 1, result.output
     patches = {p["patch"]: p for p in json.loads(out.read_text())["series"][0]["patches"]}
 

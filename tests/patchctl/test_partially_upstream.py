@@ -37,7 +37,7 @@ def start(project: Project, upstream: Repo, files: dict[str, str]) -> str:
 def sync_json(cli, project: Project, *args: str) -> tuple[object, dict]:
     out = project.path.parent / "sync.json"
     out.unlink(missing_ok=True)
-    result = cli("-C", project.path, "pin-sync", "up", "--latest", *args, "--json", out)
+    result = cli("-C", project.path, "pin-sync", "up", "--latest", *args, "--json-file", out)
     assert "Traceback" not in result.output, result.output
     return result, json.loads(out.read_text())
 
@@ -48,7 +48,7 @@ def test_whole_change_taken_upstream_in_other_context_is_already_upstream(
     start(project, upstream, tune(main_lines={5: "main five"}))
     # Upstream takes the change and edits a context line: neither the patch nor its reverse applies.
     upstream.commit(tune(main_lines={5: "main five", 7: "main seven"}), "Take the change")
-    canary = cli("-C", project.path, "canary", "--json", project.path.parent / "canary.json")
+    canary = cli("-C", project.path, "canary", "--json-file", project.path.parent / "canary.json")
     assert "Traceback" not in canary.output
     [patch] = json.loads((project.path.parent / "canary.json").read_text())["series"][0]["patches"]
     assert patch["verdict"] == "mechanical" and patch["trial"].startswith("already upstream"), patch

@@ -29,7 +29,7 @@ gates:
 def sync(cli, project: Project, *args: str):
     report = project.path.parent / "report.json"
     report.unlink(missing_ok=True)
-    result = cli("-C", project.path, "pin-sync", *args, "--json", report)
+    result = cli("-C", project.path, "pin-sync", *args, "--json-file", report)
     payload = load_json(report) if report.exists() else None
     return result, payload
 

@@ -21,7 +21,7 @@ MISSING_BLOB = "1234567890abcdef1234567890abcdef12345678"
 def sync(cli, project: Project, *args: str):
     report = project.path.parent / "report.json"
     report.unlink(missing_ok=True)
-    result = cli("-C", project.path, "pin-sync", *args, "--json", report)
+    result = cli("-C", project.path, "pin-sync", *args, "--json-file", report)
     return result, (load_json(report) if report.exists() else None)
 
 

@@ -99,8 +99,10 @@ def test_export_check_with_the_series_as_argument(tmp_path: Path, upstream: Repo
     config = {"repos": [{"repo": str(REPO), "rev": rev, "hooks": [{"id": "patchctl-export-check", "args": ["main"]}]}]}
     (project.path / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config))
     git.commit_all(project.path, "pre-commit config")
+    shutil.rmtree(project.path / ".patchctl")  # a fresh clone: the hook applies the series itself
     result = pre_commit("run", "--all-files", cwd=project.path, home=pre_commit_home)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert (project.path / ".patchctl/trees/main").is_dir()
 
     # A commit in the applied tree that patches/ does not have yet: the hook fails and names it.
     Repo(project.path / ".patchctl/trees/main").commit({"src/util.c": "util\n"}, "Shrink util\n\nOne line is enough.")

@@ -170,7 +170,7 @@ def test_canary_verdicts_do_not_depend_on_the_cache(red_project, tmp_path: Path,
     def canary(cache: str, *args: str) -> dict:
         monkeypatch.setenv("PATCHCTL_CACHE", str(tmp_path / cache))
         out = tmp_path / f"canary-{cache}.json"
-        result = run_cli("-C", project, "canary", "--json", out, *args)
+        result = run_cli("-C", project, "canary", "--json-file", out, *args)
         assert result.exit_code == 1, result.output
         return json.loads(out.read_text())
 
@@ -191,7 +191,7 @@ def test_pin_sync_verdicts_do_not_depend_on_the_cache(red_project, tmp_path: Pat
     def sync(cache: str) -> list[tuple[str, str]]:
         monkeypatch.setenv("PATCHCTL_CACHE", str(tmp_path / cache))
         out = tmp_path / f"sync-{cache}.json"
-        result = run_cli("-C", project, "pin-sync", "--latest", "--dry-run", "--json", out)
+        result = run_cli("-C", project, "pin-sync", "--latest", "--dry-run", "--json-file", out)
         assert result.exit_code == 0, result.output
         return [(p["patch"], p["classification"]) for p in json.loads(out.read_text())["patches"]]
 

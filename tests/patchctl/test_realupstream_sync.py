@@ -55,7 +55,7 @@ def test_canary_on_the_real_tip(tmp_path: Path, cli) -> None:
     project = copy_project(tmp_path, keep_build=False)
     before = tree_files(project)
     out = tmp_path / "canary.json"
-    result = cli("-C", project, "canary", SERIES, "--json", out, "--work-dir", tmp_path / "work")
+    result = cli("-C", project, "canary", SERIES, "--json-file", out, "--work-dir", tmp_path / "work")
     payload = json.loads(out.read_text())
     assert payload["pin"] == REAL_PIN and payload["tip"] == REAL_TIP and payload["commits_since_pin"] == 1
     [series] = payload["series"]
@@ -77,7 +77,9 @@ def test_pin_sync_of_the_own_series_with_its_gates(tmp_path: Path, cli) -> None:
     project = copy_project(tmp_path, keep_build=False)
     before = tree_files(project)
     out = tmp_path / "sync.json"
-    result = cli("-C", project, "pin-sync", SERIES, "--to", REAL_TIP, "--json", out, "--report", tmp_path / "sync.md")
+    result = cli(
+        "-C", project, "pin-sync", SERIES, "--to", REAL_TIP, "--json-file", out, "--report", tmp_path / "sync.md"
+    )
     payload = json.loads(out.read_text())
     assert payload["old_pin"] == REAL_PIN and payload["new_pin"] == REAL_TIP
     assert [c["sha"] for c in payload["commits"]] == [REAL_TIP]
@@ -118,7 +120,7 @@ def test_pin_sync_dry_run_with_the_full_library_build(tmp_path: Path, cli) -> No
     project = copy_project(tmp_path, keep_build=True)
     before = tree_files(project)
     out = tmp_path / "sync.json"
-    result = cli("-C", project, "pin-sync", SERIES, "--to", REAL_TIP, "--dry-run", "--json", out)
+    result = cli("-C", project, "pin-sync", SERIES, "--to", REAL_TIP, "--dry-run", "--json-file", out)
     payload = json.loads(out.read_text())
     builds = [g for g in payload["gates"] if g["kind"] == "build"]
     if payload["state"] == "dry-run":

@@ -282,7 +282,9 @@ def test_canary_compiles_once_per_toolchain_in_its_image(
     upstream.commit({"src/util.c": "x\n"}, "Drift")
     out = project.path.parent / "canary.json"
     monkeypatch.setenv("PATCHCTL_CANARY_TOOLCHAIN", "bookworm")  # as the per-toolchain CI job sets it
-    result = cli("-C", project.path, "canary", "--compile", "--json", out, "--work-dir", project.path.parent / "work")
+    result = cli(
+        "-C", project.path, "canary", "--compile", "--json-file", out, "--work-dir", project.path.parent / "work"
+    )
     assert result.exit_code == 0, result.output
     [record] = load_json(out)["compiles"]
     assert record["toolchain"] == "bookworm" and record["image"] == toolchain_image and record["state"] == "passed"

@@ -108,7 +108,7 @@ def test_pin_sync_over_git_daemon_merges_3way(tmp_path: Path, upstream: Repo, cl
     with git_daemon(upstream.path.parent) as base:
         override = ("--upstream-url", f"up={base}/upstream")
         report = tmp_path / "report.json"
-        result = cli("-C", project.path, *override, "pin-sync", "up", "--to", tip, "--json", report)
+        result = cli("-C", project.path, *override, "pin-sync", "up", "--to", tip, "--json-file", report)
         assert result.exit_code == 0, result.output
         assert [p["classification"] for p in load_json(report)["patches"]] == ["merged 3-way"]
         applied = cli("-C", project.path, *override, "apply")
