@@ -192,13 +192,18 @@ class GeneratedPatch:
     keep_existing: bool  # the file on disk already says the same: leave its bytes alone
 
 
+def read_existing(config: Config, series_name: str, *, check: bool = False) -> list[PatchFile]:
+    """The series on disk, failing closed on its directory before anything else happens."""
+    return read_series(config.get_series(series_name), allow_empty_dir=not check)
+
+
 def export(
     config: Config, series_name: str, from_dir: Path, *, base: str | None = None, check: bool = False
 ) -> ExportResult:
     """Regenerate SERIES from FROM_DIR's commits on top of BASE (default: the pin)."""
     series = config.get_series(series_name)
     upstream = config.get_upstream(series.upstream)
-    read_series(series, allow_empty_dir=not check)  # fail closed on the directory before anything else
+    read_existing(config, series_name, check=check)
     if not check:
         inside_repository(config.root, series.dir)
     tree = _work_tree(Path(from_dir))

@@ -50,6 +50,7 @@ def export_cmd(
     config = app.config
     source = app.path(from_dir) or worktree.applied_tree(config.root, config.get_series(series).name)
     if fresh and not source.exists():
+        exporter.read_existing(config, series, check=check)  # a misspelled dir: name its line first
         if not check:
             raise UsageError(
                 f"no applied tree for {series} at {worktree.display(config.root, source)}: run "

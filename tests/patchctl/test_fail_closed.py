@@ -320,7 +320,7 @@ def test_a_conflict_names_only_the_files_left_unmerged(project: Project, upstrea
         "Upstream drift",
     )
     report = project.path.parent / "report.json"
-    result = cli("-C", project.path, "pin-sync", "up", "--latest", "--json", report)
+    result = cli("-C", project.path, "pin-sync", "up", "--latest", "--json-file", report)
     assert result.exit_code == 1, result.output
     assert "3-way merge conflict in src/main.c" in result.stderr and "src/util.c" not in result.stderr
     record = load_json(report)["patches"][0]
