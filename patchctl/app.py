@@ -10,17 +10,19 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import config as config_mod
 from .errors import CheckFailed
-from .findings import Finding, under_github_actions
-from .jsonout import to_json
-from .lock import ProjectLock, lock_timeout
-from .recovery import recover_project
-from .store import Store
+
+# Imported where used, not here: every command imports this module, and `patchctl --help` or
+# `lint` must not pay for the store's, the lock's or the recovery's imports (patchctl.lazy).
+if TYPE_CHECKING:
+    from . import config as config_mod
+    from .findings import Finding
+    from .lock import ProjectLock
+    from .store import Store
 
 
 @dataclass
@@ -36,6 +38,9 @@ class AppContext:
     def lock_project(self) -> None:
         """Hold the project's lock (`.patchctl/lock`) until this command ends. Every command
         that writes calls this first, before `config`, so recovery and loading happen under it."""
+        from . import config as config_mod
+        from .lock import ProjectLock, lock_timeout
+
         ctx = click.get_current_context()
         command = ctx.command_path.partition(" ")[2] or ctx.command_path
         path = config_mod.find_config(self.directory, self.config_file)
@@ -46,6 +51,10 @@ class AppContext:
     @property
     def config(self) -> config_mod.Config:
         if self._config is None:
+            from . import config as config_mod
+            from .lock import ProjectLock, lock_timeout
+            from .recovery import recover_project
+
             path = config_mod.find_config(self.directory, self.config_file)
             # A killed run's half-written state is put right before anything reads the repository.
             lock = self._lock or ProjectLock(path.parent, "recovery", lock_timeout())
@@ -58,6 +67,8 @@ class AppContext:
     @property
     def store(self) -> Store:
         if self._store is None:
+            from .store import Store
+
             self._store = Store()
         return self._store
 
@@ -80,6 +91,8 @@ class CommandGroup(click.Group):
 
 def emit_json(payload: Any) -> None:
     """PAYLOAD (dataclasses included) as indented JSON with sorted keys."""
+    from .jsonout import to_json
+
     click.echo(json.dumps(to_json(payload), indent=2, sort_keys=True, default=str))
 
 
@@ -90,6 +103,8 @@ def echo_lines(lines: list[str]) -> None:
 
 def print_findings(findings: list[Finding], as_json: bool) -> None:
     """Findings as text (and GitHub annotations under Actions) or JSON; exit 1 when any."""
+    from .findings import under_github_actions
+
     if as_json:
         emit_json({"ok": not findings, "findings": findings})
     else:
