@@ -24,8 +24,12 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one() -> None
     main_job, tests = commands
     assert main_job.startswith("python -m pip install -e '.[engine]' && ")
     assert "pytest" in tests
-    ci = (ROOT / ".ci" / "run").read_text()
-    assert tests in ci.splitlines(), ".ci/run must run the README's test command verbatim"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert tests in ci, ".ci/run must run the README's test command verbatim"
+    # ... inside a fresh virtual environment, activated before it, as most users run it.
+    made = next(i for i, line in enumerate(ci) if line.startswith('if ! python3 -m venv "$VENV"'))
+    activated = ci.index('. "$VENV/bin/activate"')
+    assert made < activated < ci.index(tests)
 
 
 def test_every_command_has_help_and_a_readme_example() -> None:
