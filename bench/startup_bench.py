@@ -48,8 +48,12 @@ def patchctl_command() -> list[str]:
 
 
 def clean_env() -> dict[str, str]:
+    """This environment, except that Python may use and write .pyc files, as an installed wheel
+    (compiled at install) or a checkout (written on first run) has them: with
+    PYTHONDONTWRITEBYTECODE set in a checkout, every run would compile patchctl's sources again."""
     env = dict(os.environ)
-    env.pop("PYTHONPROFILEIMPORTTIME", None)
+    for name in ("PYTHONPROFILEIMPORTTIME", "PYTHONDONTWRITEBYTECODE"):
+        env.pop(name, None)
     return env
 
 
