@@ -13,7 +13,9 @@ wheel (`--no-deps --no-index`)."""
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -126,6 +128,24 @@ def test_wheel_metadata_names_the_license_urls_and_classifiers(dist: Path) -> No
     classifiers = metadata.get_all("Classifier")
     assert "Programming Language :: Python :: 3.10" in classifiers and "Environment :: Console" in classifiers
     assert metadata["Requires-Python"] == ">=3.10"
+
+
+# The module each runtime dependency provides (where the two names differ, the distribution's).
+IMPORT_NAMES = {"pyyaml": "yaml"}
+
+
+def test_every_runtime_dependency_is_imported_by_patchctl(dist: Path) -> None:
+    metadata = Parser().parsestr(zipfile.ZipFile(dist / WHEEL).read(f"patchctl-{VERSION}.dist-info/METADATA").decode())
+    required = [r for r in metadata.get_all("Requires-Dist") if "extra ==" not in r]
+    imported: set[str] = set()
+    for path in (REPO / "patchctl").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    names = [re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0].lower() for r in required]
+    assert names and [n for n in names if IMPORT_NAMES.get(n, n) not in imported] == []
 
 
 def test_installed_wheel_runs_patchctl_and_the_engine(dist: Path, tmp_path: Path, upstream: Repo) -> None:
