@@ -22,6 +22,8 @@ PyPI), built into $PATCHCTL_CACHE (or the user cache) on first use; the build is
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import os
 import shutil
 import statistics
@@ -29,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from apply_bench import BUMP, PIN, URL, make_project, time_patchctl  # bench/ is on sys.path when this script runs
@@ -107,7 +110,32 @@ def recipe_bump(clone: Path, rev: str, patches: list[Path]) -> float:
     return time.perf_counter() - start
 
 
-def warm_pin_bump(runs: int, count: int, root: Path) -> tuple[dict[str, list[float]], str, int]:
+@contextlib.contextmanager
+def git_tally() -> Iterator[tuple[collections.Counter, collections.Counter]]:
+    """(calls, seconds) per git subcommand run through patchctl.git.run while in the block."""
+    calls: collections.Counter = collections.Counter()
+    seconds: collections.Counter = collections.Counter()
+    original = git.run
+
+    def counted(args: list[str], *rest: object, **kwargs: object) -> git.GitResult:
+        start = time.perf_counter()
+        try:
+            return original(args, *rest, **kwargs)  # type: ignore[arg-type]
+        finally:
+            subcommand = next((a for a in args if not a.startswith("-") and "=" not in a), "?")
+            calls[subcommand] += 1
+            seconds[subcommand] += time.perf_counter() - start
+
+    git.run = counted  # type: ignore[assignment]
+    try:
+        yield calls, seconds
+    finally:
+        git.run = original  # type: ignore[assignment]
+
+
+def warm_pin_bump(
+    runs: int, count: int, root: Path
+) -> tuple[dict[str, list[float]], collections.Counter, collections.Counter, str, int]:
     store = Store()
     project = root / "bump-project"
     project.mkdir()
@@ -129,16 +157,17 @@ def warm_pin_bump(runs: int, count: int, root: Path) -> tuple[dict[str, list[flo
 
     times: dict[str, list[float]] = {"patchctl apply": [], "in-process apply": [], "existing clone": []}
     current = PIN
-    for _ in range(runs):
-        for new in (bump, PIN):  # both directions
-            set_pin(matrix, current, new)
-            current = new
-            times["patchctl apply"].append(time_process(apply, root))
-            times["in-process apply"].append(time_patchctl(config, store, inprocess_target, new))
-            times["existing clone"].append(recipe_bump(clone, new, patches))
+    with git_tally() as (calls, seconds):
+        for _ in range(runs):
+            for new in (bump, PIN):  # both directions
+                set_pin(matrix, current, new)
+                current = new
+                times["patchctl apply"].append(time_process(apply, root))
+                times["in-process apply"].append(time_patchctl(config, store, inprocess_target, new))
+                times["existing clone"].append(recipe_bump(clone, new, patches))
     store.remove_worktree(mirror, inprocess_target)
     store.remove_worktree(mirror, project / ".patchctl" / "trees" / "bench")
-    return times, bump, len(patches)
+    return times, calls, seconds, bump, len(patches)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="patchctl-bench-") as tmp:
         root = Path(tmp)
         started = startup(args.runs, root)
-        bumps, bump, count = warm_pin_bump(args.bump_runs, args.patches, root)
+        bumps, calls, seconds, bump, count = warm_pin_bump(args.bump_runs, args.patches, root)
 
     print(f"start-up ({args.runs} runs each, interleaved; {' '.join(patchctl_command())})")
     print(f"{'command':<28} {'median ms':>10} {'min ms':>8} {'minus python':>13}")
@@ -161,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bar: patchctl --help median < 100 ms: {help_ms:.1f} ms ({'met' if help_ms < 100 else 'NOT met'})")
     print()
     print(f"warm pin bump: {count} patches, {PIN[:12]} <-> {bump[:12]} ({args.bump_runs} runs each way, median)")
-    print(f"{'case':<34} {'s':>8} {'ratio':>7}")
+    print(f"{'case':<34} {'median s':>8} {'ratio':>7} {'min s':>7}")
     recipe = statistics.median(bumps["existing clone"])
     labels = {
         "patchctl apply": "patchctl apply (the command)",
@@ -170,8 +199,16 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name, label in labels.items():
         median = statistics.median(bumps[name])
-        print(f"{label:<34} {median:8.3f} {median / recipe:7.3f}")
+        print(f"{label:<34} {median:8.3f} {median / recipe:7.3f} {min(bumps[name]):7.3f}")
     ratio = statistics.median(bumps["patchctl apply"]) / recipe
+    bumped = 2 * args.bump_runs
+    print(f"where apply_job.apply's time goes, per bump (git subprocesses; the recipe runs {count + 1}):")
+    for subcommand, n in calls.most_common():
+        print(f"  git {subcommand:<14} {n / bumped:5.0f} calls {seconds[subcommand] / bumped * 1000:8.1f} ms")
+    rest = statistics.mean(bumps["in-process apply"]) - sum(seconds.values()) / bumped
+    print(f"  {'python (no git)':<18} {'':>11} {rest * 1000:8.1f} ms")
+    startup_s = statistics.median(bumps["patchctl apply"]) - statistics.median(bumps["in-process apply"])
+    print(f"  start-up and the rest of the command (command - in-process): {startup_s * 1000:.0f} ms")
     print(f"bar: patchctl apply <= 1.3x the existing clone: {ratio:.2f}x ({'met' if ratio <= 1.3 else 'NOT met'})")
     return 0
 
