@@ -9,18 +9,20 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import config as config_mod
 from . import progress
 from .errors import CheckFailed, UsageError
-from .findings import Finding, under_github_actions
-from .jsonout import to_json
-from .lock import ProjectLock, lock_timeout
-from .recovery import recover_project
-from .store import Store
+
+# Imported where used, not here: every command imports this module, and `patchctl --help` or
+# `lint` must not pay for the store's, the lock's or the recovery's imports (patchctl.lazy).
+if TYPE_CHECKING:
+    from . import config as config_mod
+    from .findings import Finding
+    from .lock import ProjectLock
+    from .store import Store
 
 
 @dataclass
@@ -36,6 +38,9 @@ class AppContext:
     def lock_project(self) -> None:
         """Hold the project's lock (`.patchctl/lock`) until this command ends. Every command
         that writes calls this first, before `config`, so recovery and loading happen under it."""
+        from . import config as config_mod
+        from .lock import ProjectLock, lock_timeout
+
         ctx = click.get_current_context()
         command = ctx.command_path.partition(" ")[2] or ctx.command_path
         path = config_mod.find_config(self.directory, self.config_file)
@@ -46,6 +51,10 @@ class AppContext:
     @property
     def config(self) -> config_mod.Config:
         if self._config is None:
+            from . import config as config_mod
+            from .lock import ProjectLock, lock_timeout
+            from .recovery import recover_project
+
             path = config_mod.find_config(self.directory, self.config_file)
             # A killed run's half-written state is put right before anything reads the repository.
             lock = self._lock or ProjectLock(path.parent, "recovery", lock_timeout())
@@ -58,12 +67,16 @@ class AppContext:
     @property
     def store(self) -> Store:
         if self._store is None:
+            from .store import Store
+
             self._store = Store()
         return self._store
 
     @property
     def root(self) -> Path:
         """The directory of matrix.yaml (found as `config` finds it), without loading it."""
+        from . import config as config_mod
+
         return config_mod.find_config(self.directory, self.config_file).parent
 
     @property
@@ -96,6 +109,8 @@ def complete_upstreams(ctx: click.Context, param: click.Parameter, incomplete: s
 def _complete_names(ctx: click.Context, section: str, incomplete: str) -> list[str]:
     """The keys of SECTION in the matrix.yaml that -C/--config (or the walk up) finds. A
     completion never fails: nothing to offer when the file is missing or broken."""
+    from . import config as config_mod
+
     params = ctx.find_root().params
     try:
         path = config_mod.find_config(params.get("directory"), params.get("config_file"))
@@ -124,6 +139,8 @@ def json_options(upstream: str | None, as_json: bool, json_file: Path | None) ->
 
 def emit_json(payload: Any) -> None:
     """PAYLOAD (dataclasses included) as indented JSON with sorted keys."""
+    from .jsonout import to_json
+
     click.echo(json.dumps(to_json(payload), indent=2, sort_keys=True, default=str))
 
 
@@ -135,6 +152,8 @@ def echo_lines(lines: list[str]) -> None:
 def print_findings(findings: list[Finding], as_json: bool, bases: tuple[Path, ...] = ()) -> None:
     """Findings as text (and GitHub annotations under Actions) or JSON; exit 1 when any.
     BASES: where the findings' relative paths start (annotations need repository paths)."""
+    from .findings import under_github_actions
+
     if as_json:
         emit_json({"ok": not findings, "findings": findings})
     else:

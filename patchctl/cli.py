@@ -1,7 +1,8 @@
 """The patchctl command line: the group, its global options and `main`.
 
 Each command lives in `patchctl/commands/` and is registered here, in the order `--help`
-lists them. Commands parse their options, call one domain function and print its result. Domain code
+lists them, by name (`patchctl.lazy`): a command's module is imported only when it runs.
+Commands parse their options, call one domain function and print its result. Domain code
 raises typed errors (`patchctl.errors`); `main` turns them into one line on stderr and the
 documented exit code: 0 ok, 1 check failed, 2 usage or configuration error, 3 environment
 error (network, git, Docker). `--debug` shows the traceback instead.
@@ -16,15 +17,9 @@ from pathlib import Path
 import click
 
 from . import __version__, progress
-from .app import AppContext, CommandGroup
-from .commands.apply import apply_cmd
-from .commands.canary import canary_cmd
-from .commands.export import export_cmd
-from .commands.gate import gate_cmd
-from .commands.lint import lint_cmd
-from .commands.matrix import matrix_group
-from .commands.pin_sync import pin_sync_cmd
+from .app import AppContext
 from .errors import ExitCode, PatchctlError
+from .lazy import LazyGroup
 
 
 def usage_line(exc: click.ClickException) -> str:
@@ -44,7 +39,7 @@ def usage_line(exc: click.ClickException) -> str:
     return f"{prefix}{message} (see '{path} --help')"
 
 
-@click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "-C", "directory", type=click.Path(file_okay=False, path_type=Path), help="Run as if started in DIR (like git -C)."
 )
@@ -127,6 +122,41 @@ def main(argv: list[str] | None = None) -> int:
     return int(ExitCode.OK)
 
 
-# In the order a user meets them: `--help` lists them so.
-for command in (apply_cmd, export_cmd, lint_cmd, gate_cmd, matrix_group, pin_sync_cmd, canary_cmd):
-    cli.add_command(command)
+# In the order a user meets them: `--help` lists them so. Each module is imported when its
+# command runs; the summary (the first paragraph of the command's help) is what `--help`
+# lists meanwhile (tests/patchctl/test_startup.py checks that the two agree).
+cli.add_lazy_command(
+    "apply",
+    "patchctl.commands.apply:apply_cmd",
+    "Check out the upstream at its pin and apply SERIES (default: all) strictly.",
+)
+cli.add_lazy_command(
+    "export",
+    "patchctl.commands.export:export_cmd",
+    "Regenerate SERIES from the commits on top of the pin in a work tree.",
+)
+cli.add_lazy_command(
+    "lint",
+    "patchctl.commands.lint:lint_cmd",
+    "Check the series and the pins; exit 1 with one line per finding.",
+)
+cli.add_lazy_command(
+    "gate",
+    "patchctl.commands.gate:gate_cmd",
+    "Run the gates matrix.yaml declares for SERIES (default: every series with gates).",
+)
+cli.add_lazy_command(
+    "matrix",
+    "patchctl.commands.matrix:matrix_group",
+    "The CI build matrix: render workflows and the backend index, check invariants, pick rows.",
+)
+cli.add_lazy_command(
+    "pin-sync",
+    "patchctl.commands.pin_sync:pin_sync_cmd",
+    "Move UPSTREAM's pin forward, replaying its series and running every gate first.",
+)
+cli.add_lazy_command(
+    "canary",
+    "patchctl.commands.canary:canary_cmd",
+    "Apply every series to the upstream tip: an early warning that never modifies the repository.",
+)

@@ -21,9 +21,7 @@ import re
 import shutil
 import tarfile
 import tempfile
-import urllib.error
 import urllib.parse
-import urllib.request
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,6 +243,9 @@ def _find_in_json_api(package: str, version: str) -> tuple[str, str]:
 
 
 def _download(url: str) -> bytes:
+    import urllib.error
+    import urllib.request  # here, not at the top: only a download needs it (and it costs start-up)
+
     scheme = urllib.parse.urlsplit(url).scheme.lower()
     if scheme not in ("https", "http", "file"):
         raise EnvironmentFailure(f"download failed: {url}: only https, http and file URLs are fetched")

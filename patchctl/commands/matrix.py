@@ -35,7 +35,7 @@ def matrix_group() -> None:
 @click.option(
     "--templates",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Template directory (default: templates/ next to matrix.yaml).",
+    help="Template directory (default: templates/ next to matrix.yaml, else patchctl's installed defaults).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print which files were rendered and which were stale, as JSON.")
 @pass_app

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import config as config_mod
 from .. import git, journal, worktree
@@ -14,12 +14,15 @@ from ..jsonout import json_field, to_json
 from . import allowlist, checks, sources
 from .changed import ChangedRows, files_since, select
 from .model import BuildMatrix
-from .render import RenderResult
-from .render import render as render_files
+
+if TYPE_CHECKING:  # render (Jinja) is imported by `matrix render` alone: `check` and `changed` start faster
+    from .render import RenderResult
 
 
 def render(config: config_mod.Config, *, check: bool = False, templates: Path | None = None) -> RenderResult:
     """Render every output; unless CHECK, write the ones that changed, all or none."""
+    from .render import render as render_files
+
     result = render_files(config, sources.from_config(config), templates)
     if not check and result.stale:
         changes = [journal.FileChange(f.path, f.text.encode("utf-8")) for f in result.stale]

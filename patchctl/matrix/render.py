@@ -8,6 +8,9 @@ document) and refuses any value containing `${{`. Each output must parse as YAML
     templates/index.yaml.j2   -> index.output (default backend/index.yaml)
     templates/NAME.yml.j2     -> .github/workflows/NAME.yml
 
+The templates are the project's `templates/` beside matrix.yaml when it has one, otherwise
+patchctl's defaults (`patchctl.templates_dir()`: installed with the package).
+
 A template that renders to nothing but whitespace produces no file.
 """
 
@@ -22,6 +25,7 @@ from typing import Any, ClassVar
 import jinja2
 import yaml
 
+from .. import templates_dir as default_templates_dir
 from ..config import Config
 from ..confine import inside_repository
 from ..errors import ConfigError
@@ -180,6 +184,12 @@ def context(config: Config, matrix: BuildMatrix) -> dict[str, Any]:
     }
 
 
+def project_templates(config: Config) -> Path:
+    """The project's `templates/` beside matrix.yaml if it exists, else patchctl's installed defaults."""
+    own = config.root / "templates"
+    return own if own.exists() or own.is_symlink() else default_templates_dir()
+
+
 def targets(templates_dir: Path, matrix: BuildMatrix) -> list[tuple[str, Path]]:
     if not templates_dir.is_dir():
         raise ConfigError(f"{templates_dir}: no templates directory (the workflows are rendered from templates/*.j2)")
@@ -199,7 +209,7 @@ def targets(templates_dir: Path, matrix: BuildMatrix) -> list[tuple[str, Path]]:
 
 def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = None) -> RenderResult:
     """Render every template in memory; nothing is written here."""
-    templates_dir = Path(templates_dir) if templates_dir is not None else config.root / "templates"
+    templates_dir = Path(templates_dir) if templates_dir is not None else project_templates(config)
     env = environment(templates_dir)
     values = context(config, matrix)
     files = []

@@ -144,10 +144,21 @@ def test_no_canary_section_means_no_canary_workflow(cli, tmp_path: Path) -> None
     assert (project / ".github/workflows/pin-sync.yml").exists()
 
 
-def test_missing_templates_directory_is_a_usage_error(cli, tmp_path: Path) -> None:
-    project = make_project(tmp_path)
+def test_without_a_templates_directory_render_uses_patchctl_s_default_templates(cli, tmp_path: Path) -> None:
+    (tmp_path / "own").mkdir()
+    (tmp_path / "defaults").mkdir()
+    with_own = make_project(tmp_path / "own")
+    assert cli("-C", with_own, "matrix", "render").exit_code == 0
+    project = make_project(tmp_path / "defaults")
     shutil.rmtree(project / "templates")
     result = cli("-C", project, "matrix", "render")
+    assert result.exit_code == 0, result.output
+    assert rendered(project) == rendered(with_own)  # the defaults are the repository's templates/
+
+
+def test_a_missing_templates_option_directory_is_a_usage_error(cli, tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    result = cli("-C", project, "matrix", "render", "--templates", tmp_path / "nowhere")
     assert result.exit_code == 2 and "no templates directory" in result.stderr
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import click
+
 from patchctl.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,12 +24,21 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one() -> None
     main_job, tests = commands
     assert main_job.startswith("python -m pip install -e '.[engine]' && ")
     assert "pytest" in tests
-    ci = (ROOT / ".ci" / "run").read_text()
-    assert tests in ci.splitlines(), ".ci/run must run the README's test command verbatim"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert tests in ci, ".ci/run must run the README's test command verbatim"
+    # ... inside a fresh virtual environment, activated before it, as most users run it.
+    made = next(i for i, line in enumerate(ci) if line.startswith('if ! python3 -m venv "$VENV"'))
+    activated = ci.index('. "$VENV/bin/activate"')
+    assert made < activated < ci.index(tests)
 
 
 def test_every_command_has_help_and_a_readme_example() -> None:
     text = (ROOT / "README.md").read_text()
-    for name, command in cli.commands.items():
+    ctx = click.Context(cli)
+    names = cli.list_commands(ctx)
+    assert {"apply", "lint", "matrix"} <= set(names)
+    for name in names:
+        command = cli.get_command(ctx, name)
+        assert command is not None, name
         assert command.help and "Example" in command.help, f"{name} --help needs an explanation and an example"
         assert f"patchctl {name}" in text, f"README has no example of `patchctl {name}`"

@@ -1,0 +1,111 @@
+"""Start-up: a command imports only what it uses (patchctl.lazy). `--help` lists every
+command from its registered summary, identical to the command's own help, without importing
+any command module; a command imports its own module and not the others'. No timing here:
+bench/startup_bench.py measures it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from patchctl.cli import cli
+from patchctl.lazy import LazyGroup
+
+from .matrix_fixtures import GOOD, REPO
+
+# Every command, by name, and its module (`patchctl.commands.NAME`, with - for _).
+COMMAND_MODULES = {name: lazy.target.partition(":")[0] for name, lazy in cli.lazy_commands.items()}
+COMMANDS_DIR = Path(__file__).resolve().parents[2] / "patchctl" / "commands"
+# Third-party and standard-library modules no start-up needs: each belongs to some commands' work.
+HEAVY = ("docker", "jinja2", "rich", "git", "yaml", "filelock", "urllib.request", "unidiff", "tarfile")
+
+
+def modules_after(tmp_path: Path, *args: str) -> tuple[int, set[str], str]:
+    """Run `patchctl ARGS` in a fresh interpreter in TMP_PATH; (exit code, the modules it imported, output)."""
+    probe = (
+        "import json, sys\n"
+        "from patchctl.cli import main\n"
+        f"code = main({list(args)!r})\n"
+        "print('MODULES=' + json.dumps(sorted(sys.modules)))\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    out, _, modules = done.stdout.rpartition("MODULES=")
+    assert modules, done.stdout + done.stderr
+    return done.returncode, set(json.loads(modules)), out + done.stderr
+
+
+def test_every_command_is_registered_lazily_with_its_own_summary() -> None:
+    assert isinstance(cli, LazyGroup)
+    ctx = click.Context(cli)
+    assert cli.list_commands(ctx)[:7] == ["apply", "export", "lint", "gate", "matrix", "pin-sync", "canary"]
+    assert cli.list_commands(ctx) == list(cli.lazy_commands), "register commands with cli.add_lazy_command"
+    modules = {f"patchctl.commands.{p.stem}" for p in COMMANDS_DIR.glob("*.py") if p.stem != "__init__"}
+    assert set(COMMAND_MODULES.values()) == modules
+    for name, lazy in cli.lazy_commands.items():
+        assert COMMAND_MODULES[name] == f"patchctl.commands.{name.replace('-', '_')}"
+        command = lazy.load()
+        assert command.name == name
+        stand_in = click.Command(name, help=lazy.summary)
+        for limit in (30, 45, 80, 1000):
+            assert stand_in.get_short_help_str(limit) == command.get_short_help_str(limit), (name, limit)
+
+
+def test_help_lists_the_commands_as_an_eager_group_would() -> None:
+    lazy = LazyGroup("patchctl", params=cli.params, help=cli.help)
+    eager = click.Group("patchctl", params=cli.params, help=cli.help)
+    for name, command in cli.lazy_commands.items():
+        lazy.add_lazy_command(name, command.target, command.summary)
+        eager.add_command(command.load(), name)
+    eager.list_commands = lambda ctx: list(eager.commands)  # type: ignore[method-assign]  # definition order
+    for width in (60, 80, 100, 200):
+        helps = []
+        for group in (lazy, eager):
+            with click.Context(group, info_name="patchctl", terminal_width=width, max_content_width=width) as ctx:
+                helps.append(group.get_help(ctx))
+        assert helps[0] == helps[1], width
+    assert not lazy.commands  # listed, never imported
+
+
+def test_help_and_version_import_no_command_and_nothing_heavy(tmp_path: Path) -> None:
+    for args in (["--help"], ["--version"], ["matrix", "--help"]):
+        code, modules, output = modules_after(tmp_path, *args)
+        assert code == 0, output
+        loaded_commands = {m for m in COMMAND_MODULES.values() if m in modules}
+        expected = {"patchctl.commands.matrix"} if args[0] == "matrix" else set()
+        assert loaded_commands == expected, (args, loaded_commands)
+        heavy = [m for m in HEAVY if m in modules and args[0] != "matrix"]
+        assert heavy == [], (args, heavy)
+
+
+@pytest.mark.parametrize(
+    ("args", "own", "never"),
+    [
+        (["lint", "--no-apply"], "lint", ("docker", "jinja2", "rich", "git", "urllib.request")),
+        (["matrix", "check"], "matrix", ("docker", "jinja2", "rich", "git", "urllib.request")),
+    ],
+)
+def test_a_read_only_command_imports_its_module_only(
+    tmp_path: Path, args: list[str], own: str, never: tuple[str, ...]
+) -> None:
+    if own == "lint":  # lint fails closed on a matrix.yaml without series: this repository's own
+        shutil.copy(REPO / "matrix.yaml", tmp_path / "matrix.yaml")
+        shutil.copytree(REPO / "patches", tmp_path / "patches")
+    else:
+        shutil.copy(GOOD, tmp_path / "matrix.yaml")
+    code, modules, output = modules_after(tmp_path, *args)
+    assert code in (0, 1), output  # findings or none: the command ran
+    assert {m for m in COMMAND_MODULES.values() if m in modules} == {COMMAND_MODULES[own]}
+    assert [m for m in never if m in modules] == []
+
+
+def test_an_unknown_command_is_still_a_usage_error(tmp_path: Path) -> None:
+    code, modules, output = modules_after(tmp_path, "aplly")
+    assert code == 2 and "no such command 'aplly'" in output.lower()
+    assert not any(m in modules for m in COMMAND_MODULES.values())
