@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from . import __version__
+from . import config as config_mod
 from .app import AppContext, CommandGroup
 from .commands.apply import apply_cmd
 from .commands.canary import canary_cmd
@@ -43,11 +44,25 @@ from .errors import ExitCode, PatchctlError
     metavar="NAME=URL",
     help="Point upstream NAME at another URL or path (a mirror). Repeatable; also $PATCHCTL_UPSTREAM_URL.",
 )
+@click.option(
+    "--upstream-source",
+    type=click.Choice(config_mod.UPSTREAM_SOURCES),
+    default="default",
+    envvar=config_mod.UPSTREAM_SOURCE_ENV,
+    show_default=True,
+    help="ci: follow each upstream's `ci:` url, branch and pin (the rendered canary and pin-sync set "
+    "$PATCHCTL_UPSTREAM_SOURCE=ci); default: the embedded url.",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 @click.version_option(__version__, prog_name="patchctl")
 @click.pass_context
 def cli(
-    ctx: click.Context, directory: Path | None, config_file: Path | None, url_overrides: tuple[str, ...], debug: bool
+    ctx: click.Context,
+    directory: Path | None,
+    config_file: Path | None,
+    url_overrides: tuple[str, ...],
+    upstream_source: str,
+    debug: bool,
 ) -> None:
     """Keep a vendored patch series alive on top of a fast-moving upstream.
 
@@ -60,7 +75,7 @@ def cli(
     Exit codes: 0 ok, 1 check failed, 2 usage or configuration error,
                 3 environment error (network, git, Docker).
     """
-    ctx.obj = AppContext(directory, config_file, url_overrides, debug)
+    ctx.obj = AppContext(directory, config_file, url_overrides, debug, upstream_source=upstream_source)
 
 
 def main(argv: list[str] | None = None) -> int:
