@@ -192,3 +192,47 @@ def test_issue_markdown_is_deterministic(project: Project, upstream: Repo, cli) 
     _, _, first = canary(cli, project)
     _, _, second = canary(cli, project)
     assert first == second and textwrap.dedent(first[0]["body"]) == first[0]["body"]
+
+
+# ---------------------------------------------------------------- shipped toolchains and bisect skipping
+
+
+def test_shipped_canary_toolchains_build_with_their_own_command_and_image() -> None:
+    from patchctl.matrix import from_config
+
+    root = Path(__file__).resolve().parents[2]
+    toolchains = {t.name: t for t in from_config(config_mod.load(root / "matrix.yaml")).canary.toolchains}
+    assert set(toolchains) == {"cpu-amd64", "cuda-13"}
+    cpu, cuda = toolchains["cpu-amd64"], toolchains["cuda-13"]
+    assert "GGML_CUDA" not in cpu.command and "cmake --build build" in cpu.command
+    assert "-DGGML_CUDA=ON" in cuda.command and "-DCMAKE_CUDA_ARCHITECTURES=75;80;86;89;90" in cuda.command
+    assert "ggml-cuda" in cuda.command  # the CUDA backend itself is a build target
+    for toolchain in (cpu, cuda):
+        dockerfile = root / toolchain.dockerfile
+        assert dockerfile.is_file() and "cmake" in dockerfile.read_text()
+        assert toolchain.build_image == f"patchctl-canary-{toolchain.name}:local"
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "expected"),
+    [
+        ("GGGBB", 3),
+        ("GSSBB", 3),  # untestable commits between the last good and the first bad one: the bad one
+        ("GGSSB", 4),
+        ("BBBBB", 0),
+        ("GGGGB", 4),
+        ("SSSSB", 4),
+        ("GBSSB", 1),
+    ],
+)
+def test_compile_bisect_skips_commits_the_series_does_not_apply_at(verdicts: str, expected: int) -> None:
+    from patchctl.canary import _first_failing_skipping
+
+    line = [f"c{i}" for i in range(len(verdicts))]
+    asked: list[str] = []
+
+    def fails(commit: str) -> bool | None:
+        asked.append(commit)
+        return {"G": False, "B": True, "S": None}[verdicts[line.index(commit)]]
+
+    assert _first_failing_skipping(line, fails) == line[expected]
