@@ -174,7 +174,8 @@ def test_canary_workflow_shape() -> None:
     triggers = canary[True]  # PyYAML reads the key `on` as True
     assert triggers["schedule"] == [{"cron": "17 3 * * 1"}] and "workflow_dispatch" in triggers
     assert canary["permissions"] == {} and canary["jobs"]["resolve"]["permissions"] == {"contents": "read"}
-    assert canary["concurrency"] == {"group": "${{ github.workflow }}-${{ github.ref }}", "cancel-in-progress": False}
+    assert canary["concurrency"]["cancel-in-progress"] is False and "github.run_id" in canary["concurrency"]["group"]
+    assert canary["jobs"]["issues"]["concurrency"]["cancel-in-progress"] is False
     assert canary["env"]["PATCHCTL_UPSTREAM_SOURCE"] == "ci"
     resolve, compile_job = canary["jobs"]["resolve"], canary["jobs"]["compile"]
     assert "patchctl canary" in resolve["steps"][-2]["run"] and "--no-compile --json" in resolve["steps"][-2]["run"]
