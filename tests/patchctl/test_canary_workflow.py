@@ -104,12 +104,12 @@ class Runner:
         outputs = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
         return proc.returncode, outputs, summary.read_text() + proc.stdout + proc.stderr
 
-    def workflow_run(self, event: str, open_issues: list[dict], lost: tuple[str, ...] = ()) -> dict:
+    def workflow_run(self, event: str, open_issues: list[dict], lost: tuple[str, ...] = (), rev: str = "") -> dict:
         """One run of the workflow: resolve, one compile job per toolchain, the issue step
         (its artifact download done by copying every job's canary-report/)."""
         shutil.rmtree(self.tmp / "runner-temp", ignore_errors=True)
         (self.tmp / "runner-temp").mkdir()
-        context = {"github.event_name": event, "inputs.rev": ""}
+        context = {"github.event_name": event, "inputs.rev": rev}
         # Each job runs in a fresh checkout of the project.
         jobs: dict[str, dict] = {}
         workspace = self._checkout("resolve")
@@ -124,6 +124,8 @@ class Runner:
             [compile_step] = self.steps("compile")
             c_code, _, c_log = self.run_step("compile", compile_step, ctx, ws)
             jobs[f"compile-{entry['name']}"] = {"code": c_code, "log": c_log, "reports": [ws / "canary-report"]}
+        if rev:  # the issues job's `if:` skips a hand-picked rev
+            return {"jobs": jobs, "rev": outputs["rev"], "gh": []}
         issues_ws = self.tmp / f"issues-{self.run_number}"
         (issues_ws / "canary-report").mkdir(parents=True)
         for name, job in jobs.items():
@@ -239,6 +241,10 @@ def test_canary_workflow_steps_file_comment_and_close_one_issue_per_break(setup)
     assert f"`{breaking}` Break b" in create["body"] and "no_such_symbol" in create["body"]
     assert f"tip: `{first_tip}`" in create["body"]
     assert f"new issue: `{key}`" in red["issues_log"]
+
+    # a hand-picked older rev (workflow_dispatch input) is what every job tests
+    older = runner.workflow_run("workflow_dispatch", [], rev=first_tip)
+    assert older["rev"] == first_tip and older["jobs"]["compile-cpu"]["code"] == 1
 
     # still red at a new tip: a comment on the same issue, nothing new
     second_tip = github.commit({"src/a.c": "int a(void) { return 4; }\n"}, "Unrelated three")
