@@ -160,3 +160,27 @@ def test_a_toolchain_image_that_cannot_be_pulled_is_exit_3(
     assert result.exit_code == 3, result.output
     [line] = result.stderr.strip().splitlines()[-1:]
     assert line.startswith("patchctl: error: docker image 'patchctl-no-such-image:1' is not in the engine and pulling")
+
+
+def test_a_toolchain_dockerfile_that_fails_to_build_is_exit_3(
+    project: Project, cmake_upstream: Repo, cli, cmake_image: str, tmp_path: Path
+) -> None:
+    (project.path / "toolchain").mkdir()
+    (project.path / "toolchain" / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN exit 7\n")
+    write_project(
+        project,
+        cmake_upstream,
+        cmake_upstream.head,
+        f"""\
+        - name: broken-image
+          tag-suffix: -cpu-up
+          cuda-major-version: ''
+          image: {cmake_image}
+          dockerfile: toolchain/Dockerfile
+          command: {BUILD}
+        """,
+    )
+    result = cli("-C", project.path, "canary", "--compile", "--work-dir", tmp_path / "w")
+    assert result.exit_code == 3, result.output
+    [line] = result.stderr.strip().splitlines()[-1:]
+    assert line.startswith("patchctl: error: docker build of patchctl-canary-broken-image:local from ")
