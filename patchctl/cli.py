@@ -50,7 +50,7 @@ from .errors import ExitCode, PatchctlError
     default="default",
     envvar=config_mod.UPSTREAM_SOURCE_ENV,
     show_default=True,
-    help="ci: follow each upstream's `ci:` url, branch and pin (the rendered canary and pin-sync set "
+    help="ci: follow each upstream's `ci:` url, branch and pin (the rendered canary sets "
     "$PATCHCTL_UPSTREAM_SOURCE=ci); default: the embedded url.",
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")

@@ -29,7 +29,7 @@ Gates and build steps run with a scrubbed environment (`patchctl.gate_env`); `pa
 lists the further variables one of them receives from patchctl's environment.
 
 An upstream's `ci:` block is the source CI follows: `--upstream-source ci` (or
-`$PATCHCTL_UPSTREAM_SOURCE=ci`, which the rendered canary and pin-sync workflows set) swaps
+`$PATCHCTL_UPSTREAM_SOURCE=ci`, which the rendered canary workflow sets) swaps
 in its url, branch and pin, so that on github.com the canary watches the real repository
 while a machine that cannot reach it keeps the embedded default (`--upstream-source default`).
 Upstreams without `ci:` are the same under both; `--upstream-url` still wins over either.
