@@ -31,6 +31,7 @@ class AppContext:
     config_file: Path | None
     url_overrides: tuple[str, ...]
     debug: bool
+    upstream_source: str = "default"  # `ci`: each upstream's matrix.yaml `ci:` source (config.with_upstream_source)
     _config: config_mod.Config | None = field(default=None, repr=False)
     _store: Store | None = field(default=None, repr=False)
     _lock: ProjectLock | None = field(default=None, repr=False)
@@ -61,6 +62,7 @@ class AppContext:
             for line in recover_project(path.parent, lock):
                 click.echo(f"patchctl: {line}", err=True)
             loaded = config_mod.load(path)
+            loaded = loaded.with_upstream_source(self.upstream_source)
             self._config = loaded.with_url_overrides(config_mod.parse_url_overrides(self.url_overrides))
         return self._config
 

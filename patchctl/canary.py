@@ -17,9 +17,18 @@ For every series on the upstream:
   tip is bisected (first-parent line) to name the first commit at which it stops
   applying. Probes share their work: at each commit the series is applied once, as far as
   the patches asked about, in a private index kept for the next question;
-* with `compile`, the series' build steps run once per toolchain that matrix.yaml's
-  `canary:` section lists for this upstream, in the toolchain's image, each in its own
-  clean tree; without a `canary:` section for the upstream they run as declared.
+* with `compile`, each toolchain that matrix.yaml's `canary:` section lists for this
+  upstream builds the series at the tip in its own clean tree, in its image (pulled when
+  the engine lacks it, or built from the toolchain's `dockerfile:`), with its own
+  `command:` (the series' `build:` steps when it has none); without a `canary:` section
+  the build steps run as declared. A build that fails at the tip is bisected over the
+  same first-parent line, in the same tree (its build directory kept: each probe is an
+  incremental rebuild), to name the first upstream commit that breaks the build with
+  the series applied; the report quotes the failing log's tail;
+* every break (a patch that fails strictly, not blocked by another; a toolchain whose
+  build fails) gets a stable key: upstream, kind, patch or toolchain, first bad commit.
+  `CanaryReport.issues()` renders one issue per key (title, body with a hidden key
+  marker) for the workflow to open, comment on, or close.
 
 The canary is red (exit 1) when any patch fails strictly or any compile fails.
 """
@@ -36,12 +45,12 @@ from typing import ClassVar
 
 from . import git, worktree
 from .applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, seed_three_way_objects
-from .config import Config, Series
+from .config import BuildStep, Config, Series
 from .confine import inside_repository
 from .errors import UsageError
 from .jsonout import json_field, to_json
 from .patchset import PatchFile, read_series
-from .runners import run_build
+from .runners import ensure_image, log_tail, run_build
 from .store import Mirror, Store
 
 Progress = Callable[[str], None]
@@ -85,6 +94,22 @@ class CompileRecord:
     state: str  # passed | failed | skipped
     detail: str = ""
     steps: list[dict] = field(default_factory=list)
+    log: str = json_field(omit_empty=True, default="")  # the failing step's log
+    log_tail: str = json_field(omit_empty=True, default="")  # its last lines
+    breaking_commit: dict | None = json_field(omit_empty=True, default=None)  # {sha, subject}: first that fails
+    bisect_note: str = json_field(omit_empty=True, default="")
+
+
+ISSUE_MARKER = "patchctl-canary-key"
+
+
+@dataclass(frozen=True)
+class CanaryIssue:
+    """One break, as the workflow files it: KEY is stable across runs (no tip, no date)."""
+
+    key: str
+    title: str
+    body: str
 
 
 @dataclass
@@ -116,11 +141,85 @@ class CanaryReport:
         ]
         return "canary is red: " + "; ".join(x for x in reasons if x)
 
+    def issues(self) -> list[CanaryIssue]:
+        """One issue per break, in report order; [] when green."""
+        found: dict[str, CanaryIssue] = {}
+        for series in self.series:
+            for patch in series.patches:
+                if patch.verdict == "ok" or patch.blocked_by is not None:
+                    continue  # a cascade is reported in its blocker's issue
+                first = patch.breaking_commit["sha"] if patch.breaking_commit else "unbisected"
+                key = f"{self.upstream}/apply/{series.name}/{patch.patch}/{first}"
+                blocked = [p.patch for p in series.patches if p.blocked_by == patch.patch]
+                found.setdefault(
+                    key, self._issue(key, f"{series.name}/{patch.patch} no longer applies", _patch_body(patch, blocked))
+                )
+        for record in self.compiles:
+            if record.state != "failed":
+                continue
+            first = record.breaking_commit["sha"] if record.breaking_commit else "unbisected"
+            key = f"{self.upstream}/compile/{record.toolchain}/{record.series}/{first}"
+            found.setdefault(
+                key, self._issue(key, f"{record.series} does not build with {record.toolchain}", _compile_body(record))
+            )
+        return list(found.values())
+
+    def _issue(self, key: str, what: str, details: str) -> CanaryIssue:
+        title = f"canary {self.upstream}: {what}"
+        body = "\n".join(
+            [
+                f"<!-- {ISSUE_MARKER}: {key} -->",
+                f"The canary found a break on upstream **{self.upstream}**.",
+                "",
+                f"- pin: `{self.pin}`",
+                f"- tip: `{self.tip}` ({self.rev_spec})",
+                f"- key: `{key}`",
+                "",
+                details,
+                "",
+                "Filed by patchctl's canary workflow; it comments while the break persists and closes this issue "
+                "when the canary is green again.",
+            ]
+        )
+        return CanaryIssue(key, title[:250], body)
+
+
+def _commit_line(commit: dict | None, note: str) -> str:
+    if commit:
+        return f"- first bad upstream commit: `{commit['sha']}` {commit['subject']}"
+    return f"- first bad upstream commit: not found ({note or 'not bisected'})"
+
+
+def _patch_body(patch: CanaryPatch, blocked: list[str]) -> str:
+    lines = [
+        f"Patch `{patch.patch}` fails to apply strictly: {patch.strict} {patch.strict_detail}".rstrip(),
+        f"- 3-way trial: {patch.trial} (pin-sync {patch.verdict})",
+        _commit_line(patch.breaking_commit, patch.bisect_note),
+    ]
+    if blocked:
+        lines.append(f"- blocked behind it: {', '.join(f'`{b}`' for b in blocked)}")
+    return "\n".join(lines)
+
+
+def _compile_body(record: CompileRecord) -> str:
+    lines = [
+        f"Series `{record.series}` does not build with toolchain `{record.toolchain}` (image `{record.image}`): "
+        f"{record.detail}",
+        _commit_line(record.breaking_commit, record.bisect_note),
+    ]
+    if record.log_tail:
+        fence = "````" if "```" in record.log_tail else "```"
+        lines += ["", "Tail of the failing build log:", "", fence, record.log_tail, fence]
+    return "\n".join(lines)
+
 
 @dataclass(frozen=True)
 class Toolchain:
     name: str
     image: str | None  # None: run the build steps as the series declares them
+    command: str = ""  # the toolchain's own build; empty: the series' build steps
+    dockerfile: Path | None = None  # built into IMAGE from BASE_IMAGE before the compile
+    base_image: str | None = None
 
 
 def canary(
@@ -175,11 +274,21 @@ def canary(
                 _bisect_failures(mirror, patches, result, up.pin, tip, say)
         if compile:
             for toolchain in selected:
+                if toolchain.image is not None:
+                    ensure_image(
+                        toolchain.image, dockerfile=toolchain.dockerfile, base_image=toolchain.base_image, progress=say
+                    )
                 for series in config.series_on(name):
                     say(f"compiling {series.name} with {toolchain.name}")
-                    report.compiles.append(
-                        _compile(store, mirror, series, toolchain, heads.get(series.name), scratch, logs, say)
+                    record, tree = _compile(
+                        store, mirror, series, toolchain, heads.get(series.name), scratch, logs, say
                     )
+                    try:
+                        if bisect and record.state == "failed":
+                            _bisect_compile(mirror, series, toolchain, record, tree, up.pin, tip, logs, say)
+                    finally:
+                        store.remove_worktree(mirror, tree)
+                    report.compiles.append(record)
     finally:
         if work_dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -350,13 +459,47 @@ def _toolchains(config: Config, upstream: str, names: tuple[str, ...] = ()) -> l
                 f"--toolchain {names[0]}: matrix.yaml declares no canary toolchains for upstream {upstream}"
             )
         return [Toolchain("declared", None)]
-    known = [Toolchain(t.name, t.image) for t in section.toolchains]
+    known = [
+        Toolchain(
+            t.name,
+            t.build_image,
+            t.command,
+            inside_repository(config.root, config.root / t.dockerfile) if t.dockerfile else None,
+            t.image if t.dockerfile else None,
+        )
+        for t in section.toolchains
+    ]
     unknown = [n for n in names if n not in {t.name for t in known}]
     if unknown:
         raise UsageError(
             f"unknown canary toolchain {unknown[0]!r} (matrix.yaml declares: {', '.join(t.name for t in known)})"
         )
     return [t for t in known if not names or t.name in names]
+
+
+def _build_steps(series: Series, toolchain: Toolchain) -> list[BuildStep]:
+    """What TOOLCHAIN runs: its own command, or the series' build steps, in its image."""
+    if toolchain.command:
+        timeout = max((step.timeout for step in series.build), default=5400)
+        steps = [BuildStep(f"{toolchain.name}-build", toolchain.command, timeout=timeout)]
+    else:
+        steps = list(series.build)
+    if toolchain.image is not None:
+        steps = [replace(step, runner="docker", image=toolchain.image) for step in steps]
+    return steps
+
+
+def _run_steps(steps: list[BuildStep], tree: Path, logs: Path, say: Progress, record: CompileRecord) -> bool:
+    record.steps = []
+    for index, step in enumerate(steps):
+        log = logs / f"{index + 1:02d}-{worktree.log_name(step.name)}.log"
+        result = run_build(step, tree, log, say)
+        record.steps.append(to_json(result))
+        if not result.ok:
+            record.detail = f"{step.name}: {result.reason}"
+            record.log, record.log_tail = str(log), log_tail(log)
+            return False
+    return True
 
 
 def _compile(
@@ -368,31 +511,109 @@ def _compile(
     workspace: Path,
     log_root: Path,
     say: Progress,
-) -> CompileRecord:
+) -> tuple[CompileRecord, Path]:
+    """Build the series (applied at the tip: HEAD) in a new clean tree, which the caller
+    removes after bisecting in it."""
     record = CompileRecord(toolchain.name, series.name, toolchain.image, "skipped")
+    tree = workspace / "trees" / f"build-{toolchain.name}-{series.name}"
+    store.remove_worktree(mirror, tree)
     if head is None:
         record.detail = "the series does not apply at the tip, even with 3-way"
-        return record
-    if not series.build:
+        return record, tree
+    steps = _build_steps(series, toolchain)
+    if not steps:
         record.detail = "the series declares no build steps"
-        return record
-    tree = workspace / "trees" / f"build-{toolchain.name}-{series.name}"
-    logs = log_root / toolchain.name / series.name
-    store.remove_worktree(mirror, tree)
+        return record, tree
     store.add_worktree(mirror, head, tree)  # a clean tree per toolchain: no build shares objects
-    try:
-        record.state = "passed"
-        for index, step in enumerate(series.build):
-            if toolchain.image is not None:
-                step = replace(step, runner="docker", image=toolchain.image)
-            result = run_build(step, tree, logs / f"{index + 1:02d}-{worktree.log_name(step.name)}.log", say)
-            record.steps.append(to_json(result))
-            if not result.ok:
-                record.state, record.detail = "failed", f"{step.name}: {result.reason}"
-                break
-    finally:
-        store.remove_worktree(mirror, tree)
-    return record
+    ok = _run_steps(steps, tree, log_root / toolchain.name / series.name, say, record)
+    record.state = "passed" if ok else "failed"
+    return record, tree
+
+
+def _bisect_compile(
+    mirror: Mirror,
+    series: Series,
+    toolchain: Toolchain,
+    record: CompileRecord,
+    tree: Path,
+    pin: str,
+    tip: str,
+    log_root: Path,
+    say: Progress,
+) -> None:
+    """Name the first commit of the pin..tip line at which the series, applied there,
+    stops building. The tree keeps its build directory: every probe checks out the probe's
+    commit over it (untracked files stay) and rebuilds incrementally. A commit the series
+    does not apply at cannot be judged and is skipped, like `git bisect skip`."""
+    line, note = _first_parent_line(mirror.path, pin, tip)
+    if line is None:
+        record.bisect_note = note
+        return
+    patches = read_series(series)
+    steps = _build_steps(series, toolchain)
+    probe_logs = log_root / toolchain.name / series.name / "bisect"
+    # At the tip the build already failed, with the series as the trial applied it (3-way where needed).
+    verdicts: dict[str, bool | None] = {tip: True}
+
+    def fails(commit: str) -> bool | None:
+        if commit not in verdicts:
+            with IndexBuilder(mirror.path, commit) as builder:
+                applied = all(builder.apply(patch).ok for patch in patches)
+                head = builder.head
+            if not applied:
+                verdicts[commit] = None
+            else:
+                say(f"bisect {toolchain.name}: building {series.name} at {commit[:12]}")
+                git.run(["-c", "advice.detachedHead=false", "checkout", "-q", "-f", "--detach", head], tree)
+                probe = CompileRecord(toolchain.name, series.name, toolchain.image, "probe")
+                verdicts[commit] = not _run_steps(steps, tree, probe_logs / commit[:12], say, probe)
+        return verdicts[commit]
+
+    say(f"bisecting the {toolchain.name} build of {series.name} over {len(line)} commit(s)")
+    if fails(pin) is not False:
+        record.bisect_note = (
+            "it does not build at the pin either" if verdicts[pin] else "the series does not apply at the pin"
+        )
+        return
+    first_bad = _first_failing_skipping(line, fails)
+    if first_bad is None:
+        record.bisect_note = "it builds at every commit on the line from pin to tip that the series applies at"
+        return
+    subject = git.run(["log", "-1", "--format=%s", first_bad], mirror.path).stdout.strip()
+    record.breaking_commit = {"sha": first_bad, "subject": subject}
+    skipped = sum(1 for v in verdicts.values() if v is None)
+    record.bisect_note = f"first of {len(line)} upstream commit(s) since the pin at which the build fails" + (
+        f" ({skipped} probed commit(s) skipped: the series does not apply there)" if skipped else ""
+    )
+
+
+def _first_failing_skipping(line: list[str], fails: Callable[[str], bool | None]) -> str | None:
+    """Like _first_failing, where FAILS may say None (cannot tell): such a commit is
+    skipped, and the answer is the first failing commit after the last good one."""
+    low, high = -1, len(line) - 1
+    if fails(line[high]) is not True:
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        probe = middle
+        while probe < high and fails(line[probe]) is None:
+            probe += 1
+        if probe == high:  # everything from middle up is untestable: look below it
+            below = middle - 1
+            while below > low and fails(line[below]) is None:
+                below -= 1
+            if below == low:
+                return line[high]  # nothing testable between the last good and the first bad
+            if fails(line[below]):
+                high = below
+            else:
+                low = below
+            continue
+        if fails(line[probe]):
+            high = probe
+        else:
+            low = probe
+    return line[high]
 
 
 # ---------------------------------------------------------------- helpers

@@ -20,6 +20,7 @@ from . import __version__, progress
 from .app import AppContext
 from .errors import ExitCode, PatchctlError
 from .lazy import LazyGroup
+from .upstream_source import UPSTREAM_SOURCE_ENV, UPSTREAM_SOURCES
 
 
 def usage_line(exc: click.ClickException) -> str:
@@ -59,6 +60,15 @@ def usage_line(exc: click.ClickException) -> str:
 @click.option(
     "-q", "--quiet", is_flag=True, help="No progress lines on stderr (also $PATCHCTL_QUIET=1); errors still print."
 )
+@click.option(
+    "--upstream-source",
+    type=click.Choice(UPSTREAM_SOURCES),
+    default="default",
+    envvar=UPSTREAM_SOURCE_ENV,
+    show_default=True,
+    help="ci: follow each upstream's `ci:` url, branch and pin (the rendered canary sets "
+    "$PATCHCTL_UPSTREAM_SOURCE=ci); default: the embedded url.",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 @click.version_option(__version__, prog_name="patchctl")
 @click.pass_context
@@ -68,6 +78,7 @@ def cli(
     config_file: Path | None,
     url_overrides: tuple[str, ...],
     quiet: bool,
+    upstream_source: str,
     debug: bool,
 ) -> None:
     """Keep a vendored patch series alive on top of a fast-moving upstream.
@@ -85,7 +96,7 @@ def cli(
     Shell completion (commands, series, upstreams), in ~/.bashrc:
       eval "$(_PATCHCTL_COMPLETE=bash_source patchctl)"    # zsh_source, fish_source: see README
     """
-    ctx.obj = AppContext(directory, config_file, url_overrides, debug)
+    ctx.obj = AppContext(directory, config_file, url_overrides, debug, upstream_source=upstream_source)
     if not (quiet or progress.quiet_from_env()):
         progress.install(sys.stderr)
         ctx.call_on_close(progress.uninstall)

@@ -10,6 +10,10 @@
         auto_bump: false         # optional: listed for nightly auto-bumping
         pin_files:               # optional: other places that mirror the pin
           - {path: Makefile, pattern: 'LLAMA_VERSION\\?=(?P<pin>[0-9a-f]{40})'}
+        ci:                      # optional: where CI follows it instead (--upstream-source ci)
+          url: https://github.com/OWNER/REPO
+          branch: master
+          pin: <40-hex commit id>  # the same tree as `pin`, in that repository (default: `pin`)
     series:
       NAME:
         upstream: NAME
@@ -24,6 +28,12 @@
 
 Gates and build steps run with a scrubbed environment (`patchctl.gate_env`); `pass_env:`
 lists the further variables one of them receives from patchctl's environment.
+
+An upstream's `ci:` block is the source CI follows: `--upstream-source ci` (or
+`$PATCHCTL_UPSTREAM_SOURCE=ci`, which the rendered canary workflow sets) swaps
+in its url, branch and pin, so that on github.com the canary watches the real repository
+while a machine that cannot reach it keeps the embedded default (`--upstream-source default`).
+Upstreams without `ci:` are the same under both; `--upstream-url` still wins over either.
 
 `naming` says how the series' files are named and ordered:
 
@@ -51,6 +61,7 @@ from .gate_env import pass_env_problem
 from .git import is_full_sha
 from .matrix import schema as build_matrix_schema
 from .upstream_checks import env_name_problem, ref_name_problem, url_problem
+from .upstream_source import UPSTREAM_SOURCES
 from .validation import Validator, kind
 from .yamlloc import KeyPath, LocatedDocument, format_keypath
 
@@ -82,6 +93,17 @@ class Upstream:
     tracks: str | None = None
     auto_bump: bool = False
     pin_files: tuple[PinFile, ...] = ()
+    ci: CiSource | None = None  # where CI follows this upstream (matrix.yaml `ci:`)
+    # where `pin` lives in matrix.yaml: ("upstreams", NAME, "pin"), or (..., "ci", "pin") under --upstream-source ci
+    pin_keypath: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CiSource:
+    url: str
+    branch: str
+    pin: str
+    pin_keypath: tuple[str, ...]  # where that pin is written: the `ci:` block's own, or the upstream's
 
 
 @dataclass(frozen=True)
@@ -175,6 +197,19 @@ class Config:
         self.upstreams = {name: replace(up, url=overrides.get(name, up.url)) for name, up in self.upstreams.items()}
         return self
 
+    def with_upstream_source(self, source: str) -> Config:
+        """Under `ci`, every upstream with a `ci:` block takes its url, branch and pin from it."""
+        if source not in UPSTREAM_SOURCES:
+            raise UsageError(f"unknown upstream source {source!r} (choose: {', '.join(UPSTREAM_SOURCES)})")
+        if source == "ci":
+            self.upstreams = {
+                name: replace(up, url=up.ci.url, branch=up.ci.branch, pin=up.ci.pin, pin_keypath=up.ci.pin_keypath)
+                if up.ci is not None
+                else up
+                for name, up in self.upstreams.items()
+            }
+        return self
+
 
 def find_config(directory: Path | None = None, config_file: Path | None = None) -> Path:
     """Resolve `-C DIR` / `--config FILE` like git does: FILE wins (relative to DIR), else the
@@ -263,7 +298,7 @@ def _upstream(config: Config, name: str) -> Upstream:
     keypath: KeyPath = ("upstreams", name)
     _check_name(config, keypath, name)
     v = Validator(config.doc)
-    v.mapping(v.at(keypath), keypath, ("url", "branch", "pin", "tracks", "auto_bump", "pin_files"))
+    v.mapping(v.at(keypath), keypath, ("url", "branch", "pin", "tracks", "auto_bump", "pin_files", "ci"))
     pin = v.string(keypath, "pin")
     if not is_full_sha(pin):
         raise config.error(keypath + ("pin",), f"pin must be a full 40-hex lowercase commit id, got {pin!r}")
@@ -293,7 +328,24 @@ def _upstream(config: Config, name: str) -> Upstream:
         tracks=v.string(keypath, "tracks", required=False),
         auto_bump=v.boolean(keypath, "auto_bump", False),
         pin_files=tuple(pin_files),
+        ci=_ci_source(config, keypath, pin) if v.at(keypath).get("ci") is not None else None,
+        pin_keypath=(*keypath, "pin"),
     )
+
+
+def _ci_source(config: Config, upstream: KeyPath, pin: str) -> CiSource:
+    keypath = (*upstream, "ci")
+    v = Validator(config.doc)
+    v.mapping(v.at(keypath), keypath, ("url", "branch", "pin"), required=("url",))
+    url, branch, ci_pin = v.string(keypath, "url"), v.string(keypath, "branch", "master"), v.string(keypath, "pin", pin)
+    if (problem := url_problem(url)) is not None:
+        raise config.error(keypath + ("url",), problem)
+    if (problem := ref_name_problem(branch)) is not None:
+        raise config.error(keypath + ("branch",), f"{problem}: {branch!r}")
+    if not is_full_sha(ci_pin):
+        raise config.error(keypath + ("pin",), f"pin must be a full 40-hex lowercase commit id, got {ci_pin!r}")
+    declared = "pin" in v.at(keypath)
+    return CiSource(url, branch, ci_pin, (*keypath, "pin") if declared else (*upstream, "pin"))
 
 
 def _series(config: Config, name: str) -> Series:

@@ -44,7 +44,7 @@ def pin_changes(config: Config, upstream: str, new_pin: str) -> list[FileChange]
         return texts[path]
 
     for moved in moved_upstreams(config, upstream):
-        keypath = ("upstreams", moved.name, "pin")
+        keypath = moved.pin_keypath or ("upstreams", moved.name, "pin")
         line_no = config.doc.line_of(keypath)
         lines = text_of(config.path).splitlines(keepends=True)
         line = lines[line_no - 1]

@@ -126,15 +126,41 @@ def canary_markdown(payload: dict) -> str:
                 f"{first} |"
             )
     if payload.get("compiles"):
-        out += ["", "### Compile", "", "| toolchain | series | image | result | detail |", "|---|---|---|---|---|"]
+        out += [
+            "",
+            "### Compile",
+            "",
+            "| toolchain | series | image | result | detail | first breaking upstream commit |",
+            "|---|---|---|---|---|---|",
+        ]
         for record in payload["compiles"]:
             result = {"passed": "pass", "failed": "**FAIL**", "skipped": "skipped"}[record["state"]]
             durations = ", ".join(f"{s['name']} {s['duration_s']:.1f} s" for s in record.get("steps", []))
             detail = "; ".join(x for x in (record.get("detail"), durations) if x)
+            breaking = record.get("breaking_commit")
+            first = (
+                f"{_short(breaking['sha'])} {_cell(breaking['subject'])}"
+                if breaking
+                else _cell(record.get("bisect_note"))
+            )
             out.append(
                 f"| {_cell(record['toolchain'])} | {_cell(record['series'])} | "
-                f"{_cell(record.get('image') or 'as declared')} | {result} | {_cell(detail)} |"
+                f"{_cell(record.get('image') or 'as declared')} | {result} | {_cell(detail)} | {first} |"
             )
+        for record in payload["compiles"]:
+            if record.get("log_tail"):
+                fence = "````" if "```" in record["log_tail"] else "```"
+                out += [
+                    "",
+                    f"<details><summary>{_cell(record['toolchain'])} / {_cell(record['series'])}: "
+                    "tail of the failing build log</summary>",
+                    "",
+                    fence,
+                    record["log_tail"],
+                    fence,
+                    "",
+                    "</details>",
+                ]
     if payload.get("work_dir"):
         out += ["", f"Logs: `{payload.get('work_dir')}`"]
     return "\n".join(out) + "\n"
@@ -146,6 +172,10 @@ def write_text(path: Path, text: str) -> None:
 
 def write_json(path: Path, payload: dict) -> None:
     atomic_write_text(Path(path), json.dumps(payload, indent=2, sort_keys=True) + "\n")
+
+
+def write_json_list(path: Path, items: list) -> None:
+    atomic_write_text(Path(path), json.dumps(items, indent=2, sort_keys=True) + "\n")
 
 
 def append_step_summary(markdown: str, env: dict[str, str] | None = None) -> Path | None:

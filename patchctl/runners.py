@@ -264,6 +264,88 @@ def _run_docker(step: BuildStep, tree: Path, log_path: Path, progress: Progress 
         client.close()
 
 
+def ensure_image(
+    image: str,
+    *,
+    dockerfile: Path | None = None,
+    base_image: str | None = None,
+    progress: Progress | None = None,
+) -> str:
+    """IMAGE in the engine, ready for `run_build`: built from DOCKERFILE (its directory the
+    context, BASE_IMAGE passed as build-arg BASE_IMAGE) when one is given, so that a changed
+    Dockerfile is always picked up (the engine's layer cache makes an unchanged one cheap);
+    otherwise pulled when the engine lacks it. EnvironmentFailure in one line when neither works."""
+    from docker.errors import APIError, BuildError, DockerException, ImageNotFound
+
+    say = progress or (lambda _line: None)
+    client = docker_client()
+    try:
+        if dockerfile is not None:
+            if not dockerfile.is_file():
+                raise UsageError(f"toolchain Dockerfile {dockerfile} does not exist")
+            say(f"building {image} from {dockerfile.name}")
+            try:
+                _, lines = client.images.build(
+                    path=str(dockerfile.parent),
+                    dockerfile=dockerfile.name,
+                    tag=image,
+                    buildargs={"BASE_IMAGE": base_image} if base_image else None,
+                    rm=True,
+                    forcerm=True,
+                )
+                for entry in lines:
+                    if isinstance(entry, dict) and entry.get("stream", "").strip():
+                        say(entry["stream"].rstrip())
+            except BuildError as exc:
+                raise EnvironmentFailure(
+                    f"docker build of {image} from {dockerfile} failed: {_one_line(exc)}"
+                ) from None
+            except (APIError, DockerException) as exc:
+                raise EnvironmentFailure(
+                    f"docker build of {image} from {dockerfile} failed: {_one_line(exc)}"
+                ) from None
+            return image
+        try:
+            client.images.get(image)
+            return image
+        except ImageNotFound:
+            pass
+        say(f"pulling {image}")
+        repository, tag = _split_tag(image)
+        try:
+            client.images.pull(repository, tag=tag)
+        except (APIError, DockerException) as exc:
+            raise EnvironmentFailure(
+                f"docker image {image!r} is not in the engine and pulling it failed: {_one_line(exc)}"
+            ) from None
+        return image
+    finally:
+        client.close()
+
+
+def _split_tag(image: str) -> tuple[str, str]:
+    if "@" in image:
+        return image, ""  # a digest reference pulls as it is
+    name, _, tag = image.rpartition(":")
+    if not name or "/" in tag:  # no tag, or the colon was a registry port
+        return image, "latest"
+    return name, tag
+
+
+def log_tail(path: Path, lines: int = 30, max_chars: int = 4000) -> str:
+    """The last LINES lines of a build log (at most MAX_CHARS), for reports; '' when unreadable."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            size = log.tell()
+            log.seek(max(0, size - 64 * 1024))
+            text = log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    tail = "\n".join(text.replace("\r", "").splitlines()[-lines:])
+    return tail[-max_chars:]
+
+
 def _pump_container(container, sink: _LineSink) -> None:
     try:
         chunks: Iterable[bytes] = container.logs(stream=True, follow=True, stdout=True, stderr=True)

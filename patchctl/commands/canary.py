@@ -39,6 +39,13 @@ from ..jsonout import to_json
     help="Write the Markdown report to FILE (it is also appended to $GITHUB_STEP_SUMMARY when set).",
 )
 @click.option(
+    "--issues",
+    "issues_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the issues a red canary files to FILE: a JSON list of {key, title, body}, one per break ([] when "
+    "green). The key is stable across runs; the body starts with a hidden <!-- patchctl-canary-key: KEY --> marker.",
+)
+@click.option(
     "--toolchain",
     "toolchains",
     multiple=True,
@@ -63,6 +70,7 @@ def canary_cmd(
     as_json: bool,
     json_file: Path | None,
     summary_file: Path | None,
+    issues_file: Path | None,
     toolchains: tuple[str, ...],
     work_dir: Path | None,
 ) -> None:
@@ -72,8 +80,10 @@ def canary_cmd(
     Each patch is applied strictly; one that fails is tried with a 3-way merge, which
     says whether a pin-sync would be mechanical or needs a hand, and the upstream
     history between the pin and the tip is bisected to name the first commit that
-    breaks it. With --compile the series' build steps run once per toolchain in
-    matrix.yaml's canary section (in that toolchain's image), each in a clean tree.
+    breaks it. With --compile each toolchain of matrix.yaml's canary section builds
+    the series in its image (pulled, or built from its dockerfile) with its command, in
+    a clean tree; a failing build is bisected the same way (incremental rebuilds).
+    --issues writes one issue (stable key, title, body) per break for the workflow.
     Exit 1 when red: a patch fails strictly or a compile fails.
 
     \b
@@ -82,12 +92,13 @@ def canary_cmd(
       patchctl canary --compile --json-file canary.json --summary canary.md
       patchctl canary llama.cpp --json | jq .series
       patchctl canary llama.cpp --rev aa601ae300d05a804f5f68940ab6fa75fc9653d3 --no-bisect
-      patchctl canary llama.cpp --rev "$REV" --compile --toolchain cpu-amd64
+      patchctl canary llama.cpp --rev "$REV" --compile --toolchain cpu-amd64 --issues issues.json
     """
     if rev and latest:
         raise UsageError("--rev and --latest exclude each other")
     as_json, json_file = json_options(upstream, as_json, json_file)
     json_file, summary_file, work_dir = app.path(json_file), app.path(summary_file), app.path(work_dir)
+    issues_file = app.path(issues_file)
     if do_compile:  # its build logs go to .patchctl/logs/canary; without --compile it writes nothing
         app.lock_project()
     with progress_display() as progress:
@@ -108,6 +119,8 @@ def canary_cmd(
         report_mod.write_json(json_file, payload)
     if summary_file:
         report_mod.write_text(summary_file, markdown)
+    if issues_file:
+        report_mod.write_json_list(issues_file, [to_json(issue) for issue in report.issues()])
     report_mod.append_step_summary(markdown)
     if as_json:
         emit_json(payload)

@@ -91,6 +91,16 @@ class CanaryToolchain:
     cuda_major: str
     image: str
     runs_on: str
+    # The toolchain's own build (run in its image, the series applied, tree at /src); empty:
+    # the series' `build:` steps. It is what bisect reruns incrementally in one tree.
+    command: str = ""
+    # A Dockerfile (relative to matrix.yaml) that adds what the build needs to `image`
+    # (passed as build-arg BASE_IMAGE); the compile builds it as build_image. Empty: `image` itself.
+    dockerfile: str = ""
+
+    @property
+    def build_image(self) -> str:
+        return f"patchctl-canary-{self.name.lower()}:local" if self.dockerfile else self.image
 
 
 @dataclass(frozen=True)

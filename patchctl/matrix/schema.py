@@ -240,7 +240,7 @@ class Section(Validator):
         items = self.sequence(value["toolchains"], keypath + ("toolchains",))
         if not items:
             raise self.error(keypath + ("toolchains",), "name at least one toolchain")
-        allowed = ("name", "tag-suffix", "platform", "cuda-major-version", "image", "runs-on")
+        allowed = ("name", "tag-suffix", "platform", "cuda-major-version", "image", "runs-on", "command", "dockerfile")
         for i, item in enumerate(items):
             where = keypath + ("toolchains", i)
             self.mapping(item, where, allowed, ("name", "tag-suffix", "cuda-major-version", "image"))
@@ -259,9 +259,24 @@ class Section(Validator):
                     cuda_major=cuda,
                     image=self.scalar(item["image"], where + ("image",), non_empty=True),
                     runs_on=self.scalar(item.get("runs-on", ""), where + ("runs-on",)),
+                    command=self.command(item.get("command", ""), where + ("command",)),
+                    dockerfile=self.relative_path(item.get("dockerfile", ""), where + ("dockerfile",)),
                 )
             )
         return Canary(upstream=upstream, schedule=" ".join(schedule.split()), toolchains=tuple(toolchains))
+
+    def command(self, value: Any, keypath: KeyPath) -> str:
+        if not isinstance(value, str):
+            raise self.error(keypath, f"must be a shell command string, got {kind(value)}")
+        if value and not value.strip():
+            raise self.error(keypath, "must not be blank")
+        return value.strip()
+
+    def relative_path(self, value: Any, keypath: KeyPath) -> str:
+        text = self.scalar(value, keypath)
+        if text and (text.startswith("/") or ".." in text.split("/")):
+            raise self.error(keypath, f"must be a path inside the repository, got {text!r}")
+        return text
 
     def backends(self, value: Any, keypath: KeyPath) -> dict[str, BackendPaths]:
         if not isinstance(value, dict):

@@ -185,17 +185,19 @@ def test_canary_workflow_shape() -> None:
     triggers = canary[True]  # PyYAML reads the key `on` as True
     assert triggers["schedule"] == [{"cron": "17 3 * * 1"}] and "workflow_dispatch" in triggers
     assert canary["permissions"] == {} and canary["jobs"]["resolve"]["permissions"] == {"contents": "read"}
-    assert canary["concurrency"]["group"] == "canary-llama.cpp"
+    assert canary["concurrency"]["cancel-in-progress"] is False and "github.run_id" in canary["concurrency"]["group"]
+    assert canary["jobs"]["issues"]["concurrency"]["cancel-in-progress"] is False
+    assert canary["env"]["PATCHCTL_UPSTREAM_SOURCE"] == "ci"
     resolve, compile_job = canary["jobs"]["resolve"], canary["jobs"]["compile"]
     assert "patchctl canary" in resolve["steps"][-2]["run"] and "--no-compile --json" in resolve["steps"][-2]["run"]
-    assert compile_job["needs"] == "resolve"
+    assert compile_job["needs"] == "resolve" and canary["jobs"]["issues"]["needs"] == ["resolve", "compile"]
     assert compile_job["strategy"]["matrix"] == "${{ fromJSON(needs.resolve.outputs.toolchains) }}"
     toolchains = json.loads(resolve["steps"][-2]["env"]["TOOLCHAINS"])["include"]
     assert [(t["name"], t["image"], t["runs-on"]) for t in toolchains] == [
         ("cpu-amd64", "gcc:14-bookworm", "ubuntu-latest"),
         ("cuda-13", "nvidia/cuda:13.0.0-devel-ubuntu24.04", "ubuntu-latest"),
     ]
-    run = compile_job["steps"][-2]
+    run = compile_job["steps"][-3]
     assert run["env"]["REV"] == "${{ needs.resolve.outputs.rev }}"
     assert 'patchctl canary "$UPSTREAM" --rev "$REV" --compile' in run["run"]
 
@@ -326,4 +328,4 @@ def test_canary_workflow_reads_the_key_the_canary_report_writes() -> None:
 
     payload = to_json(CanaryReport("llama.cpp", "a" * 40, "b" * 40, "main", None))
     step = workflow("canary.yml")["jobs"]["resolve"]["steps"][-2]
-    assert payload["tip"] == "b" * 40 and "jq -r .tip canary.json" in step["run"]
+    assert payload["tip"] == "b" * 40 and "jq -r .tip canary-report/canary.json" in step["run"]
