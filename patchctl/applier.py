@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from . import git
-from .diffblocks import SYMLINK_MODE, overlong_hunks, read_blocks, symlink_target_escapes, unsafe_symlink_reason
+from .diffblocks import SYMLINK_MODE, ParsedDiff, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
 from .jsonout import json_field
 from .patchset import MalformedPatch, PatchFile
 from .store import prefetch_blobs
@@ -183,17 +183,17 @@ def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
                 current = current / part
                 if current.is_symlink():
                     return f"path goes through a symlink ({current.relative_to(tree).as_posix()!r}): {path!r}"
-    if (reason := unsafe_symlink_reason(patch.text)) is not None:
+    if (reason := unsafe_symlink_reason(patch.parsed)) is not None:
         return reason
     if tree is not None:
-        return _moved_symlink_reason(Path(tree), patch.text)
+        return _moved_symlink_reason(Path(tree), patch.parsed)
     return None
 
 
-def _moved_symlink_reason(tree: Path, text: str) -> str | None:
+def _moved_symlink_reason(tree: Path, parsed: ParsedDiff) -> str | None:
     """A pure rename or copy of a symlink shows no target in the patch; in a checked-out tree
     the target is on disk, and a relative one may point elsewhere from the new place."""
-    for block in read_blocks(text):
+    for block in parsed.blocks:
         source = block.renamed_from or block.copied_from
         if source is None or block.new_mode is not None or not (tree / source).is_symlink():
             continue
@@ -333,7 +333,7 @@ def _malformed_before_git(patch: PatchFile) -> PatchOutcome | None:
         return PatchOutcome(
             patch.name, Status.MALFORMED, detail="NUL byte in the patch's message: git cannot commit it"
         )
-    if extras := overlong_hunks(patch.text):
+    if extras := overlong_hunks(patch.parsed):
         extra = extras[0]
         return PatchOutcome(
             patch.name,
