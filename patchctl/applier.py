@@ -47,6 +47,7 @@ _MALFORMED_MARKERS = (
     "unrecognized input",
     "malformed patch",
     "patch with only garbage",
+    "git diff header lacks filename information",
 )
 
 # File systems refuse longer names (ENAMETOOLONG); the limit on the whole path leaves room for

@@ -229,6 +229,9 @@ def parse_diff_text(text: str) -> ParsedDiff:
                 open_hunk = False
             continue
         if hunk is None:
+            if line in ("-- ", "--") and _is_signature(lines, number - 1):  # after a binary or mode-only block
+                trailing, current = number, None
+                continue
             _read_header_line(current, line)
             continue
         # After a complete hunk: text git ignores.
