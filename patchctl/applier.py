@@ -493,7 +493,12 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         outcome = _classify_failure(patch, strict.stderr, reverse, every_hunk)
         if not three_way or outcome.status in (Status.MALFORMED, Status.UNSAFE_PATH, Status.ALREADY_APPLIED):
             return outcome
-        merged = git.run([*APPLY_CONFIG, "apply", "-3", "-v", "--index", "-"], tree, check=False, input=patch.data)
+        merged = git.run(
+            [*APPLY_CONFIG, *git.CONFLICT_STYLE, "apply", "-3", "-v", "--index", "-"],
+            tree,
+            check=False,
+            input=patch.data,
+        )
         conflicts = sorted(set(_CONFLICT_RE.findall(merged.stdout + merged.stderr)))
         if conflicts:
             outcome.status, outcome.conflict_files = Status.CONFLICT, conflicts
