@@ -221,9 +221,17 @@ def test_a_trimmed_signature_parses_like_the_original(corpus: tuple[Path, list[C
         assert _malformed_before_git(trimmed) is None
 
 
+def _trimmed(data: bytes) -> bytes:
+    """DATA with its signature separator trimmed to `--`; a patch without a signature gets a
+    trimmed one and a version line, as a mailer that appends its own would leave it."""
+    if b"\n-- \n" in data:
+        return data.replace(b"\n-- \n", b"\n--\n")
+    return data + (b"" if data.endswith(b"\n") else b"\n") + b"--\n2.43.0\n"
+
+
 def _variants(data: bytes) -> list[tuple[str, bytes]]:
-    """A patch, and for a format-patch mail also its copy with the signature trimmed to `--`."""
-    return [("", data)] + ([(" (trimmed --)", data.replace(b"\n-- \n", b"\n--\n"))] if b"\n-- \n" in data else [])
+    """A patch and its copy with the signature trimmed to `--`."""
+    return [("", data), (" (trimmed --)", _trimmed(data))]
 
 
 def test_the_projects_own_llama_series_parses_with_and_without_the_trim() -> None:
@@ -231,8 +239,9 @@ def test_the_projects_own_llama_series_parses_with_and_without_the_trim() -> Non
     assert series, "patches/llama.cpp is empty: nothing to check"
     for path in series:
         data = path.read_bytes()
-        trimmed = PatchFile(path, data.replace(b"\n-- \n", b"\n--\n"))
+        trimmed = PatchFile(path, _trimmed(data))
         original = PatchFile(path, data)
+        assert trimmed.data != data and trimmed.parsed.trailing_line is not None
         assert original.files and trimmed.files == original.files, path.name
         assert _malformed_before_git(original) is None and _malformed_before_git(trimmed) is None, path.name
 
@@ -255,8 +264,7 @@ def test_real_debian_series_agree_with_git_patch_by_patch(which: str) -> None:
                 checked, trimmed = checked + 1, trimmed + bool(label)
             outcome = builder.apply(PatchFile(Path(name), data))
             assert outcome.ok, outcome.describe()
-    assert checked == len(series.patches) + trimmed > 0
-    assert trimmed > 40 or which == "tar"  # rsync's 53 are format-patch mails
+    assert checked == 2 * len(series.patches) == 2 * trimmed > 0
 
 
 def test_malformed_patch_names_the_line_git_would() -> None:
@@ -277,3 +285,25 @@ def test_a_trimmed_signature_lints_and_applies_through_the_cli(project, upstream
     applied = cli("-C", project.path, "apply", "--into", tmp_path / "tree")
     assert applied.exit_code == 0, applied.output
     assert "main five\n" in (tmp_path / "tree" / "src" / "main.c").read_text()
+
+
+@pytest.mark.realupstream
+def test_the_llama_series_agrees_with_git_on_the_real_tree_with_and_without_the_trim() -> None:
+    """The issue's case: llama.cpp patches whose `-- ` lost its space, on the real llama.cpp tree."""
+    from patchctl.store import Store
+
+    from .conftest import REAL_PIN, REAL_URL
+
+    mirror = Store().mirror(REAL_URL).path
+    series = {p.name: p.read_bytes() for p in sorted((ROOT / "patches" / "llama.cpp").glob("*.patch"))}
+    checked = 0
+    with IndexBuilder(mirror, REAL_PIN) as builder:
+        for name, data in series.items():
+            for label, variant in _variants(data):
+                patch = PatchFile(Path(name), variant)
+                ok, says = _git_check(mirror, builder.tree(), variant)
+                refused = unsafe_path_reason(None, patch) or _malformed_before_git(patch)
+                assert ok and refused is None, f"{name}{label}: git says {says!r}, patchctl {refused}"
+                checked += 1
+            assert builder.apply(PatchFile(Path(name), data)).ok, name
+    assert checked == 2 * len(series) > 0
