@@ -194,8 +194,9 @@ def test_the_corpus_is_what_it_claims(corpus: tuple[Path, list[Case]]) -> None:
 def test_verdicts_match_git_apply_check(corpus: tuple[Path, list[Case]]) -> None:
     repo, cases = corpus
     disagreements = {}
+    verdicts = {case.name: verdict(repo, case) for case in cases}
     for case in cases:
-        v = verdict(repo, case)
+        v = verdicts[case.name]
         if case.name in DELIBERATE:
             # git takes it (dropping the lines), patchctl refuses it before git runs
             assert v.git and not v.parsed and not v.applied, (case.name, v)
@@ -206,7 +207,6 @@ def test_verdicts_match_git_apply_check(corpus: tuple[Path, list[Case]]) -> None
         if "corrupt patch" in v.git_says or "fragment without header" in v.git_says:
             assert not v.parsed, f"{case.name}: git says {v.git_says!r}, the parser accepted it"
     assert not disagreements, "\n".join(f"{name}: {v}" for name, v in disagreements.items())
-    verdicts = {case.name: verdict(repo, case) for case in cases if case.name.startswith("edit-")}
     assert verdicts["edit-trimmed-signature"].applied and verdicts["edit-format-patch"].applied
 
 
