@@ -40,6 +40,7 @@ _HUNK_RE = re.compile(r"^@@ -(?P<os>\d+)(?:,(?P<ol>\d+))? \+(?P<ns>\d+)(?:,(?P<n
 _MODE_RE = re.compile(r"^(?P<kind>old mode|new mode|new file mode|deleted file mode) (?P<mode>\d{6})$")
 _INDEX_MODE_RE = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+ (?P<mode>\d{6})$")
 _RENAME_RE = re.compile(r"^(?P<kind>rename|copy) (?P<side>from|to) (?P<path>.+)$")
+_OTHER_HEADER_RE = re.compile(r"^(?:index [0-9a-f]+\.\.[0-9a-f]+$|(?:dis)?similarity index \d+%$)")
 _BINARY_RE = re.compile(r"^(?:GIT binary patch|Binary files .* differ)$")
 # The separator line of an mbox: the next mail (and its patch) starts here.
 _MBOX_FROM_RE = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
@@ -67,12 +68,15 @@ class Block:
     new_path: str
     git: bool = True  # a `diff --git` block (else a plain `---`/`+++` unified diff)
     new_mode: str | None = None  # the mode after the patch, when the block says it
+    old_mode: str | None = None  # the mode before, when the block changes it (`old mode`)
     renamed_from: str | None = None
     copied_from: str | None = None
     created: bool = False
     deleted: bool = False
     binary: bool = False
     hunks: list[BlockHunk] = field(default_factory=list)
+    header_lines: int = 0  # extended header lines git recognizes (modes, index, renames, ---/+++)
+    header_open: bool = True  # git's header ends at the first line it does not recognize
 
     @property
     def makes_symlink(self) -> bool:
@@ -179,18 +183,31 @@ def parse_diff_text(text: str) -> ParsedDiff:
             blocks.append(current)
             hunk, trailing = None, None
             continue
+        in_git_header = current is not None and current.git and hunk is None and current.header_open
+        if in_git_header and current is not None and line[:4] in ("--- ", "+++ "):
+            path = line[4:].split("\t")[0]  # git's header takes every ---/+++ line, paired or not
+            if line[0] == "-":
+                current.created = current.created or path == DEV_NULL
+            elif path == DEV_NULL:
+                current.deleted = True
+            else:
+                current.new_path = strip_prefix(path)
+            current.header_lines += 1
+            continue
         next_line = lines[number] if number < len(lines) else ""
         if line.startswith("--- ") and next_line.startswith("+++ "):
             old = line[4:].split("\t")[0]
-            if current is None or not current.git or hunk is not None:  # a plain unified diff's next file
+            if current is None or not current.git or hunk is not None or not current.header_open:  # a plain diff
                 current = Block(number, strip_prefix(old) if old != DEV_NULL else "", "", git=False)
                 blocks.append(current)
                 hunk, trailing = None, None
             current.created = current.created or old == DEV_NULL
+            current.header_lines += 1
             expect_new_path = True
             continue
         if expect_new_path and current is not None:
             expect_new_path = False
+            current.header_lines += 1
             path = line[4:].split("\t")[0]
             if path == DEV_NULL:
                 current.deleted = True
@@ -200,15 +217,20 @@ def parse_diff_text(text: str) -> ParsedDiff:
                 current.old_path = current.old_path or current.new_path
             continue
         if current is None:
+            if blocks and _HUNK_RE.match(line) and not (number == len(lines) and unterminated):
+                fail(number, f"patch fragment without header: {line}")  # git stops at one, wherever it is
             continue  # the message, a signature, or text between mails
         if line.startswith("@@ -"):
             m = _HUNK_RE.match(line)
             if hunk is not None and after_hunk:  # git looks for a file header here, not for a hunk
-                if m is not None:
+                if m is not None and not (number == len(lines) and unterminated):
                     fail(number, f"patch fragment without header: {line}")
                 continue  # an unreadable one is garbage to git
             if m is None:
-                fail(number, f"bad hunk header {line!r}")
+                # git reads a hunk header where one must follow (after `+++`, or right after a hunk);
+                # elsewhere in a file header it is a line git skips
+                if hunk is not None or lines[number - 2].startswith("+++ "):
+                    fail(number, f"bad hunk header {line!r}")
                 continue
             old_left = int(m["ol"]) if m["ol"] is not None else 1
             new_left = int(m["nl"]) if m["nl"] is not None else 1
@@ -229,10 +251,13 @@ def parse_diff_text(text: str) -> ParsedDiff:
                 open_hunk = False
             continue
         if hunk is None:
-            if line in ("-- ", "--") and _is_signature(lines, number - 1):  # after a binary or mode-only block
+            complete = current.binary or current.renamed_from or current.copied_from or current.old_mode
+            if complete and line in ("-- ", "--") and _is_signature(lines, number - 1):  # a binary or mode-only block
                 trailing, current = number, None
                 continue
-            _read_header_line(current, line)
+            if current.header_open:
+                current.header_open = _read_header_line(current, line)
+                current.header_lines += current.header_open
             continue
         # After a complete hunk: text git ignores.
         if not after_hunk and line.startswith("\\ ") and len(line) >= 11:
@@ -250,6 +275,12 @@ def parse_diff_text(text: str) -> ParsedDiff:
             hunk.overflow_line = number
     if open_hunk and hunk is not None:
         fail(len(lines), f"{hunk.header}: the patch ends inside the hunk")
+    # A `diff --git` line with no header git recognizes after it is not a patch to git: skipped.
+    blocks = [b for b in blocks if b.header_lines or b.hunks or not b.git]
+    for block in blocks:
+        if not (block.hunks or block.binary or block.created or block.deleted or block.renamed_from):
+            if not (block.copied_from or (block.old_mode and block.new_mode and block.old_mode != block.new_mode)):
+                fail(block.line, "patch with only garbage: a file header without a hunk or a change of its own")
     return ParsedDiff(
         tuple(blocks),
         corrupt[0] if corrupt else None,
@@ -263,15 +294,19 @@ def read_blocks(text: str | ParsedDiff) -> tuple[Block, ...]:
     return (parse_diff_text(text) if isinstance(text, str) else text).blocks
 
 
-def _read_header_line(block: Block, line: str) -> None:
+def _read_header_line(block: Block, line: str) -> bool:
+    """Take LINE of BLOCK's extended header; whether git recognizes it as one."""
     if m := _MODE_RE.match(line):
         if m["kind"] == "deleted file mode":
             block.deleted = True
-        elif m["kind"] != "old mode":
+        elif m["kind"] == "old mode":
+            block.old_mode = m["mode"]
+        else:
             block.new_mode = m["mode"]
             block.created = block.created or m["kind"] == "new file mode"
     elif m := _INDEX_MODE_RE.match(line):
         block.new_mode = block.new_mode or m["mode"]
+        block.old_mode = block.old_mode or m["mode"]
     elif m := _RENAME_RE.match(line):
         if m["side"] == "to":
             block.new_path = m["path"]
@@ -282,6 +317,9 @@ def _read_header_line(block: Block, line: str) -> None:
                 block.copied_from = m["path"]
     elif _BINARY_RE.match(line):
         block.binary = True
+    else:
+        return _OTHER_HEADER_RE.match(line) is not None
+    return True
 
 
 def symlink_target_escapes(link_path: str, target: str) -> bool:

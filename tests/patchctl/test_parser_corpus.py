@@ -307,3 +307,43 @@ def test_the_llama_series_agrees_with_git_on_the_real_tree_with_and_without_the_
                 checked += 1
             assert builder.apply(PatchFile(Path(name), data)).ok, name
     assert checked == 2 * len(series) > 0
+
+
+def test_seeded_mutations_git_applies_are_never_refused_but_for_lost_hunk_content(
+    corpus: tuple[Path, list[Case]],
+) -> None:
+    """Random edits of a real format-patch (hunk headers, signatures, headers and hunk lines
+    inserted or deleted): where git applies the result, patchctl's parse accepts it too, or
+    refuses it as lost hunk content (the DELIBERATE rule) and nothing else."""
+    import random
+
+    repo, cases = corpus
+    mail = next(c for c in cases if c.name == "edit-format-patch")
+    lines = mail.data.decode().split("\n")
+    first = next(i for i, line in enumerate(lines) if line.startswith("diff --git "))
+    pieces = [
+        *("-- ", "--", "@@ -1,6 +1,6 @@", "@@ -x", "+x", "-code 1", " code 2", "", "\\ No newline at end of file"),
+        *("--- a/src/a.c", "+++ b/src/a.c", "Signed-off-by: x", "2.39.5", "diff --git a/src/a.c b/src/a.c"),
+        *("new mode 100755", "old mode 100644"),
+    ]
+    rnd = random.Random(7)
+    applied = refused_as_lost = 0
+    for _ in range(400):
+        mutated = list(lines)
+        for _ in range(rnd.randint(1, 3)):
+            position = rnd.randint(first + 1, len(mutated))
+            if rnd.random() < 0.7:
+                mutated.insert(position, rnd.choice(pieces))
+            else:
+                del mutated[min(position, len(mutated) - 1)]
+        data = "\n".join(mutated).encode()
+        ok, _ = _git_check(repo, mail.base, data)
+        if not ok:
+            continue
+        applied += 1
+        patch = PatchFile(Path("mutated.patch"), data)
+        refused = _malformed_before_git(patch)
+        if refused is not None:
+            assert "past the hunk's declared line counts" in refused.detail, (refused.detail, data.decode())
+            refused_as_lost += 1
+    assert applied > 20 and refused_as_lost > 0  # the mutations reach both sides
