@@ -347,3 +347,26 @@ def test_seeded_mutations_git_applies_are_never_refused_but_for_lost_hunk_conten
             assert "past the hunk's declared line counts" in refused.detail, (refused.detail, data.decode())
             refused_as_lost += 1
     assert applied > 20 and refused_as_lost > 0  # the mutations reach both sides
+
+
+def test_one_apply_parses_the_patch_once(corpus: tuple[Path, list[Case]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every check (paths, symlinks, PC013, corruption, failure classification) reads one parse."""
+    import patchctl.patchset as patchset_module
+
+    calls: list[int] = []
+    real = patchset_module.parse_diff_text
+
+    def counting(text: str):
+        calls.append(1)
+        return real(text)
+
+    monkeypatch.setattr(patchset_module, "parse_diff_text", counting)
+    repo, cases = corpus
+    by_name = {c.name: c for c in cases}
+    for name, base in (("moves-trimmed-signature", None), ("edit-format-patch", by_name["binary-format-patch"].base)):
+        case = by_name[name]
+        calls.clear()
+        with IndexBuilder(repo, base or case.base) as builder:
+            outcome = builder.apply(PatchFile(Path(f"{name}.patch"), case.data), commit=False)
+        assert outcome.ok == (base is None), outcome.describe()  # the second is already applied there: classified
+        assert len(calls) == 1, name
