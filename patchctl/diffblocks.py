@@ -17,6 +17,10 @@ How git reads a hunk, and what patchctl accepts and refuses:
   separator (`-- `, or `--` with its trailing space lost, when what follows does not read
   as hunk lines) and everything after it (git's version line), mail trailers, blank lines,
   the next mail of an mbox (`From <sha> Mon Sep 17 00:00:00 2001`), quilt `Index:` lines;
+* git skips a `diff --git` line with no header line it recognizes after it, ends a header
+  at the first line it does not recognize, and calls a header with neither hunk nor change
+  of its own (mode, rename, copy, creation, deletion, binary) "patch with only garbage";
+  the parser does the same, so what it calls corrupt git calls corrupt too;
 * patchctl refuses (PC013, and `apply` reports the patch malformed) a line after a
   complete hunk that starts with `+`, `-` or ` `: that is hunk content a reviewer reads
   but the header does not count, so git would silently drop it (a miscounted or hand-edited
