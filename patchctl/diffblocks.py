@@ -97,16 +97,48 @@ class ParsedDiff:
     trailing_line: int | None = None  # where the text after the last hunk that git ignores starts (a signature)
 
 
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def unquote(path: str) -> str:
+    """A path as git writes it in a header, C-quoted (`"a/f\\303\\266.c"`) when it has special or
+    non-ASCII characters, unquoted; a path without quotes is returned as it is."""
+    if len(path) < 2 or not (path.startswith('"') and path.endswith('"')):
+        return path
+    out = bytearray()
+    body, i = path[1:-1], 0
+    while i < len(body):
+        char = body[i]
+        if char == "\\" and i + 1 < len(body):
+            following = body[i + 1]
+            if following in "01234567" and i + 3 < len(body) + 1 and all(c in "01234567" for c in body[i + 1 : i + 4]):
+                out.append(int(body[i + 1 : i + 4], 8) & 0xFF)
+                i += 4
+                continue
+            if following in _C_ESCAPES:
+                out.append(_C_ESCAPES[following])
+                i += 2
+                continue
+        out += char.encode("utf-8", "surrogateescape")
+        i += 1
+    return out.decode("utf-8", "surrogateescape")
+
+
 def strip_prefix(path: str) -> str:
     """The path git apply -p1 sees: the first component removed, whatever it is (`a/`, `b/`,
-    quilt's `tar.git.orig/`); an absolute path is kept, so that the path checks see it."""
+    quilt's `tar.git.orig/`); an absolute path is kept, so that the path checks see it. A
+    C-quoted path is unquoted first."""
+    path = unquote(path)
     if path.startswith("/"):
         return path
     return path.split("/", 1)[1] if "/" in path else path
 
 
-def _header_paths(rest: str) -> tuple[str, str]:
+def header_paths(rest: str) -> tuple[str, str]:
     """The two paths of `diff --git A B`; paths with spaces are split where both halves agree."""
+    if m := re.fullmatch(r'("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)', rest):
+        if m[1].startswith('"') or m[2].startswith('"'):
+            return strip_prefix(m[1]), strip_prefix(m[2])
     middle = (len(rest) - 1) // 2
     if len(rest) % 2 == 1 and rest[middle] == " " and rest[:middle][2:] == rest[middle + 1 :][2:]:
         return strip_prefix(rest[:middle]), strip_prefix(rest[middle + 1 :])
@@ -183,7 +215,7 @@ def parse_diff_text(text: str) -> ParsedDiff:
             fail(number, f"{hunk.header} ends early: line {number} is not a hunk line")
             open_hunk, after_hunk = False, 0
         if m := _DIFF_GIT_RE.match(line):
-            current = Block(number, *_header_paths(m["rest"]))
+            current = Block(number, *header_paths(m["rest"]))
             blocks.append(current)
             hunk, trailing = None, None
             continue
@@ -312,13 +344,14 @@ def _read_header_line(block: Block, line: str) -> bool:
         block.new_mode = block.new_mode or m["mode"]
         block.old_mode = block.old_mode or m["mode"]
     elif m := _RENAME_RE.match(line):
+        path = unquote(m["path"])
         if m["side"] == "to":
-            block.new_path = m["path"]
+            block.new_path = path
         else:
             if m["kind"] == "rename":
-                block.renamed_from = m["path"]
+                block.renamed_from = path
             else:
-                block.copied_from = m["path"]
+                block.copied_from = path
     elif _BINARY_RE.match(line):
         block.binary = True
     else:

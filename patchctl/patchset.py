@@ -25,7 +25,7 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 
 from .config import Series
-from .diffblocks import DEV_NULL, ParsedDiff, parse_diff_text, patch_lines, strip_prefix
+from .diffblocks import DEV_NULL, ParsedDiff, header_paths, parse_diff_text, patch_lines, strip_prefix, unquote
 from .errors import UsageError
 
 PATCH_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
@@ -37,7 +37,6 @@ QUILT_SERIES_FILE = "series"
 # Where the diff starts in a patch file: everything before is the message.
 _DIFF_START_RE = re.compile(r"^(?:diff --git |Index: |diff -|={20,}$)")
 _HEADER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*):(?:\s|$)")
-_DIFF_GIT_RE = re.compile(r"^diff --git (?P<a>\S+) (?P<b>\S+)$")
 _PATH_HEADER_RE = re.compile(r"^(?:---|\+\+\+) (?P<path>\S+)")
 _RENAME_RE = re.compile(r"^(?:rename|copy) (?:from|to) (?P<path>.+)$")
 _SYMLINK_MODE_RE = re.compile(r"^(?:new file mode|new mode) 120000$")
@@ -266,16 +265,19 @@ def title_from_name(name: str) -> str:
 
 
 def raw_paths(text: str) -> list[str]:
-    """Paths named by diff headers, with their a/ b/ prefixes removed; /dev/null skipped."""
+    """Paths named by diff headers, with their a/ b/ prefixes removed and C-quoted names
+    unquoted; /dev/null skipped. Every header line counts, wherever it stands, so that a path
+    check sees more than git applies, never less."""
     paths: list[str] = []
     for line in patch_lines(text):
-        if m := _DIFF_GIT_RE.match(line):
-            paths += [_strip_prefix(m["a"]), _strip_prefix(m["b"])]
-        elif m := _PATH_HEADER_RE.match(line):
-            if m["path"] != "/dev/null":
-                paths.append(_strip_prefix(m["path"]))
+        if line.startswith("diff --git "):
+            paths += list(header_paths(line[len("diff --git ") :]))
+        elif _PATH_HEADER_RE.match(line):
+            path = line[4:].split("\t")[0].rstrip()
+            if path != DEV_NULL:
+                paths.append(strip_prefix(path))
         elif m := _RENAME_RE.match(line):
-            paths.append(m["path"].strip())
+            paths.append(unquote(m["path"].strip()))
     return paths
 
 

@@ -129,13 +129,15 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Case]]:
     (repo.path / "tools" / "run.sh").chmod(0o755)
     (repo.path / "link").symlink_to("src/a.c")
     moves = repo.commit({"name.c": numbered(20, "name") + "more\n", "gone.txt": None, "added.c": "new\n"}, "Move")
+    names = repo.commit({"src/fö o.c": "quoted\n", "src/a.c": text + "end\n"}, "A file name git quotes")
 
     cases: list[Case] = []
 
     def add(name: str, base_rev: str, text: str) -> None:
         cases.append(Case(name, base_rev, text.encode("utf-8", "surrogateescape")))
 
-    for label, rev, parent in (("edit", edit, base), ("binary", binary, edit), ("moves", moves, binary)):
+    labels = (("edit", edit, base), ("binary", binary, edit), ("moves", moves, binary), ("names", names, moves))
+    for label, rev, parent in labels:
         mail = _format_patch(repo, rev)
         add(f"{label}-format-patch", parent, mail)
         add(f"{label}-trimmed-signature", parent, mail.replace("\n-- \n", "\n--\n"))
@@ -185,6 +187,8 @@ def test_the_corpus_is_what_it_claims(corpus: tuple[Path, list[Case]]) -> None:
     assert "rename from old/name.c" in moves and "new mode 100755" in moves and "new file mode 120000" in moves
     assert "\\ No newline at end of file" in by_name["edit-format-patch"].decode()
     assert b"\r\n" in by_name["edit-crlf"] and not by_name["edit-no-newline-at-eof"].endswith(b"\n")
+    assert b'"b/src/f\\303\\266 o.c"' in by_name["names-format-patch"]
+    assert [f.path for f in PatchFile(Path("n"), by_name["names-format-patch"]).files] == ["src/a.c", "src/fö o.c"]
     assert by_name["edit-quilt"].startswith(b"Fix the code\n\nIndex: pkg/src/a.c\n====")
     for name, data in by_name.items():
         if name.startswith(("counts-", "garbage-", "hunk-after", "lost-", "trimmed-signature-then")):
@@ -214,7 +218,7 @@ def test_a_trimmed_signature_parses_like_the_original(corpus: tuple[Path, list[C
     """`--` for `-- ` changes nothing the checks read: the same files and hunks, no PC013."""
     _, cases = corpus
     by_name = {c.name: PatchFile(Path(c.name), c.data) for c in cases}
-    for label in ("edit", "binary", "moves"):
+    for label in ("edit", "binary", "moves", "names"):
         original, trimmed = by_name[f"{label}-format-patch"], by_name[f"{label}-trimmed-signature"]
         assert trimmed.files == original.files
         assert trimmed.parsed.trailing_line is not None
