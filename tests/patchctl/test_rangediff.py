@@ -79,3 +79,12 @@ def test_canary_report_carries_the_range_diff(project: Project, upstream: Repo, 
     assert "git range-diff: the patches on the pin against the tip" in markdown
     assert "main 22 edited" in markdown
     assert len(series["range_diff"].split()[1]) == 12  # core.abbrev is pinned
+
+
+def test_markdown_fence_outlasts_backticks_in_the_diff() -> None:
+    from patchctl.report import range_diff_section
+
+    text = "1:  aaaaaaaaaaaa ! 1:  bbbbbbbbbbbb Doc\n    @@ README.md\n    +```python\n    +x = 1\n    +```\n"
+    lines = range_diff_section("series main", text)
+    fence = lines[2].removesuffix("text")
+    assert fence == "````" and lines[-3] == fence and "\n".join(lines[3:-3]) == text.rstrip("\n")
