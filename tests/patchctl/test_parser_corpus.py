@@ -110,6 +110,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Case]]:
         {
             "src/a.c": text,
             "src/tail.c": "one\ntwo\nthree",  # no newline at its end: hunks carry "\ No newline"
+            "src/win.c": b"one\r\ntwo\r\nthree\r\n",  # CRLF content: hunk lines end in CR
             "data.bin": bytes(range(256)) * 4,
             "old/name.c": numbered(20, "name"),
             "tools/run.sh": "#!/bin/sh\necho run\n",
@@ -121,6 +122,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Case]]:
         {
             "src/a.c": text.replace("code 3\n", "code three\n").replace("code 30\n", "code thirty\n--\n"),
             "src/tail.c": "one\ntwo\nthree\nfour",
+            "src/win.c": b"one\r\nTWO\r\nthree\r\n",
         },
         "Edit a.c and tail.c\n\nTwo hunks, a line that is '--', and a file without a last newline.",
     )
@@ -186,6 +188,7 @@ def test_the_corpus_is_what_it_claims(corpus: tuple[Path, list[Case]]) -> None:
     moves = by_name["moves-format-patch"].decode()
     assert "rename from old/name.c" in moves and "new mode 100755" in moves and "new file mode 120000" in moves
     assert "\\ No newline at end of file" in by_name["edit-format-patch"].decode()
+    assert b"\n-two\r\n+TWO\r\n" in by_name["edit-format-patch"]
     assert b"\r\n" in by_name["edit-crlf"] and not by_name["edit-no-newline-at-eof"].endswith(b"\n")
     assert b'"b/src/f\\303\\266 o.c"' in by_name["names-format-patch"]
     assert [f.path for f in PatchFile(Path("n"), by_name["names-format-patch"]).files] == ["src/a.c", "src/fö o.c"]
