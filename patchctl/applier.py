@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from . import git
-from .diffblocks import SYMLINK_MODE, overlong_hunks, read_blocks, symlink_target_escapes, unsafe_symlink_reason
+from .diffblocks import SYMLINK_MODE, ParsedDiff, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
 from .gitpath import invalid_path_reason
 from .jsonout import json_field
 from .patchset import MalformedPatch, PatchFile
@@ -48,6 +48,7 @@ _MALFORMED_MARKERS = (
     "unrecognized input",
     "malformed patch",
     "patch with only garbage",
+    "git diff header lacks filename information",
 )
 
 # File systems refuse longer names (ENAMETOOLONG); the limit on the whole path leaves room for
@@ -189,10 +190,10 @@ def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
                 current = current / part
                 if current.is_symlink():
                     return f"path goes through a symlink ({current.relative_to(tree).as_posix()!r}): {path!r}"
-    if (reason := unsafe_symlink_reason(patch.text)) is not None:
+    if (reason := unsafe_symlink_reason(patch.parsed)) is not None:
         return reason
     if tree is not None:
-        return _moved_symlink_reason(Path(tree), patch.text)
+        return _moved_symlink_reason(Path(tree), patch.parsed)
     return None
 
 
@@ -202,10 +203,10 @@ def unmerged_paths(tree: Path) -> list[str]:
     return sorted({entry.split("\t", 1)[1] for entry in raw.split("\0") if "\t" in entry})
 
 
-def _moved_symlink_reason(tree: Path, text: str) -> str | None:
+def _moved_symlink_reason(tree: Path, parsed: ParsedDiff) -> str | None:
     """A pure rename or copy of a symlink shows no target in the patch; in a checked-out tree
     the target is on disk, and a relative one may point elsewhere from the new place."""
-    for block in read_blocks(text):
+    for block in parsed.blocks:
         source = block.renamed_from or block.copied_from
         if source is None or block.new_mode is not None or not (tree / source).is_symlink():
             continue
@@ -345,7 +346,7 @@ def _malformed_before_git(patch: PatchFile) -> PatchOutcome | None:
         return PatchOutcome(
             patch.name, Status.MALFORMED, detail="NUL byte in the patch's message: git cannot commit it"
         )
-    if extras := overlong_hunks(patch.text):
+    if extras := overlong_hunks(patch.parsed):
         extra = extras[0]
         return PatchOutcome(
             patch.name,
@@ -504,7 +505,12 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         outcome = _classify_failure(patch, strict.stderr, reverse, every_hunk)
         if not three_way or outcome.status in (Status.MALFORMED, Status.UNSAFE_PATH, Status.ALREADY_APPLIED):
             return outcome
-        merged = git.run([*APPLY_CONFIG, "apply", "-3", "-v", "--index", "-"], tree, check=False, input=patch.data)
+        merged = git.run(
+            [*APPLY_CONFIG, *git.CONFLICT_STYLE, "apply", "-3", "-v", "--index", "-"],
+            tree,
+            check=False,
+            input=patch.data,
+        )
         conflicts = sorted(set(_CONFLICT_RE.findall(merged.stdout + merged.stderr)))
         if conflicts:
             # Only the files the index really holds unmerged: a file git merged cleanly is no conflict.

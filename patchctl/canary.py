@@ -47,9 +47,10 @@ from . import git, worktree
 from .applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, seed_three_way_objects
 from .config import BuildStep, Config, Series
 from .confine import inside_repository
-from .errors import UsageError
+from .errors import GitError, UsageError
 from .jsonout import json_field, to_json
 from .patchset import PatchFile, read_series
+from .rangediff import series_range_diff
 from .runners import ensure_image, log_tail, run_build
 from .store import Mirror, Store
 
@@ -77,6 +78,8 @@ class CanarySeries:
 
     name: str
     patches: list[CanaryPatch] = field(default_factory=list)
+    # `git range-diff` of the series on the pin against the series as applied at the tip
+    range_diff: str = json_field(omit_empty=True, default="")
 
     @property
     def verdict(self) -> str:
@@ -269,6 +272,7 @@ def canary(
             seed_three_way_objects(mirror.path, up.pin, patches)
             result, head = _trial(store, mirror, series, patches, tip, scratch / "trees" / f"trial-{series.name}")
             report.series.append(result)
+            result.range_diff = _range_diff(mirror.path, up.pin, patches, tip, head)
             heads[series.name] = head if result.verdict not in (NEEDS_HAND, BLOCKED) else None
             if bisect:
                 _bisect_failures(mirror, patches, result, up.pin, tip, say)
@@ -294,6 +298,15 @@ def canary(
             shutil.rmtree(scratch, ignore_errors=True)
     report.duration_s = time.monotonic() - start
     return report
+
+
+def _range_diff(repo: Path, pin: str, patches: list[PatchFile], tip: str, head: str) -> str:
+    """The series on the pin against the series as the trial applied it at the tip (a review
+    aid: when git cannot compute it, the report says so in its place)."""
+    try:
+        return series_range_diff(repo, pin, patches, tip, head)
+    except GitError as exc:
+        return f"(range-diff not available: {exc})\n"
 
 
 # ---------------------------------------------------------------- apply and 3-way trial

@@ -17,6 +17,11 @@ from pathlib import Path
 
 from .errors import GitError
 
+# A 3-way merge that leaves a conflict writes zdiff3 markers: ours, then the base (`|||||||`),
+# then theirs, so that a maintainer sees what the patch was written against. Passed with
+# `git -c` to the commands that merge, never read from a user's config.
+CONFLICT_STYLE = ["-c", "merge.conflictStyle=zdiff3"]
+
 IDENTITY_NAME = "patchctl"
 IDENTITY_EMAIL = "patchctl@localhost"
 # A fixed timestamp keeps commits that patchctl makes itself reproducible.

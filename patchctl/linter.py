@@ -122,7 +122,7 @@ def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Fi
 
     if (reason := unsafe_path_reason(None, patch)) is not None:
         add(1, "PC012", reason)
-    for extra in overlong_hunks(patch.text):
+    for extra in overlong_hunks(patch.parsed):
         add(
             extra.extra_line,
             "PC013",

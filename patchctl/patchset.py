@@ -8,8 +8,9 @@ and bare `git diff` or `--- a/x` / `+++ b/x` unified diffs without any header. A
 without a subject of its own gets one derived from its file name (`title`), so that it
 applies as a commit with a sensible message and exports back to the same file.
 
-This module parses subjects, descriptions, touched files and hunks (through unidiff).
-It never touches a tree.
+This module parses subjects and descriptions; the diff itself is read once per patch by
+`diffblocks.parse_diff_text` (`PatchFile.parsed`), and the file diffs and hunks here are
+views of that one parse. It never touches a tree.
 """
 
 from __future__ import annotations
@@ -23,12 +24,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 
-from unidiff import PatchSet
-from unidiff.errors import UnidiffParseError
-
 from . import seriesdir
 from .config import Series
-from .diffblocks import patch_lines
+from .diffblocks import DEV_NULL, ParsedDiff, header_paths, parse_diff_text, patch_lines, strip_prefix, unquote
 
 PATCH_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
 STRICT_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[a-z0-9][a-z0-9._-]*)\.patch$")
@@ -39,7 +37,6 @@ QUILT_SERIES_FILE = seriesdir.QUILT_SERIES_FILE
 # Where the diff starts in a patch file: everything before is the message.
 _DIFF_START_RE = re.compile(r"^(?:diff --git |Index: |diff -|={20,}$)")
 _HEADER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*):(?:\s|$)")
-_DIFF_GIT_RE = re.compile(r"^diff --git (?P<a>\S+) (?P<b>\S+)$")
 _PATH_HEADER_RE = re.compile(r"^(?:---|\+\+\+) (?P<path>\S+)")
 _RENAME_RE = re.compile(r"^(?:rename|copy) (?:from|to) (?P<path>.+)$")
 _SYMLINK_MODE_RE = re.compile(r"^(?:new file mode|new mode) 120000$")
@@ -110,13 +107,22 @@ class PatchFile:
         return self.message.subject or title_from_name(self.name)
 
     @cached_property
+    def parsed(self) -> ParsedDiff:
+        """The patch's diff, read once the way git apply reads it; every check reads this."""
+        return parse_diff_text(self.text)
+
+    @cached_property
     def files(self) -> tuple[FileDiff, ...]:
         """The patch's file diffs; raises MalformedPatch when it does not parse."""
-        return parse_diff(self.text)
+        return files_of(self.text, self.parsed)
 
     def touched_paths(self) -> list[str]:
-        """Every path the patch names, from raw headers (works on patches unidiff rejects)."""
-        return sorted(set(raw_paths(self.text)))
+        """Every path the patch names, from raw headers (works on patches that do not parse)."""
+        return list(self._touched_paths)
+
+    @cached_property
+    def _touched_paths(self) -> tuple[str, ...]:
+        return tuple(sorted(set(raw_paths(self.text))))
 
 
 @dataclass(frozen=True)
@@ -244,16 +250,19 @@ def title_from_name(name: str) -> str:
 
 
 def raw_paths(text: str) -> list[str]:
-    """Paths named by diff headers, with their a/ b/ prefixes removed; /dev/null skipped."""
+    """Paths named by diff headers, with their a/ b/ prefixes removed and C-quoted names
+    unquoted; /dev/null skipped. Every header line counts, wherever it stands, so that a path
+    check sees more than git applies, never less."""
     paths: list[str] = []
     for line in patch_lines(text):
-        if m := _DIFF_GIT_RE.match(line):
-            paths += [_strip_prefix(m["a"]), _strip_prefix(m["b"])]
-        elif m := _PATH_HEADER_RE.match(line):
-            if m["path"] != "/dev/null":
-                paths.append(_strip_prefix(m["path"]))
+        if line.startswith("diff --git "):
+            paths += list(header_paths(line[len("diff --git ") :]))
+        elif _PATH_HEADER_RE.match(line):
+            path = line[4:].split("\t")[0].rstrip()
+            if path != DEV_NULL:
+                paths.append(strip_prefix(path))
         elif m := _RENAME_RE.match(line):
-            paths.append(m["path"].strip())
+            paths.append(unquote(m["path"].strip()))
     return paths
 
 
@@ -261,65 +270,61 @@ def creates_symlink(text: str) -> bool:
     return any(_SYMLINK_MODE_RE.match(line) for line in patch_lines(text))
 
 
-def _strip_prefix(path: str) -> str:
-    """The path git apply -p1 sees: the first component removed, whatever it is (`a/`, `b/`,
-    quilt's `tar.git.orig/`)."""
-    if path.startswith("/"):
-        return path  # absolute: kept, so that the path checks see it
-    return path.split("/", 1)[1] if "/" in path else path
+_strip_prefix = strip_prefix
 
 
 def parse_diff(text: str) -> tuple[FileDiff, ...]:
+    """TEXT's file diffs; raises MalformedPatch where git apply would call it corrupt."""
+    return files_of(text, parse_diff_text(text))
+
+
+def files_of(text: str, parsed: ParsedDiff) -> tuple[FileDiff, ...]:
+    """The file diffs of PARSED (TEXT's parse), or MalformedPatch."""
     if "diff --git " not in text and "\n--- " not in text and not text.startswith("--- "):
         raise MalformedPatch("no diff in the patch")
-    try:
-        patch_set = PatchSet(text)
-    except UnidiffParseError as exc:
-        line = None
-        if m := re.search(r"line (\d+)", str(exc)):
-            line = int(m.group(1))
-        raise MalformedPatch(f"does not parse: {exc}", line) from None
-    if not len(patch_set):
-        raise MalformedPatch("no file diffs in the patch")
-    lines = patch_lines(text)
-    header_lines = [n for n, line in enumerate(lines, 1) if line.startswith("diff --git ")] or [
-        n for n, line in enumerate(lines, 1) if line.startswith("--- ") and n < len(lines) and lines[n][:4] == "+++ "
-    ]
-    hunk_lines = [n for n, line in enumerate(lines, 1) if line.startswith("@@ ")]
-    files: list[FileDiff] = []
-    hunk_cursor = 0
-    for file_index, patched in enumerate(patch_set):
-        hunks = []
-        target = patched.target_file if patched.target_file != "/dev/null" else patched.source_file
-        path = _strip_prefix(target)
-        for hunk_index, hunk in enumerate(patched, 1):
-            hunks.append(
-                Hunk(
-                    path=path,
-                    index=hunk_index,
-                    source_start=hunk.source_start,
-                    source_length=hunk.source_length,
-                    target_start=hunk.target_start,
-                    target_length=hunk.target_length,
-                    section=hunk.section_header.strip(),
-                    line=hunk_lines[hunk_cursor] if hunk_cursor < len(hunk_lines) else 0,
-                    body=tuple(str(line).rstrip("\n") for line in hunk),
-                )
-            )
-            hunk_cursor += 1
-        source = _strip_prefix(patched.source_file) if patched.source_file != "/dev/null" else None
-        files.append(
-            FileDiff(
-                path=path,
-                source_path=source,
-                is_binary=bool(patched.is_binary_file),
-                is_added=patched.is_added_file,
-                is_removed=patched.is_removed_file,
-                line=header_lines[file_index] if file_index < len(header_lines) else 1,
-                hunks=tuple(hunks),
-            )
+    if parsed.corrupt_line is not None:
+        raise MalformedPatch(
+            f"does not parse: corrupt patch at line {parsed.corrupt_line}: {parsed.corrupt_reason}", parsed.corrupt_line
         )
+    if not parsed.blocks:
+        raise MalformedPatch("no file diffs in the patch")
+    files: list[FileDiff] = []
+    for block in parsed.blocks:
+        created = block.created or (not block.git and _only_hunk_is(block, source=True))
+        deleted = block.deleted or (not block.git and _only_hunk_is(block, source=False))
+        path = block.new_path or block.old_path
+        source = None if created or (not block.git and block.old_path in ("", DEV_NULL)) else block.old_path
+        if block.renamed_from or block.copied_from:
+            source = block.renamed_from or block.copied_from
+        hunks = tuple(
+            Hunk(
+                path=path,
+                index=h.index,
+                source_start=h.source_start,
+                source_length=h.source_length,
+                target_start=h.target_start,
+                target_length=h.target_length,
+                section=h.section,
+                line=h.line,
+                body=tuple(h.body),
+            )
+            for h in block.hunks
+        )
+        files.append(FileDiff(path, source, block.binary, created, deleted, block.line, hunks))
     return tuple(files)
+
+
+def _only_hunk_is(block, *, source: bool) -> bool:
+    """A plain diff's single hunk that starts at line 0 with no lines on one side creates
+    (SOURCE) or deletes the file, as quilt writes it without /dev/null."""
+    if len(block.hunks) != 1:
+        return False
+    hunk = block.hunks[0]
+    return (
+        (hunk.source_start, hunk.source_length) == (0, 0)
+        if source
+        else (hunk.target_start, hunk.target_length) == (0, 0)
+    )
 
 
 def is_excluded(path: str, patterns: tuple[str, ...] | list[str]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,8 @@ def sync_markdown(payload: dict) -> str:
                 f"| {_cell(record['series'])} | {_cell(record['patch'])} | {_cell(record['classification'])} | "
                 f"{_cell(detail)} |"
             )
+    for series, text in sorted((payload.get("range_diffs") or {}).items()):
+        out += ["", *range_diff_section(f"series {series}: the patches on the old pin against the new pin", text)]
     if payload.get("gates"):
         out += [
             "",
@@ -89,6 +92,21 @@ def sync_markdown(payload: dict) -> str:
     if payload.get("next_steps"):
         out += ["", "### Next steps", ""] + [f"- {step}" for step in payload["next_steps"]]
     return "\n".join(out) + "\n"
+
+
+def range_diff_section(summary: str, text: str) -> list[str]:
+    """A folded `git range-diff` block; the fence is longer than any backtick run in TEXT."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [
+        f"<details><summary>git range-diff: {_cell(summary)}</summary>",
+        "",
+        fence + "text",
+        text.rstrip("\n"),
+        fence,
+        "",
+        "</details>",
+    ]
 
 
 def canary_markdown(payload: dict) -> str:
@@ -125,6 +143,8 @@ def canary_markdown(payload: dict) -> str:
                 f"| {_cell(patch['patch'])} | {_cell(strict)} | {_cell(patch.get('trial'))} | {patch['verdict']} | "
                 f"{first} |"
             )
+        if series.get("range_diff"):
+            out += ["", *range_diff_section("the patches on the pin against the tip", series["range_diff"])]
     if payload.get("compiles"):
         out += [
             "",

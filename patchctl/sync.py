@@ -44,10 +44,11 @@ from .applier import (
 from .apply_job import ApplyJob, apply_job
 from .config import Config, Series
 from .confine import all_inside_repository
-from .errors import CheckFailed, PatchctlError, UsageError
+from .errors import CheckFailed, GitError, PatchctlError, UsageError
 from .gates import GatesFailed, run_gates
 from .jsonout import json_field
 from .patchset import QUILT_SERIES_FILE, PatchFile, read_series, series_digest
+from .rangediff import series_range_diff
 from .runners import run_build
 from .store import Mirror, Store
 from .sync_state import (
@@ -101,6 +102,8 @@ class SyncReport:
     files_changed: list[str] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # patches dropped from the series, said loudly
+    # series -> `git range-diff` of the series on the old pin against the series on the new pin
+    range_diffs: dict[str, str] = json_field(omit_empty=True, default_factory=dict)
     phase_seconds: dict[str, float] = json_field(digits=3, default_factory=dict)
 
     @property
@@ -299,6 +302,8 @@ def _run(
         stopped = _replay(config, state, say)
     report.patches = list(state.records)
     report.warnings = _drop_warnings(state)
+    with timer.phase("range-diff"):
+        report.range_diffs = _range_diffs(config, state)
     if stopped is not None:
         report.patches += _blocked_records(config, state)
         markers = state.records[-1].classification == CLASSIFICATION[Status.CONFLICT]
@@ -384,6 +389,22 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
                 f" ({record.detail})" if record.detail else ""
             )
     return None
+
+
+def _range_diffs(config: Config, state: SyncState) -> dict[str, str]:
+    """Per series: the range-diff of its patches on the old pin against what the replay made of
+    them on the new pin (so far, at a stop). A review aid: when git cannot compute it, the
+    report says so in its place and the sync goes on."""
+    diffs = {}
+    for entry in state.series:
+        tree = Path(entry.tree)
+        patches = read_series(config.get_series(entry.name))
+        try:
+            head = git.rev_parse(tree, "HEAD")
+            diffs[entry.name] = series_range_diff(tree, state.old_pin, patches, state.target, head)
+        except GitError as exc:
+            diffs[entry.name] = f"(range-diff not available: {exc})\n"
+    return diffs
 
 
 def _record(series: str, patch: PatchFile, outcome: PatchOutcome, tree: Path) -> PatchRecord:

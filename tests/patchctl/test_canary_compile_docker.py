@@ -117,7 +117,16 @@ def test_compile_break_is_bisected_per_toolchain_to_the_commit_that_breaks_the_b
     out, issues_file = tmp_path / "canary.json", tmp_path / "issues.json"
 
     result = cli(
-        "-C", project.path, "canary", "--compile", "--json-file", out, "--issues", issues_file, "--work-dir", tmp_path / "w"
+        "-C",
+        project.path,
+        "canary",
+        "--compile",
+        "--json-file",
+        out,
+        "--issues",
+        issues_file,
+        "--work-dir",
+        tmp_path / "w",
     )
     assert result.exit_code == 1, result.output
     payload = json.loads(out.read_text())

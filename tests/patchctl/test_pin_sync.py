@@ -181,15 +181,29 @@ def test_true_conflict_stops_with_a_report_and_leaves_the_repository_unchanged(
     assert "stops at a conflict: main/0001-patch-line-twenty.patch: conflict" in result.stderr
     assert payload["state"] == "conflict"
     record = payload["patches"][0]
-    assert record["classification"] == "conflict" and record["conflicts"] == ["src/main.c:20-24"]
+    # zdiff3 markers: ours (upstream's line), the base the patch was written against, theirs (the patch)
+    assert record["classification"] == "conflict" and record["conflicts"] == ["src/main.c:20-26"]
     assert "src/main.c hunk #1 @@ -17,7 +17,7 @@ (line " in record["detail"]
     assert any("--continue" in step for step in payload["next_steps"]) and any(
         "--abort" in step for step in payload["next_steps"]
     )
-    assert "markers at src/main.c:20-24" in result.stdout
+    assert "markers at src/main.c:20-26" in result.stdout
     assert project.snapshot() == before
     tree = project.path / ".patchctl" / "sync" / "up" / "main"
-    assert "<<<<<<<" in (tree / "src" / "main.c").read_text()
+    lines = (tree / "src" / "main.c").read_text().splitlines()
+    assert lines[19:26] == [
+        "<<<<<<< ours",
+        "main 20 rewritten upstream",
+        "||||||| base",
+        "main 20",
+        "=======",
+        "MAIN 20 patched",
+        ">>>>>>> theirs",
+    ]
+    # The range-diff so far: the conflicting patch and the one after it are not on the new pin yet.
+    range_diff = payload["range_diffs"]["main"]
+    assert "1:  " in range_diff and "< " in range_diff and "Patch line twenty" in range_diff
+    assert "git range-diff: series main" in result.stdout
     # A second start is refused while this one is pending.
     again, _ = sync(cli, project, "up", "--latest")
     assert again.exit_code == 2 and "in progress" in again.stderr
