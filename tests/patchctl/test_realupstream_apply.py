@@ -34,6 +34,8 @@ def test_apply_export_round_trip_on_real_llama_cpp(tmp_path: Path, mirror_path: 
     fake_upstream.path = mirror_path
     project = Project(tmp_path / "project", fake_upstream, REAL_PIN, series="llama.cpp")
     config = (project.path / "matrix.yaml").read_text().replace(f"url: {mirror_path}", f"url: '{REAL_URL}'")
+    # The series starts empty on purpose and is filled by export below (empty fails closed otherwise).
+    config = config.replace("dir: patches/llama.cpp\n", "dir: patches/llama.cpp\n    allow_empty: true\n", 1)
     (project.path / "matrix.yaml").write_text(config)
     work = tmp_path / "work"
     assert cli("-C", project.path, "apply", "--into", work).exit_code == 0

@@ -99,7 +99,7 @@ def test_canary_markdown_from_a_real_report() -> None:
         "`333333333333` Rename \\| things |" in lines
     )
     assert "### series empty: applies strictly" in lines and "(no patches)" in lines
-    assert "| cpu | llama.cpp | as declared | **FAIL** | cmake: exit 2; cmake 3.0 s |" in lines
+    assert "| cpu | llama.cpp | as declared | **FAIL** | cmake: exit 2; cmake 3.0 s | – |" in lines
     assert lines[-1] == "Logs: `/tmp/w`"
 
 
