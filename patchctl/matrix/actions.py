@@ -44,6 +44,9 @@ DEFAULT_ACTIONS: dict[str, ActionPin] = {
         ActionPin("actions/setup-python", "5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
         ActionPin("actions/upload-artifact", "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
         ActionPin("actions/cache", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+        # The same release's restore/save halves: a cache saved again when its contents change.
+        ActionPin("actions/cache/restore", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+        ActionPin("actions/cache/save", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
         ActionPin("peter-evans/create-pull-request", "5f6978faf089d4d20b00c7766989d076bb2fc7f1", "v8.1.1"),
     )
 }
