@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -365,9 +366,9 @@ class Harness:
             "startswith": lambda a, b: to_string(a).lower().startswith(to_string(b).lower()),
             "endswith": lambda a, b: to_string(a).lower().endswith(to_string(b).lower()),
             "format": fmt,
-            "join": lambda items, sep=",": to_string(sep).join(to_string(i) for i in items)
-            if isinstance(items, list)
-            else to_string(items),
+            "join": lambda items, sep=",": (
+                to_string(sep).join(to_string(i) for i in items) if isinstance(items, list) else to_string(items)
+            ),
             "tojson": lambda value: json.dumps(value, indent=2),
             "fromjson": lambda value: json.loads(to_string(value)),
             "hashfiles": hash_files,
@@ -437,11 +438,13 @@ class Harness:
         defaults = ((document.get("defaults") or {}).get("run") or {}) | ((job.get("defaults") or {}).get("run") or {})
         extra: dict[str, str] = {"GITHUB_JOB": job_id}
         order = self._run_steps(job["steps"], context, env, defaults, state, extra, action_path=None, composite=False)
-        outputs = {
-            k: to_string(self.substitute(v, context, state.get)) for k, v in (job.get("outputs") or {}).items()
-        }
+        outputs = {k: to_string(self.substitute(v, context, state.get)) for k, v in (job.get("outputs") or {}).items()}
         return JobResult(
-            steps={s.id: s for s in order}, order=order, status=state.status, summary=state.summary, env=env,
+            steps={s.id: s for s in order},
+            order=order,
+            status=state.status,
+            summary=state.summary,
+            env=env,
             outputs=outputs,
         )
 
@@ -472,8 +475,14 @@ class Harness:
             state,
             {"GITHUB_JOB": "action"},
         )
+        if step.outcome == "failure":
+            state.status = "failure"
         return JobResult(
-            steps={"action": step}, order=[step], status=state.status, summary=state.summary, env=job_env,
+            steps={"action": step},
+            order=[step],
+            status=state.status,
+            summary=state.summary,
+            env=job_env,
             outputs=step.outputs,
         )
 
@@ -535,9 +544,7 @@ class Harness:
             shell = "bash"
         if shell not in SHELLS:
             raise ExpressionError(f"step {name!r}: shell {shell!r} is not supported by the harness")
-        step_env = {
-            k: to_string(self.substitute(v, context, state.get)) for k, v in (spec.get("env") or {}).items()
-        }
+        step_env = {k: to_string(self.substitute(v, context, state.get)) for k, v in (spec.get("env") or {}).items()}
         script = to_string(self.substitute(spec["run"], context, state.get))
         directory = spec.get("working-directory") or defaults.get("working-directory") or "."
         cwd = self.workspace / to_string(self.substitute(directory, context, state.get))
@@ -690,3 +697,47 @@ def run_steps_of(document_path: Path) -> list[str]:
     else:
         steps = [s for job in document["jobs"].values() for s in job.get("steps") or []]
     return [s["run"] for s in steps if "run" in s]
+
+
+class FakeActionsCache:
+    """actions/cache/restore and actions/cache/save as GitHub documents them, on local directories.
+
+    An entry is immutable once saved; restore takes the exact `key`, else the newest entry whose
+    key starts with each `restore-keys` line in turn. `saved` lists every save, in order.
+    """
+
+    def __init__(self, store: Path) -> None:
+        self.store = Path(store)
+        self.store.mkdir(parents=True, exist_ok=True)
+        self.entries: list[str] = []
+        self.saved: list[str] = []
+
+    def handlers(self) -> dict[str, RemoteHandler]:
+        return {"actions/cache/restore": self.restore, "actions/cache/save": self.save}
+
+    def _dir(self, key: str) -> Path:
+        return self.store / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+    def restore(self, given: dict[str, str], env: dict[str, str]) -> dict[str, str]:
+        key = given["key"]
+        matched = key if key in self.entries else ""
+        if not matched:
+            for prefix in [line.strip() for line in given.get("restore-keys", "").splitlines() if line.strip()]:
+                candidates = [k for k in self.entries if k.startswith(prefix)]
+                if candidates:
+                    matched = candidates[-1]
+                    break
+        if matched:
+            target = Path(given["path"].strip())
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(self._dir(matched), target, symlinks=True)
+        return {"cache-hit": "true" if matched == key else "false", "cache-matched-key": matched}
+
+    def save(self, given: dict[str, str], env: dict[str, str]) -> dict[str, str]:
+        key = given["key"]
+        if key in self.entries:
+            return {}  # the real action warns and saves nothing
+        shutil.copytree(Path(given["path"].strip()), self._dir(key), symlinks=True)
+        self.entries.append(key)
+        self.saved.append(key)
+        return {}
