@@ -18,6 +18,8 @@ What it does, as GitHub documents it for hosted runners:
 - `uses: ./PATH` (a local composite action) is expanded: its inputs (with defaults), its steps
   with `github.action_path` and GITHUB_ACTION_PATH, its `outputs:`. A composite action's inputs
   reach its steps only through `${{ inputs.x }}` (the runner sets no INPUT_* variable for them);
+- a step named in `leave_out` (by name or id: a call to GitHub's API, the test suite itself) is
+  recorded as left out, with the test's reason, and not run;
 - `uses:` of a remote action is not run: it is recorded with its evaluated `with:`, and a
   handler given for it (`remote={"actions/cache/restore": fn}`) may return its outputs.
 
@@ -229,7 +231,7 @@ def _index(value: Any, key: Any) -> Any:
 class StepResult:
     id: str
     name: str
-    kind: str  # "run", "local-action", "remote-action", "skipped"
+    kind: str  # "run", "local-action", "remote-action", "skipped" (its if: was false), "left-out" (by the test)
     outcome: str  # success, failure, skipped
     conclusion: str
     outputs: dict[str, str] = field(default_factory=dict)
@@ -309,6 +311,7 @@ class Harness:
         secrets: Mapping[str, str] | None = None,
         vars: Mapping[str, str] | None = None,
         remote: Mapping[str, RemoteHandler] | None = None,
+        leave_out: Mapping[str, str] | None = None,
         timeout: float = 600,
     ) -> None:
         self.workspace = Path(workspace)
@@ -333,6 +336,7 @@ class Harness:
         self.secrets = dict(secrets or {})
         self.vars = dict(vars or {})
         self.remote = dict(remote or {})
+        self.leave_out = dict(leave_out or {})  # step name or id -> why the test leaves it out
         self.timeout = timeout
         self._counter = 0
 
@@ -506,6 +510,8 @@ class Harness:
             context["job"] = {"status": state.status}
             if not self.condition(spec.get("if"), context, state.get):
                 result = StepResult(step_id, name, "skipped", "skipped", "skipped")
+            elif name in self.leave_out or step_id in self.leave_out:
+                result = StepResult(step_id, name, "left-out", "success", "success")
             elif "run" in spec:
                 result = self._run_script(spec, step_id, name, context, env, defaults, state, extra, composite)
             elif str(spec.get("uses", "")).startswith("./"):
