@@ -49,21 +49,23 @@ def run_actionlint(project: Path) -> subprocess.CompletedProcess:
     )
 
 
-def run_zizmor(project: Path) -> subprocess.CompletedProcess:
+def run_zizmor(project: Path, persona: str = "regular") -> subprocess.CompletedProcess:
+    config = str(project / ".github/zizmor.yml")
     return subprocess.run(
-        [tool("zizmor"), "--offline", "--format", "json", "--config", str(project / ".github/zizmor.yml"), "."],
+        [tool("zizmor"), "--offline", "--persona", persona, "--format", "json", "--config", config, "."],
         cwd=project,
         capture_output=True,
         text=True,
     )
 
 
+@pytest.mark.parametrize("persona", ["regular", "pedantic"])
 @pytest.mark.parametrize("where", ["repository", "fixture"])
-def test_actionlint_and_zizmor_report_nothing(cli, tmp_path: Path, where: str) -> None:
+def test_actionlint_and_zizmor_report_nothing(cli, tmp_path: Path, where: str, persona: str) -> None:
     project = REPO if where == "repository" else rendered_project(cli, tmp_path)
     lint = run_actionlint(project)
     assert lint.returncode == 0 and json.loads(lint.stdout or "[]") == [], lint.stdout + lint.stderr
-    audit = run_zizmor(project)
+    audit = run_zizmor(project, persona)
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert json.loads(audit.stdout) == [], audit.stdout
     # Both tools did look: they name every workflow and the action they audited.
