@@ -389,7 +389,7 @@ class Harness:
             return [self.substitute(v, context, status) for v in value]
         if not isinstance(value, str):
             return value
-        whole = re.fullmatch(r"\s*\$\{\{(.*?)\}\}\s*", value, re.S)
+        whole = re.fullmatch(r"\s*\$\{\{((?:(?!\}\}).)*)\}\}\s*", value, re.S)
         if whole:
             return self.evaluate(whole.group(1), context, status)
         return re.sub(
@@ -402,7 +402,7 @@ class Harness:
         if isinstance(value, bool):
             return value
         text = str(value).strip()
-        whole = re.fullmatch(r"\$\{\{(.*)\}\}", text, re.S)
+        whole = re.fullmatch(r"\$\{\{((?:(?!\}\}).)*)\}\}", text, re.S)
         expression = whole.group(1) if whole else text
         if not re.search(r"\b(always|success|failure|cancelled)\s*\(", expression):
             expression = f"success() && ({expression})"

@@ -196,9 +196,9 @@ def test_pin_sync_workflow_shape() -> None:
     assert inputs["target"]["required"] is False and inputs["upstream"]["options"] == ["llama.cpp"]
     job = sync["jobs"]["pin-sync"]
     assert "'[\"llama.cpp\"]'" in job["strategy"]["matrix"]["upstream"]
-    step = next(s for s in all_steps(sync) if "pin-sync" in s.get("run", ""))
-    assert step["env"]["TARGET"] == "${{ inputs.target }}"
-    assert '--latest --report "$REPORT"' in step["run"]
+    step = next(s for s in all_steps(sync) if s.get("id") == "sync")
+    assert step["uses"] == "./" and step["with"]["command"] == "pin-sync"
+    assert step["with"]["extras"] == "engine" and "'--latest'" in step["with"]["args"]
     assert not any(s.get("uses", "").startswith("peter-evans/") for s in all_steps(sync))
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from .actions_harness import Harness, JobResult, run_steps_of
+from .actions_harness import FakeActionsCache, Harness, JobResult, run_steps_of
 from .conftest import Project, Repo, run_cli
 from .fixtures_sync import main_c, write_config
 from .matrix_fixtures import REPO
@@ -94,7 +94,14 @@ def test_pin_sync_bot_moves_to_the_tip_and_writes_the_pull_request(tmp_path: Pat
     document = yaml.safe_load(path.read_text())
 
     # The schedule syncs every upstream with its own pin; a dispatch the chosen one.
-    h = harness(tmp_path, project.path, github={"event_name": "schedule"}, leave_out={PR_STEP: "GitHub's API"})
+    cache = FakeActionsCache(tmp_path / "actions-cache")
+    h = harness(
+        tmp_path,
+        project.path,
+        github={"event_name": "schedule"},
+        leave_out={PR_STEP: "GitHub's API"},
+        remote=cache.handlers(),
+    )
     strategy = document["jobs"]["pin-sync"]["strategy"]["matrix"]["upstream"]
     assert h.substitute(strategy, {"inputs": {}}, lambda: "success") == ["up"]
     assert h.substitute(strategy, {"inputs": {"upstream": "up"}}, lambda: "success") == ["up"]
@@ -102,7 +109,10 @@ def test_pin_sync_bot_moves_to_the_tip_and_writes_the_pull_request(tmp_path: Pat
     job = h.run_job(path, "pin-sync", matrix={"upstream": "up"}, inputs={})
     failed = [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome == "failure"]
     assert job.status == "success", failed
-    assert job.steps["sync"].outputs == {"moved": "true"}
+    assert job.steps["sync"].kind == "local-action" and job.steps["sync"].outputs["verdict"] == "pass"
+    assert job.steps["moved"].outputs == {"moved": "true"}
+    # What the sync fetched goes back into the Actions cache after it.
+    assert len(cache.saved) == 1
     body = Path(job.steps["body"].outputs["path"]).read_text()
     assert body.startswith("## pin-sync up: ✅") and tip[:12] in body and old_pin[:12] in body
     assert "0001-patch-line-twenty.patch" in body and "applied with offset" in body
@@ -112,7 +122,7 @@ def test_pin_sync_bot_moves_to_the_tip_and_writes_the_pull_request(tmp_path: Pat
     assert job.steps["commit"].outputs == {"branch": "patchctl/pin-sync/up", "title": "pin-sync: move up forward"}
     assert project.git("rev-parse", "--abbrev-ref", "HEAD").strip() == "patchctl/pin-sync/up"
     assert tip in project.git("show", "HEAD:matrix.yaml")
-    assert project.git("status", "--porcelain") == "?? .patchctl/logs/\n"  # committed all but patchctl's logs
+    assert project.git("status", "--porcelain", "--", ".", ":(exclude).patchctl") == ""  # no .gitignore here
     # Every run: step ran but the one that calls GitHub's API.
     pr = next(s for s in job.order if s.name == PR_STEP)
     assert pr.kind == "left-out"
@@ -124,7 +134,7 @@ def test_pin_sync_bot_opens_nothing_when_the_pin_is_already_at_the_tip(tmp_path:
     project = rendered(tmp_path, upstream)
     h = harness(tmp_path, project.path, github={"event_name": "schedule"}, leave_out={PR_STEP: "GitHub's API"})
     job = h.run_job(workflow(project, "pin-sync.yml"), "pin-sync", matrix={"upstream": "up"}, inputs={})
-    assert job.steps["sync"].outputs == {"moved": "false"}
+    assert job.steps["moved"].outputs == {"moved": "false"}
     assert job.steps["commit"].kind == "skipped"
     assert next(s for s in job.order if s.name == PR_STEP).kind in ("skipped", "left-out")
 
@@ -146,6 +156,6 @@ def test_pin_sync_dispatch_to_a_target_and_a_failing_gate(tmp_path: Path, upstre
     project.commit({}, "back to main")
     h = harness(tmp_path, project.path, github=event, leave_out={PR_STEP: "GitHub's API"})
     job = h.run_job(path, "pin-sync", matrix={"upstream": "up"}, inputs={"upstream": "up", "target": ""})
-    assert job.status == "failure" and job.steps["sync"].outcome == "failure"
+    assert job.status == "failure" and job.steps["sync"].outputs["verdict"] == "fail"
     assert job.steps["commit"].kind == "skipped"
     assert "conflict" in job.summary.lower()
