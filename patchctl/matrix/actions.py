@@ -45,6 +45,9 @@ DEFAULT_ACTIONS: dict[str, ActionPin] = {
         ActionPin("actions/upload-artifact", "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
         ActionPin("actions/download-artifact", "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
         ActionPin("actions/cache", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+        # The same release's restore/save halves: a cache saved again when its contents change.
+        ActionPin("actions/cache/restore", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+        ActionPin("actions/cache/save", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
         ActionPin("peter-evans/create-pull-request", "5f6978faf089d4d20b00c7766989d076bb2fc7f1", "v8.1.1"),
     )
 }

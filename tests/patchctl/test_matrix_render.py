@@ -204,13 +204,16 @@ def test_canary_workflow_shape() -> None:
 
 def test_pin_sync_workflow_shape() -> None:
     sync = workflow("pin-sync.yml")
+    assert sync[True]["schedule"] == [{"cron": "41 4 * * 1"}]
+    assert sync["env"]["PATCHCTL_UPSTREAM_SOURCE"] == "ci"  # on github.com: the real upstream's tip
     inputs = sync[True]["workflow_dispatch"]["inputs"]
-    assert inputs["target"]["required"] is True and inputs["upstream"]["options"] == ["llama.cpp"]
-    step = next(s for s in all_steps(sync) if "pin-sync" in s.get("run", ""))
-    assert step["env"]["TARGET"] == "${{ inputs.target }}"
-    assert step["run"] == 'patchctl pin-sync "$UPSTREAM" --to "$TARGET" --report "$REPORT"'
-    pr = next(s for s in all_steps(sync) if s.get("uses", "").startswith("peter-evans/create-pull-request"))
-    assert pr["with"]["body-path"] == "${{ runner.temp }}/pin-sync-report.md"
+    assert inputs["target"]["required"] is False and inputs["upstream"]["options"] == ["llama.cpp"]
+    job = sync["jobs"]["pin-sync"]
+    assert "'[\"llama.cpp\"]'" in job["strategy"]["matrix"]["upstream"]
+    step = next(s for s in all_steps(sync) if s.get("id") == "sync")
+    assert step["uses"] == "./" and step["with"]["command"] == "pin-sync"
+    assert step["with"]["extras"] == "engine" and "'--latest'" in step["with"]["args"]
+    assert not any(s.get("uses", "").startswith("peter-evans/") for s in all_steps(sync))
 
 
 def test_build_workflow_consumes_the_plan_with_fromjson() -> None:
@@ -224,7 +227,9 @@ def test_build_workflow_consumes_the_plan_with_fromjson() -> None:
 def test_ci_workflow_runs_the_ci_script_and_the_matrix_checks() -> None:
     ci = workflow("ci.yml")
     runs = [s.get("run") for s in all_steps(ci)]
-    assert ".ci/run" in runs and "patchctl matrix render --check" in runs and "patchctl matrix check" in runs
+    assert ".ci/run" in runs and "patchctl matrix check" in runs
+    commands = [s["with"].get("command") for s in all_steps(ci) if s.get("uses") == "./" and "with" in s]
+    assert {"matrix render", "lint", "export llama.cpp", "apply", "gate"} <= set(commands)
 
 
 def test_rendered_index_is_a_localai_index_equal_to_the_section(cli, tmp_path: Path) -> None:

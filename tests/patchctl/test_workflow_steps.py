@@ -1,0 +1,164 @@
+"""ci.yml and pin-sync.yml, rendered for a downstream repository with a local upstream, run step by
+step with bash through the workflow harness (tests/patchctl/actions_harness.py): every `run:` step,
+the composite action expanded where a job calls `uses: ./`. Left out: calls to GitHub's API (the
+pull-request step) and `.ci/run` (the test suite that runs this test)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import yaml
+
+from .actions_harness import FakeActionsCache, Harness, JobResult, run_steps_of
+from .conftest import Project, Repo, run_cli
+from .fixtures_sync import main_c, write_config
+from .matrix_fixtures import REPO
+from .test_action import GATE, bot_project, harness
+
+PR_STEP = "open or update the pull request"
+
+
+def rendered(tmp_path: Path, upstream: Repo) -> Project:
+    project = bot_project(tmp_path, upstream)
+    shutil.copytree(REPO / "templates", project.path / "templates")
+    result = run_cli("-C", str(project.path), "matrix", "render")
+    assert result.exit_code == 0, result.output
+    project.commit({}, "rendered workflows")
+    return project
+
+
+def workflow(project: Project, name: str) -> Path:
+    return project.path / ".github/workflows" / name
+
+
+def ran_commands(job: JobResult) -> list[tuple[str, str]]:
+    return [(s.with_.get("command", ""), s.outputs.get("verdict", "")) for s in job.order if s.kind == "local-action"]
+
+
+def test_ci_runs_patchctl_through_the_action_on_a_pull_request(tmp_path: Path, upstream: Repo) -> None:
+    project = rendered(tmp_path, upstream)
+    h = harness(tmp_path, project.path, github={"event_name": "pull_request", "ref": "refs/pull/7/merge"})
+    job = h.run_job(workflow(project, "ci.yml"), "patchctl")
+    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome != "success"]
+    assert ran_commands(job) == [
+        ("lint", "pass"),
+        ("matrix render", "pass"),
+        ("apply", "pass"),
+        ("export main", "pass"),
+        ("gate", "pass"),
+    ]
+    gate = job.steps["gate"]
+    assert "line-twenty-patched" in Path(gate.outputs["report"]).read_text()
+    # The same job fails, and says which check, when a gate fails.
+    write_config(project, upstream.head, series_extra=GATE.replace("MAIN 20 patched", "MAIN 21 patched"))
+    job = harness(tmp_path, project.path, github={"event_name": "pull_request"}).run_job(
+        workflow(project, "ci.yml"), "patchctl"
+    )
+    assert job.status == "failure"
+    assert ran_commands(job)[-1] == ("gate", "fail")
+
+
+def test_ci_matrix_job_and_the_test_job_steps(tmp_path: Path) -> None:
+    h = harness(tmp_path, REPO, github={"event_name": "pull_request"}, leave_out={"test suite": "it is this suite"})
+    job = h.run_job(REPO / ".github/workflows/ci.yml", "matrix")
+    assert job.status == "success", [(s.name, s.stderr) for s in job.run_steps()]
+    assert ran_commands(job) == [("matrix render", "pass")]
+    assert [s.name for s in job.order][-1] == "patchctl matrix check" and job.order[-1].returncode == 0
+    test = h.run_job(REPO / ".github/workflows/ci.yml", "test")
+    assert test.status == "success" and test.steps["__2"].kind == "left-out"
+    suite = yaml.safe_load((REPO / ".github/workflows/ci.yml").read_text())["jobs"]["test"]["steps"][-1]
+    assert suite["env"] == {"PIP_EXTRA_INDEX_URL": "https://download.pytorch.org/whl/cpu"}
+
+
+def test_ci_cancels_superseded_pull_request_runs_never_main(tmp_path: Path) -> None:
+    concurrency = yaml.safe_load((REPO / ".github/workflows/ci.yml").read_text())["concurrency"]
+
+    def evaluate(event: dict) -> tuple[str, bool]:
+        h = Harness(REPO, tmp_path, github=event)
+        context = {"github": h.github}
+        group = h.substitute(concurrency["group"], context, lambda: "success")
+        return group, h.substitute(concurrency["cancel-in-progress"], context, lambda: "success")
+
+    pr = {"event_name": "pull_request", "sha": "a" * 40, "event": {"pull_request": {"number": 7}}}
+    assert evaluate(pr) == ("ci-7", True)
+    push = {"event_name": "push", "sha": "b" * 40, "ref": "refs/heads/main"}
+    assert evaluate(push) == ("ci-" + "b" * 40, False)
+
+
+def test_pin_sync_bot_moves_to_the_tip_and_writes_the_pull_request(tmp_path: Path, upstream: Repo) -> None:
+    project = rendered(tmp_path, upstream)
+    old_pin = upstream.head
+    tip = upstream.commit({"src/main.c": main_c(prepend=3)}, "upstream: lines on top")
+    path = workflow(project, "pin-sync.yml")
+    document = yaml.safe_load(path.read_text())
+
+    # The schedule syncs every upstream with its own pin; a dispatch the chosen one.
+    cache = FakeActionsCache(tmp_path / "actions-cache")
+    h = harness(
+        tmp_path,
+        project.path,
+        github={"event_name": "schedule"},
+        leave_out={PR_STEP: "GitHub's API"},
+        remote=cache.handlers(),
+    )
+    strategy = document["jobs"]["pin-sync"]["strategy"]["matrix"]["upstream"]
+    assert h.substitute(strategy, {"inputs": {}}, lambda: "success") == ["up"]
+    assert h.substitute(strategy, {"inputs": {"upstream": "up"}}, lambda: "success") == ["up"]
+
+    job = h.run_job(path, "pin-sync", matrix={"upstream": "up"}, inputs={})
+    failed = [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome == "failure"]
+    assert job.status == "success", failed
+    assert job.steps["sync"].kind == "local-action" and job.steps["sync"].outputs["verdict"] == "pass"
+    assert job.steps["moved"].outputs == {"moved": "true"}
+    # What the sync fetched goes back into the Actions cache after it.
+    assert len(cache.saved) == 1
+    body = Path(job.steps["body"].outputs["path"]).read_text()
+    assert body.startswith("## pin-sync up: ✅") and tip[:12] in body and old_pin[:12] in body
+    assert "0001-patch-line-twenty.patch" in body and "applied with offset" in body
+    assert "updated in place when a newer tip passes" in body
+    if importlib.util.find_spec("patchctl.rangediff"):  # the report carries it where patchctl computes one
+        assert "git range-diff" in body and "Patch line twenty" in body
+    assert "## pin-sync up" in job.summary
+    # The branch the pull request is made from: one per upstream, the pin moved on it.
+    assert job.steps["commit"].outputs == {"branch": "patchctl/pin-sync/up", "title": "pin-sync: move up forward"}
+    assert project.git("rev-parse", "--abbrev-ref", "HEAD").strip() == "patchctl/pin-sync/up"
+    assert tip in project.git("show", "HEAD:matrix.yaml")
+    assert project.git("status", "--porcelain", "--", ".", ":(exclude).patchctl") == ""  # no .gitignore here
+    # Every run: step ran but the one that calls GitHub's API.
+    pr = next(s for s in job.order if s.name == PR_STEP)
+    assert pr.kind == "left-out"
+    ran = [s for s in job.order if s.kind == "run"]
+    assert len(ran) + 1 == len(run_steps_of(path))
+
+
+def test_pin_sync_bot_opens_nothing_when_the_pin_is_already_at_the_tip(tmp_path: Path, upstream: Repo) -> None:
+    project = rendered(tmp_path, upstream)
+    h = harness(tmp_path, project.path, github={"event_name": "schedule"}, leave_out={PR_STEP: "GitHub's API"})
+    job = h.run_job(workflow(project, "pin-sync.yml"), "pin-sync", matrix={"upstream": "up"}, inputs={})
+    assert job.steps["moved"].outputs == {"moved": "false"}
+    assert job.steps["commit"].kind == "skipped"
+    assert next(s for s in job.order if s.name == PR_STEP).kind in ("skipped", "left-out")
+
+
+def test_pin_sync_dispatch_to_a_target_and_a_failing_gate(tmp_path: Path, upstream: Repo) -> None:
+    project = rendered(tmp_path, upstream)
+    middle = upstream.commit({"src/util.c": "util moved\n"}, "upstream work")
+    upstream.commit({"src/main.c": main_c({20: "main twenty rewritten"})}, "upstream takes line 20")
+    path = workflow(project, "pin-sync.yml")
+    event = {"event_name": "workflow_dispatch"}
+    h = harness(tmp_path, project.path, github=event, leave_out={PR_STEP: "GitHub's API"})
+    job = h.run_job(path, "pin-sync", matrix={"upstream": "up"}, inputs={"upstream": "up", "target": middle})
+    assert job.status == "success" and job.steps["commit"].outcome == "success"
+    assert middle in project.git("show", "HEAD:matrix.yaml")
+
+    # To the tip the patch conflicts: the job fails, no commit, the report still in the summary.
+    project.git("switch", "--quiet", "main")
+    write_config(project, middle, series_extra=GATE)
+    project.commit({}, "back to main")
+    h = harness(tmp_path, project.path, github=event, leave_out={PR_STEP: "GitHub's API"})
+    job = h.run_job(path, "pin-sync", matrix={"upstream": "up"}, inputs={"upstream": "up", "target": ""})
+    assert job.status == "failure" and job.steps["sync"].outputs["verdict"] == "fail"
+    assert job.steps["commit"].kind == "skipped"
+    assert "conflict" in job.summary.lower()
