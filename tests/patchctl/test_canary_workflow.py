@@ -22,6 +22,7 @@ import yaml
 
 from .conftest import Project, Repo, make_patch
 from .test_canary_compile_docker import BUILD, CMAKE, cmake_image  # noqa: F401  (session fixture)
+from .tools import installed_tool
 
 pytestmark = pytest.mark.docker
 
@@ -291,9 +292,7 @@ def test_apply_break_is_filed_and_a_crashed_job_closes_nothing(setup) -> None:
 
 
 def test_rendered_canary_workflow_is_clean_for_zizmor_pedantic_and_scopes_issue_writes() -> None:
-    zizmor = shutil.which("zizmor") or str(Path(sys.executable).parent / "zizmor")
-    if not Path(zizmor).exists():
-        pytest.fail("zizmor is not installed: pip install -e '.[test]'")
+    zizmor = installed_tool("zizmor")
     workflow = REPO / ".github/workflows/canary.yml"
     proc = subprocess.run(
         [

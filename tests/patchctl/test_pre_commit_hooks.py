@@ -16,6 +16,7 @@ from patchctl import git
 
 from .conftest import Project, Repo, make_patch
 from .matrix_fixtures import REPO
+from .tools import installed_tool
 
 pytestmark = pytest.mark.slow
 
@@ -23,9 +24,7 @@ HOOKS = {hook["id"]: hook for hook in yaml.safe_load((REPO / ".pre-commit-hooks.
 
 
 def pre_commit(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess:
-    executable = shutil.which("pre-commit")
-    if executable is None:
-        pytest.fail("pre-commit is not installed: pip install -e '.[test]'")
+    executable = installed_tool("pre-commit")
     env = {**os.environ, "PRE_COMMIT_HOME": str(home), "PRE_COMMIT_COLOR": "never", "PYTHONPATH": ""}
     env.update(
         GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@e.i"

@@ -16,16 +16,14 @@ import yaml
 from patchctl.matrix.actions import DEFAULT_ACTIONS
 
 from .matrix_fixtures import GOOD, REPO, make_project
+from .tools import installed_tool
 
 PINNED_USES = re.compile(r"^\s*-?\s*uses: ([A-Za-z0-9-]+/[A-Za-z0-9._/-]+)@([0-9a-f]{40}) # (v[0-9.]+)$")
 WORKFLOWS = ("backend.yml", "canary.yml", "ci.yml", "pin-sync.yml")
 
 
 def tool(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(f"{name} is not installed: pip install -e '.[test]'")
-    return path
+    return installed_tool(name)
 
 
 def rendered_project(cli, tmp_path: Path) -> Path:
