@@ -65,6 +65,7 @@ def make_project(root: Path, store: Store, count: int) -> config_mod.Config:
         lines.insert(middle, f"// bench patch {index}: downstream change\n")
         source.write_text("".join(lines))
         git.commit_all(work, f"Bench patch {index}\n\nEdits {source.name}.")
+    (root / "patches" / "bench").mkdir(parents=True)  # export fills it (a missing series dir fails closed)
     exporter.export(config, "bench", work)
     store.remove_worktree(mirror, work)
     return config

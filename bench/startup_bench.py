@@ -2,8 +2,8 @@
 as a user runs it (the `patchctl` command, start-up included), each against a baseline
 measured in the same run.
 
-  start-up       `patchctl --help`, `--version`, `lint --no-apply` and `matrix check` on a
-                 small project, as separate processes; baseline: `python -c pass` (the
+  start-up       `patchctl --help`, `--version`, `lint --no-apply` and `matrix check` on this
+                 repository's matrix.yaml and series, as separate processes; baseline: `python -c pass` (the
                  interpreter alone). Bar: `patchctl --help` median < 100 ms.
   warm pin bump  the pin in matrix.yaml moves (0.3.30 <-> 0.3.33, both directions) and
                  `patchctl apply` runs on the existing tree; baseline: the same move in an
@@ -41,7 +41,6 @@ from patchctl import git
 from patchctl.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
-GOOD_MATRIX = REPO / "tests/patchctl/fixtures/matrix/good/matrix.yaml"
 
 
 def patchctl_command() -> list[str]:
@@ -73,7 +72,9 @@ def startup(runs: int, root: Path) -> list[tuple[str, float, float]]:
     """(what, median s, min s) for the interpreter alone and each patchctl command."""
     project = root / "startup-project"
     project.mkdir()
-    shutil.copy(GOOD_MATRIX, project / "matrix.yaml")
+    # This repository's matrix.yaml and series: lint fails closed on a matrix without series.
+    shutil.copy(REPO / "matrix.yaml", project / "matrix.yaml")
+    shutil.copytree(REPO / "patches", project / "patches")
     patchctl = patchctl_command()
     cases: list[tuple[str, list[str], tuple[int, ...]]] = [
         ("python -c pass", [sys.executable, "-c", "pass"], (0,)),
