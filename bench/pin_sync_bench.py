@@ -27,11 +27,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from patchctl import (  # noqa: E402
+    apply_job,
+    exporter,
+    git,  # noqa: E402
+    sync,
+)
 from patchctl import config as config_mod  # noqa: E402
-from patchctl import git  # noqa: E402
-from patchctl.commands import apply as apply_mod  # noqa: E402
-from patchctl.commands import export as export_mod  # noqa: E402
-from patchctl.commands import pin_sync as sync_mod  # noqa: E402
 from patchctl.store import Store  # noqa: E402
 
 URL = "pypi-sdist:llama-cpp-python?versions=0.3.30,0.3.33&subdir=vendor/llama.cpp"
@@ -108,7 +110,7 @@ def make_project(root: Path, store: Store, count: int) -> Path:
             lines.insert(at, f"// downstream change {number}\n")
             target.write_text("".join(lines), errors="surrogateescape")
             git.commit_all(work, f"Downstream change {number} in {path}\n\nBenchmark patch.")
-        export_mod.export(config_mod.load(project / "matrix.yaml"), "bench", work)
+        exporter.export(config_mod.load(project / "matrix.yaml"), "bench", work)
     finally:
         store.remove_worktree(mirror, work)
     return project
@@ -117,7 +119,7 @@ def make_project(root: Path, store: Store, count: int) -> Path:
 def time_apply(project: Path, store: Store, into: Path) -> float:
     config = config_mod.load(project / "matrix.yaml")
     start = time.perf_counter()
-    apply_mod.apply(config, store, ("bench",), into=into)
+    apply_job.apply(config, store, ("bench",), into=into)
     elapsed = time.perf_counter() - start
     shutil.rmtree(into, ignore_errors=True)
     git.run(["worktree", "prune"], store.mirror(URL).path)
@@ -130,7 +132,7 @@ def time_sync(template: Path, scratch: Path, store: Store) -> tuple[float, dict[
     shutil.copytree(template, project)
     config = config_mod.load(project / "matrix.yaml")
     start = time.perf_counter()
-    report = sync_mod.pin_sync(config, store, "up", to=TIP)
+    report = sync.pin_sync(config, store, "up", to=TIP)
     elapsed = time.perf_counter() - start
     assert report.state == "synced", report.state
     return elapsed, dict(report.phase_seconds), Counter(p.classification for p in report.patches)
