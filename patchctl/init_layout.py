@@ -398,6 +398,28 @@ def map_filter(rules: list[Rule]) -> tuple[list[str], list[str], list[str], list
     return include, _unique(exclude), _unique(protect), notes
 
 
+def glob_match(path: str, pattern: str) -> bool:
+    """The vendor globs' reading: '*' and '?' within a name, '[...]' a class, '**/' any
+    directories or none, '**' anything."""
+    regex, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            regex, i = regex + "(?:.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            regex, i = regex + ".*", i + 2
+        elif pattern[i] == "*":
+            regex, i = regex + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            regex, i = regex + "[^/]", i + 1
+        elif pattern[i] == "[" and "]" in pattern[i + 1 :]:
+            end = pattern.index("]", i + 1)
+            body = pattern[i + 1 : end].replace("\\", "\\\\")
+            regex, i = regex + "[" + ("^" + body[1:] if body.startswith("!") else body) + "]", end + 1
+        else:
+            regex, i = regex + re.escape(pattern[i]), i + 1
+    return re.fullmatch(regex, path) is not None
+
+
 def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
@@ -566,19 +588,18 @@ def _rsync_copies(
             notes.append(f"{dest}: rsync source {source} has no trailing '/': read as the directory {relative}")
     copies = []
     for relative, to in directories:
-        copy_include = list(include)
         for single in single_files:
-            inside = relative == "" or single.startswith(relative + "/")
-            if inside:
-                rel = single[len(relative) :].lstrip("/")
-                if rel not in copy_include and copy_include != ["**"]:
-                    copy_include.append(rel)
-            else:
+            name = posixpath.basename(single)
+            # The file lands at the top of the destination, filtered under its name there: the
+            # same place, and the same verdict, as the copy of its own directory gives it.
+            if posixpath.dirname(single) == relative:
+                continue
+            if any(glob_match(name, g) for g in include) and not any(glob_match(name, g) for g in exclude):
                 notes.append(
-                    f"{to}: rsync also copies the upstream file {single} into it, from outside {relative or '.'}/: "
-                    "not mapped (copy it with another vendor entry)"
+                    f"{to}: rsync also copies the upstream file {single} into it as {name}, from outside "
+                    f"{relative or '.'}/: not mapped (copy it with another vendor entry)"
                 )
-        copies.append(VendorCopy(relative, to, tuple(copy_include), tuple(exclude), tuple(protect)))
+        copies.append(VendorCopy(relative, to, tuple(include), tuple(exclude), tuple(protect)))
     return copies, notes
 
 
