@@ -491,7 +491,7 @@ def detect_makefile_sync(root: Path, file: str, url_override: str | None, pin_ov
     if "FETCH_HEAD" in make.lines and _FULL_RE.match(value("FETCH_HEAD")) and value("FETCH_HEAD") == pin:
         line = make.lines["FETCH_HEAD"][1]
         prefix = line[: line.index(pin)]
-        pin_files.append(PinFileEntry(file, "^" + re.escape(prefix) + "(?P<pin>[0-9a-f]{40})"))
+        pin_files.append(PinFileEntry(file, "^" + _line_prefix(prefix) + "(?P<pin>[0-9a-f]{40})"))
         found.append(f"pin file: {file}:{make.lines['FETCH_HEAD'][0]} (FETCH_HEAD)")
     else:
         notes.append(f"{file}: FETCH_HEAD is not the full commit id: no pin_files entry (write the full id there)")
@@ -539,7 +539,13 @@ def detect_makefile_sync(root: Path, file: str, url_override: str | None, pin_ov
     layout.found = found + [f"naming: {naming}"]
     layout.unmapped = notes + naming_notes
     layout.extra_files = extra
+    layout.allow_empty = not _has_patches(root, layout.dir)
     return layout
+
+
+def _line_prefix(prefix: str) -> str:
+    """PREFIX (a line up to the pin) as a regex, any run of blanks as `\\s*`."""
+    return re.sub(r"(?:\\[ \t])+", r"\\s*", re.escape(prefix))
 
 
 def _kind_of(url: str, pin: str, path: str) -> str | None:
@@ -745,7 +751,7 @@ def detect_git_dir(root: Path, directory: str, url: str | None, pin: str | None,
         if pin_note:
             notes.append(pin_note)
         if _FULL_RE.match(value) and value == resolved:
-            pattern = ("^" + re.escape(prefix) if prefix else "^") + "(?P<pin>[0-9a-f]{40})" + ("" if prefix else "$")
+            pattern = "^" + _line_prefix(prefix) + "(?P<pin>[0-9a-f]{40})" + ("" if prefix else "$")
             pin_files.append(PinFileEntry(file, pattern))
             found.append(f"pin file: {where}")
         else:
@@ -765,6 +771,7 @@ def detect_git_dir(root: Path, directory: str, url: str | None, pin: str | None,
     layout.found = found + [f"patches: {directory}", f"naming: {naming}"]
     layout.unmapped = notes + naming_notes
     layout.extra_files = extra
+    layout.allow_empty = not _has_patches(root, layout.dir)
     return layout
 
 
@@ -779,7 +786,7 @@ def _naming(root: Path, directory: str) -> tuple[str, list[str], dict[str, bytes
         return "quilt", [], {}
     names = sorted(p.name for p in base.iterdir() if p.is_file() and p.suffix in (".patch", ".diff"))
     if not names:
-        return "format-patch", [f"{directory}: no *.patch file"], {}
+        return "format-patch", [f"{directory}: no *.patch file (allow_empty: true until the first one)"], {}
     numbers = [int(n[:4]) for n in names if PATCH_NAME_RE.match(n)]
     well_named = all(
         (m := PATCH_NAME_RE.match(n)) and len(m["slug"]) <= FORMAT_PATCH_SLUG_MAX and n.endswith(".patch")
@@ -795,6 +802,11 @@ def _naming(root: Path, directory: str) -> tuple[str, list[str], dict[str, bytes
         [f"{directory}: names are not NNNN-slug.patch with unique numbers: naming quilt, a series file lists them"],
         {f"{directory}/series": series},
     )
+
+
+def _has_patches(root: Path, directory: str) -> bool:
+    base = root / directory
+    return base.is_dir() and any(p.is_file() and p.suffix in (".patch", ".diff") for p in base.iterdir())
 
 
 def _expand_pin(value: str, url: str) -> tuple[str, str | None]:
