@@ -375,6 +375,40 @@ def test_vendor_globs_select_exactly_what_the_makefiles_rsync_copies(
         assert len(copied) >= 3
 
 
+def test_makefile_sync_overrides_and_another_file(tmp_path: Path, upstream: Repo) -> None:
+    root = _sync_project(tmp_path, upstream, "ec98e2002")
+    (root / "Makefile.sync").rename(root / "sync.mk")
+    out = ok(
+        "-C",
+        root,
+        "init",
+        "--from",
+        "makefile-sync",
+        "--file",
+        "sync.mk",
+        "--upstream-url",
+        "https://example.org/u.git",
+        "--pin",
+        upstream.head,
+    )
+    assert "found: upstream: https://example.org/u.git (--upstream-url)" in out
+    assert f"found: pin: {upstream.head} (--pin)" in out
+    data = yaml.safe_load((root / "matrix.yaml").read_text())
+    assert data["upstreams"]["u"]["pin"] == upstream.head and "pin_files" not in data["upstreams"]["u"]
+    assert data["upstreams"]["u"]["branch"] == "master"  # not a local repository: the usual default
+
+
+def test_a_symlinked_templates_directory_leading_out_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    git.init_repo(root)
+    (tmp_path / "elsewhere").mkdir()
+    (root / "templates").symlink_to(tmp_path / "elsewhere")
+    result = run_cli("-C", root, "init", "--force")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert "outside the repository" in result.stderr
+    assert list((tmp_path / "elsewhere").iterdir()) == [] and not (root / "matrix.yaml").exists()
+
+
 @NEEDS_VENDOR
 def test_makefile_sync_adoption_lints_and_vendor_check_passes(tmp_path: Path, upstream: Repo) -> None:
     root = _sync_project(tmp_path, upstream, upstream.head)
@@ -405,6 +439,11 @@ def test_quilt_adopts_debians_tar_series_and_apply_and_export_check_pass(tmp_pat
     assert {k: v for k, v in files_of(root).items() if k in before} == before
     config = config_mod.load(root / "matrix.yaml")
     assert config.series["tar"].naming == "quilt" and config.series["tar"].dir == root / "debian" / "patches"
+    # lint's only findings are on the content of Debian's three header-less patches (no subject,
+    # no description), which adopting cannot fix without editing them: no naming, exclude or apply finding
+    result = run_cli("-C", root, "lint")
+    rules = sorted({line.split(": ")[1] for line in result.stdout.splitlines()})
+    assert result.exit_code == 1 and rules == ["PC007", "PC008"], result.output
     ok("-C", root, "apply")
     ok("-C", root, "export", "tar", "--check")
     assert files_of(root) == {**before, **{k: v for k, v in files_of(root).items() if k not in before}}
