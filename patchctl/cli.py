@@ -171,3 +171,8 @@ cli.add_lazy_command(
     "patchctl.commands.canary:canary_cmd",
     "Apply every series to the upstream tip: an early warning that never modifies the repository.",
 )
+cli.add_lazy_command(
+    "init",
+    "patchctl.commands.init:init_cmd",
+    "Write matrix.yaml, templates/ and a pre-commit config, or adopt an existing layout.",
+)

@@ -1,0 +1,87 @@
+"""`patchctl init`: start a matrix.yaml, or adopt an existing patch layout (`patchctl.init_layout`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .. import init_layout, journal, templates_dir
+from ..app import AppContext, pass_app
+from ..confine import all_inside_repository
+from ..errors import UsageError
+
+
+@click.command("init")
+@click.argument("directory", required=False, metavar="[DIR]")
+@click.option(
+    "--from",
+    "layout",
+    type=click.Choice(init_layout.LAYOUTS),
+    help="Adopt an existing layout without moving a file: makefile-sync, quilt [DIR], git-dir DIR.",
+)
+@click.option("--file", "file", metavar="PATH", help="--from makefile-sync: the Makefile (default Makefile.sync).")
+@click.option("--upstream-url", "upstream_url", metavar="URL", help="The upstream URL (or a local path), if not found.")
+@click.option("--pin", metavar="SHA", help="The full commit id the series applies to, if not found or to replace it.")
+@click.option("--name", metavar="NAME", help="The upstream's name (default: from its URL or the package).")
+@click.option("--force", is_flag=True, help="Overwrite matrix.yaml and templates/ if they exist.")
+@pass_app
+def init_cmd(
+    app: AppContext,
+    directory: str | None,
+    layout: str | None,
+    file: str | None,
+    upstream_url: str | None,
+    pin: str | None,
+    name: str | None,
+    force: bool,
+) -> None:
+    """Write matrix.yaml, templates/ and a pre-commit config, or adopt an existing layout.
+
+    \b
+    A new repository gets a commented matrix.yaml (with --upstream-url and --pin: an upstream
+    and an empty series), patchctl's templates under templates/, and .pre-commit-config.yaml
+    (printed instead when one exists). --from reads an existing layout, moving no file:
+      makefile-sync  UPSTREAM=, FETCH_HEAD=, PATCHES=$(wildcard DIR/*.patch) and the rsync
+                     copies with their .rsync-filter rules (--file PATH, default Makefile.sync)
+      quilt [DIR]    DIR/series (default debian/patches); needs --upstream-url and --pin
+      git-dir DIR    format-patch files in DIR; the pin from a Makefile variable or a version file
+    It prints one line per thing found and per thing it could not map. Existing files are
+    never overwritten without --force; everything is written together or not at all.
+
+    \b
+    Examples:
+      patchctl init --upstream-url https://github.com/ggml-org/llama.cpp --pin <sha>
+      patchctl init --from makefile-sync
+      patchctl init --from quilt --upstream-url ../pkg-orig --pin <sha>
+      patchctl init --from git-dir patches/llama.cpp
+    """
+    if directory is not None and layout not in ("quilt", "git-dir"):
+        raise UsageError("DIR is for --from quilt or --from git-dir")
+    if file is not None and layout != "makefile-sync":
+        raise UsageError("--file is for --from makefile-sync")
+    root = Path(app.directory or ".").resolve()
+    result = init_layout.plan(
+        root,
+        templates_dir(),
+        layout,
+        path=file if layout == "makefile-sync" else directory,
+        upstream_url=upstream_url,
+        pin=pin,
+        name=name,
+    )
+    existing = [p for p in result.files if (root / p).exists() or (root / p).is_symlink()]
+    if existing and not force:
+        raise UsageError(f"refusing to overwrite {', '.join(existing)} (use --force)")
+    targets = [root / p for p in result.files]
+    all_inside_repository(root, targets)
+    journal.commit(root / ".patchctl", [journal.FileChange(root / p, data) for p, data in result.files.items()])
+    for line in result.found:
+        click.echo(f"found: {line}")
+    for line in result.unmapped:
+        click.echo(f"not mapped: {line}")
+    for path in result.files:
+        click.echo(f"wrote {path}")
+    if not result.pre_commit_written:
+        click.echo(f"{init_layout.PRE_COMMIT_NAME} exists; add these hooks to it:")
+        click.echo(result.pre_commit, nl=False)

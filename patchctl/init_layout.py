@@ -1,0 +1,956 @@
+"""`patchctl init`: detect an existing patch layout and plan the files that adopt it.
+
+Three layouts are read without moving a file:
+
+* `makefile-sync`: a vendoring Makefile (`UPSTREAM=`, `FETCH_HEAD=`, `WORKDIR=`, a
+  `PATCHES=$(wildcard DIR/*.patch)` line, and `rsync` recipes that copy parts of the patched
+  upstream checkout into the repository, filtered by a `.rsync-filter` merge file per
+  destination). Each rsync copy becomes a `vendor:` entry of the series; its filter rules
+  become include/exclude/protect globs.
+* `quilt`: a `series` file (default `debian/patches/series`); the upstream is given.
+* `git-dir`: a directory of format-patch files and a pin found in a Makefile variable
+  (`LLAMA_VERSION?=<sha>`) or in a version file; the place it was found becomes a
+  `pin_files` entry when it holds the full commit id.
+
+The result is a `Plan`: the files to write (contents as bytes), what was found and what
+could not be mapped, one line each. Nothing here writes or prints.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import git
+from .errors import UsageError
+from .patchset import FORMAT_PATCH_SLUG_MAX, PATCH_NAME_RE, STRICT_NAME_RE
+
+LAYOUTS = ("makefile-sync", "quilt", "git-dir")
+CONFIG_NAME = "matrix.yaml"
+PRE_COMMIT_NAME = ".pre-commit-config.yaml"
+TEMPLATES_DIR = "templates"
+_HEX_RE = re.compile(r"^[0-9a-f]{7,40}$")
+_FULL_RE = re.compile(r"^[0-9a-f]{40}$")
+_PLAIN_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@+-]*$")
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
+
+
+@dataclass(frozen=True)
+class VendorCopy:
+    source: str  # upstream directory, relative to the patched tree ('' = its root)
+    dest: str  # repository directory it is copied into
+    include: tuple[str, ...] = ("**",)
+    exclude: tuple[str, ...] = ()
+    protect: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PinFileEntry:
+    path: str
+    pattern: str
+
+
+@dataclass
+class Layout:
+    """What was detected: one upstream and one series on it."""
+
+    upstream: str
+    url: str
+    pin: str
+    series: str
+    dir: str
+    naming: str
+    branch: str = "master"
+    pin_files: list[PinFileEntry] = field(default_factory=list)
+    vendor: list[VendorCopy] = field(default_factory=list)
+    allow_empty: bool = False
+    found: list[str] = field(default_factory=list)
+    unmapped: list[str] = field(default_factory=list)
+    extra_files: dict[str, bytes] = field(default_factory=dict)  # e.g. a quilt `series` file
+
+
+@dataclass(frozen=True)
+class Plan:
+    files: dict[str, bytes]  # repository-relative path -> content
+    found: tuple[str, ...]
+    unmapped: tuple[str, ...]
+    pre_commit: str  # the .pre-commit-config.yaml snippet
+    pre_commit_written: bool  # False: it exists, the snippet is to be printed
+
+
+# ------------------------------------------------------------------ entry point
+
+
+def plan(
+    root: Path,
+    templates: Path,
+    layout: str | None,
+    *,
+    path: str | None = None,
+    upstream_url: str | None = None,
+    pin: str | None = None,
+    name: str | None = None,
+) -> Plan:
+    """The files `patchctl init` writes in ROOT (nothing is written here)."""
+    root = Path(root)
+    if layout is None:
+        detected = _new_repository(upstream_url, pin, name)
+    elif layout == "makefile-sync":
+        detected = detect_makefile_sync(root, path or "Makefile.sync", upstream_url, pin)
+    elif layout == "quilt":
+        detected = detect_quilt(root, path, upstream_url, pin, name)
+    elif layout == "git-dir":
+        if not path:
+            raise UsageError("--from git-dir needs the patch directory: patchctl init --from git-dir DIR")
+        detected = detect_git_dir(root, path, upstream_url, pin, name)
+    else:
+        raise UsageError(f"unknown layout {layout!r} (choose: {', '.join(LAYOUTS)})")
+    if detected.url and (local := _local_repository(detected.url)) is not None:
+        head = git.run(["symbolic-ref", "--quiet", "--short", "HEAD"], local, check=False)
+        if head.ok and head.stdout.strip():
+            detected.branch = head.stdout.strip()
+    files: dict[str, bytes] = {CONFIG_NAME: render_config(detected, layout).encode()}
+    files.update(detected.extra_files)
+    for template in sorted(Path(templates).glob("*.j2")):
+        files[f"{TEMPLATES_DIR}/{template.name}"] = template.read_bytes()
+    snippet = pre_commit_snippet(detected)
+    exists = (root / PRE_COMMIT_NAME).exists() or (root / PRE_COMMIT_NAME).is_symlink()
+    if not exists:
+        files[PRE_COMMIT_NAME] = snippet.encode()
+    return Plan(files, tuple(detected.found), tuple(detected.unmapped), snippet, not exists)
+
+
+# ------------------------------------------------------------------ new repository
+
+
+def _new_repository(url: str | None, pin: str | None, name: str | None) -> Layout:
+    if (url is None) != (pin is None):
+        raise UsageError("give both --upstream-url and --pin (or neither, for a matrix.yaml to fill in)")
+    if url is None:
+        return Layout("", "", "", "", "", "format-patch")
+    upstream = name or _name_from_url(url)
+    layout = Layout(upstream, url, _checked_pin(pin, url), upstream, f"patches/{upstream}", "format-patch")
+    layout.allow_empty = True
+    return layout
+
+
+# ------------------------------------------------------------------ makefile-sync
+
+
+@dataclass
+class _Makefile:
+    variables: dict[str, str]
+    lines: dict[str, tuple[int, str]]  # variable -> (line number, raw line)
+    rules: list[tuple[str, list[str], list[str]]]  # target, prerequisites, recipe lines
+
+
+def parse_makefile(text: str) -> _Makefile:
+    """Variables (last `=` wins, `?=` only when unset), and rules with their recipes."""
+    variables: dict[str, str] = {}
+    lines: dict[str, tuple[int, str]] = {}
+    rules: list[tuple[str, list[str], list[str]]] = []
+    logical: list[tuple[int, str]] = []
+    buffer, start = "", 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not buffer:
+            start = number
+        if raw.endswith("\\"):
+            buffer += raw[:-1] + " "
+            continue
+        logical.append((start, buffer + raw))
+        buffer = ""
+    if buffer:
+        logical.append((start, buffer))
+    assign = re.compile(r"^(?:export\s+|override\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*(\?=|::=|:=|\+=|=)\s*(.*?)\s*$")
+    rule_re = re.compile(r"^([^\s:=#][^:=]*?)\s*::?(?!=)\s*([^=]*)$")
+    current: tuple[str, list[str], list[str]] | None = None
+    for number, line in logical:
+        if line.startswith("\t"):
+            if current is not None:
+                current[2].append(line.strip())
+            continue
+        current = None
+        stripped = line.split("#", 1)[0].rstrip() if not line.lstrip().startswith("\t") else line
+        if not stripped.strip():
+            continue
+        if match := assign.match(stripped):
+            var, op, value = match.groups()
+            if op == "?=" and var in variables:
+                continue
+            variables[var] = (variables.get(var, "") + " " + value).strip() if op == "+=" else value
+            lines[var] = (number, line)
+            continue
+        if match := rule_re.match(stripped):
+            target, prereqs = match.groups()
+            current = (target.strip(), prereqs.split(), [])
+            rules.append(current)
+    return _Makefile(variables, lines, rules)
+
+
+def _split_args(text: str) -> list[str]:
+    depth, parts, current = 0, [], ""
+    for char in text:
+        if char in "({":
+            depth += 1
+        elif char in ")}":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return parts
+
+
+def expand(text: str, variables: dict[str, str], target: str = "", prereqs: list[str] | None = None) -> str:
+    """Make's expansion of TEXT, for the variables and the few functions vendoring Makefiles
+    use; raises ValueError naming anything else."""
+    prereqs = prereqs or []
+    out, i = "", 0
+    while i < len(text):
+        char = text[i]
+        if char != "$" or i + 1 >= len(text):
+            out += char
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt in "({":
+            close = ")" if nxt == "(" else "}"
+            depth, j = 1, i + 2
+            while j < len(text) and depth:
+                depth += {nxt: 1, close: -1}.get(text[j], 0)
+                j += 1
+            if depth:
+                raise ValueError(f"unbalanced {text[i:]!r}")
+            out += _call(text[i + 2 : j - 1], variables, target, prereqs)
+            i = j
+            continue
+        auto = {"@": target, "<": prereqs[0] if prereqs else "", "^": " ".join(prereqs), "$": "$"}
+        if nxt in auto:
+            out += auto[nxt]
+        elif nxt.isalnum():
+            out += expand(variables.get(nxt, ""), variables, target, prereqs)
+        else:
+            raise ValueError(f"make variable ${nxt} is not supported")
+        i += 2
+    return out
+
+
+def _call(body: str, variables: dict[str, str], target: str, prereqs: list[str]) -> str:
+    def ex(value: str) -> str:
+        return expand(value, variables, target, prereqs)
+
+    function, _, rest = body.partition(" ")
+    if not rest and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", body):
+        return ex(variables.get(body, ""))
+    args = _split_args(rest)
+    words = [w for a in args for w in ex(a).split()] if function in ("realpath", "abspath", "strip") else []
+    if function == "addprefix" and len(args) == 2:
+        return " ".join(ex(args[0]).strip() + w for w in ex(args[1]).split())
+    if function == "addsuffix" and len(args) == 2:
+        return " ".join(w + ex(args[0]).strip() for w in ex(args[1]).split())
+    if function in ("realpath", "abspath", "strip"):
+        return " ".join(words)
+    if function in ("lastword", "firstword") and len(args) == 1:
+        items = ex(args[0]).split()
+        return (items[-1] if function == "lastword" else items[0]) if items else ""
+    if function == "notdir" and len(args) == 1:
+        return " ".join(posixpath.basename(w) for w in ex(args[0]).split())
+    if function == "dir" and len(args) == 1:
+        return " ".join(posixpath.dirname(w) + "/" for w in ex(args[0]).split())
+    if function == "wildcard" and len(args) == 1:
+        return ex(args[0])
+    raise ValueError(f"make function $({function} ...) is not supported")
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str  # include | exclude | protect | merge | other
+    pattern: str
+    text: str  # the rule as written
+
+
+_SHORT = {"+": "include", "-": "exclude", "H": "exclude", "P": "protect", ".": "merge", ":": "dir-merge"}
+_LONG = {"include": "include", "exclude": "exclude", "hide": "exclude", "protect": "protect", "merge": "merge"}
+
+
+def parse_rule(text: str) -> Rule:
+    """One rsync filter rule: `include P`, `+ P`, `exclude`/`-`/`hide`/`H`, `protect`/`P`,
+    `merge FILE`/`. FILE`; anything else (modifiers, risk, show, dir-merge, clear) is `other`."""
+    text = text.strip()
+    head, _, pattern = text.partition(" ")
+    if not head:
+        return Rule("other", "", text)
+    word, _, modifiers = head.partition(",")
+    if word in _LONG and not modifiers:
+        return Rule(_LONG[word], pattern.strip(), text)
+    if word[0] in _SHORT and len(word) == 1 and not modifiers:
+        return Rule(_SHORT[word[0]], pattern.strip(), text)
+    if word == "merge" and modifiers:
+        return Rule("other", pattern.strip(), text)
+    return Rule("other", pattern.strip(), text)
+
+
+def read_filter_file(path: Path) -> list[Rule]:
+    rules = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.strip() and not line.lstrip().startswith(("#", ";")):
+            rules.append(parse_rule(line))
+    return rules
+
+
+def _is_catch_all(rule: Rule) -> bool:
+    return rule.kind == "exclude" and rule.pattern in ("*", "**", "/*", "/**", "***", "/***")
+
+
+def _anchored(pattern: str) -> str:
+    """An rsync pattern as a glob relative to the transfer root: '/x' is x; 'x' (no '/') is
+    any 'x' at any depth; a trailing '/' (a directory) covers what is inside."""
+    directory = pattern.endswith("/")
+    body = pattern.rstrip("/")
+    if body.startswith("/"):
+        glob = body.lstrip("/")
+    elif "/" in body or body.startswith("**"):
+        glob = body
+    else:
+        glob = f"**/{body}"
+    return f"{glob}/**" if directory else glob
+
+
+def map_filter(rules: list[Rule]) -> tuple[list[str], list[str], list[str], list[str]]:
+    """RULES (in rsync's first-match order) as vendor globs: (include, exclude, protect,
+    notes on the rules that could not be mapped).
+
+    A list ending in an exclude-everything rule (`hide *`) is a whitelist: a file is copied
+    when every directory above it is included (`include /src/`) and the file itself matches an
+    include rule; the include globs say exactly that, one per directory and file pattern.
+    Without it every file is copied that no exclude rule names."""
+    include: list[str] = []
+    exclude: list[str] = []
+    protect: list[str] = []
+    notes: list[str] = []
+    transfer = [r for r in rules if r.kind in ("include", "exclude")]
+    whitelist = bool(transfer) and _is_catch_all(transfer[-1])
+    directories: list[str] = [""]
+    file_globs: list[str] = []
+    basenames: list[str] = []
+    for rule in rules:
+        if rule.kind == "other":
+            notes.append(f"rsync filter rule {rule.text!r}: no vendor equivalent")
+            continue
+        if rule.kind == "merge":
+            continue
+        if not rule.pattern:
+            notes.append(f"rsync filter rule {rule.text!r}: no pattern")
+            continue
+        if rule.kind == "protect":
+            protect.append(_anchored(rule.pattern))
+        elif rule.kind == "exclude":
+            if whitelist and rule is transfer[-1]:
+                continue
+            exclude.append(_anchored(rule.pattern))
+        elif not whitelist:
+            notes.append(f"rsync filter rule {rule.text!r}: every file not excluded is copied anyway (no 'hide *')")
+        elif rule.pattern.endswith("/"):
+            directories.append(rule.pattern.strip("/"))
+        elif "/" in rule.pattern.lstrip("/"):
+            body = rule.pattern.lstrip("/")
+            last = posixpath.basename(body)
+            if "*" not in last and "?" not in last and "." not in last:
+                directories.append(body)
+                notes.append(
+                    f"rsync filter rule {rule.text!r}: read as a directory (no trailing '/'); "
+                    f"if {body} is a file, add it to include"
+                )
+            else:
+                file_globs.append(body)
+        elif rule.pattern.startswith("/"):
+            file_globs.append(rule.pattern.lstrip("/"))
+        else:
+            basenames.append(rule.pattern)
+    if whitelist:
+        known = set(directories)
+        reachable = [
+            d
+            for d in directories
+            if all(
+                "/".join(d.split("/")[:k]) in known or any(c in d for c in "*?[")
+                for k in range(1, len(d.split("/")) if d else 0)
+            )
+        ]
+        for d in directories:
+            if d not in reachable:
+                notes.append(f"rsync includes directory {d}/ but not every directory above it: nothing there is copied")
+        for glob in file_globs:
+            if glob not in include:
+                include.append(glob)
+        for d in _unique(reachable):
+            for base in basenames:
+                glob = f"{d}/{base}" if d else base
+                if glob not in include:
+                    include.append(glob)
+    else:
+        include = ["**"]
+    return include, _unique(exclude), _unique(protect), notes
+
+
+def glob_match(path: str, pattern: str) -> bool:
+    """The vendor globs' reading: '*' and '?' within a name, '[...]' a class, '**/' any
+    directories or none, '**' anything."""
+    regex, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            regex, i = regex + "(?:.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            regex, i = regex + ".*", i + 2
+        elif pattern[i] == "*":
+            regex, i = regex + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            regex, i = regex + "[^/]", i + 1
+        elif pattern[i] == "[" and "]" in pattern[i + 1 :]:
+            end = pattern.index("]", i + 1)
+            body = pattern[i + 1 : end].replace("\\", "\\\\")
+            regex, i = regex + "[" + ("^" + body[1:] if body.startswith("!") else body) + "]", end + 1
+        else:
+            regex, i = regex + re.escape(pattern[i]), i + 1
+    return re.fullmatch(regex, path) is not None
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _parse_rsync(words: list[str]) -> tuple[list[str], list[Rule], list[str], bool, list[str]]:
+    """(sources, rules from the command line, merge files, --delete, notes)."""
+    sources: list[str] = []
+    rules: list[Rule] = []
+    merges: list[str] = []
+    notes: list[str] = []
+    delete = False
+    i = 1
+    while i < len(words):
+        word = words[i]
+        value: str | None = None
+        if word in ("-f", "--filter", "--include", "--exclude", "--exclude-from", "--include-from", "--files-from"):
+            value = words[i + 1] if i + 1 < len(words) else ""
+            i += 1
+        elif "=" in word and word.startswith("--"):
+            word, _, value = word.partition("=")
+        if word in ("-f", "--filter"):
+            rule = parse_rule(value or "")
+            if rule.kind == "merge":
+                merges.append(rule.pattern)
+            else:
+                rules.append(rule)
+        elif word in ("--include", "--exclude"):
+            rules.append(parse_rule(f"{word[2:]} {value}"))
+        elif word in ("--exclude-from", "--include-from", "--files-from"):
+            notes.append(f"rsync {word}={value}: not mapped")
+        elif word.startswith("--delete"):
+            delete = True
+        elif word == "-F":
+            notes.append("rsync -F (per-directory .rsync-filter): not mapped")
+        elif not word.startswith("-"):
+            sources.append(word)
+        i += 1
+    return sources, rules, merges, delete, notes
+
+
+def detect_makefile_sync(root: Path, file: str, url_override: str | None, pin_override: str | None) -> Layout:
+    makefile_path = root / file
+    if not makefile_path.is_file():
+        raise UsageError(f"{file}: no such file (give the vendoring Makefile with --file PATH)")
+    make = parse_makefile(makefile_path.read_text(encoding="utf-8", errors="replace"))
+    found: list[str] = []
+    notes: list[str] = []
+    var = make.variables
+
+    def value(name: str) -> str:
+        try:
+            return expand(var.get(name, ""), var).strip()
+        except ValueError as exc:
+            notes.append(f"{file}: {name}: {exc}")
+            return ""
+
+    url = url_override or value("UPSTREAM")
+    if not url:
+        raise UsageError(f"{file}: no UPSTREAM= line: give --upstream-url")
+    found.append(f"upstream: {url} (" + ("--upstream-url" if url_override else f"{file}: UPSTREAM") + ")")
+    raw_pin = pin_override or value("FETCH_HEAD")
+    if not raw_pin:
+        raise UsageError(f"{file}: no FETCH_HEAD= line: give --pin")
+    pin, pin_note = _expand_pin(raw_pin, url)
+    found.append(f"pin: {pin} (" + ("--pin" if pin_override else f"{file}: FETCH_HEAD") + ")")
+    if pin_note:
+        notes.append(pin_note)
+    pin_files: list[PinFileEntry] = []
+    if "FETCH_HEAD" in make.lines and _FULL_RE.match(value("FETCH_HEAD")) and value("FETCH_HEAD") == pin:
+        line = make.lines["FETCH_HEAD"][1]
+        prefix = line[: line.index(pin)]
+        pin_files.append(PinFileEntry(file, "^" + _line_prefix(prefix) + "(?P<pin>[0-9a-f]{40})"))
+        found.append(f"pin file: {file}:{make.lines['FETCH_HEAD'][0]} (FETCH_HEAD)")
+    else:
+        notes.append(f"{file}: FETCH_HEAD is not the full commit id: no pin_files entry (write the full id there)")
+    patch_dir = ""
+    for name, raw in var.items():
+        match = re.search(r"\$\(wildcard\s+(\S+?)/\*\.(?:patch|diff)\s*\)", raw)
+        if match:
+            patch_dir = expand(match.group(1), var).strip().rstrip("/")
+            found.append(f"patches: {patch_dir} ({file}: {name})")
+            break
+    if not patch_dir:
+        raise UsageError(f"{file}: no PATCHES=$(wildcard DIR/*.patch) line: cannot tell the patch directory")
+    workdir = value("WORKDIR").rstrip("/")
+    if not workdir:
+        for target, _prereqs, recipe in make.rules:
+            if any(re.search(r"\bgit clone\b", line) for line in recipe):
+                workdir = expand(target, var).strip().rstrip("/")
+        if not workdir:
+            raise UsageError(f"{file}: no WORKDIR= line nor a `git clone` rule: cannot tell the upstream checkout")
+    found.append(f"upstream checkout: {workdir}")
+    vendor: list[VendorCopy] = []
+    for target, prereqs, recipe in make.rules:
+        for line in recipe:
+            if not re.search(r"(^|[\s;&|@])rsync\s", line):
+                continue
+            try:
+                expanded_target = expand(target, var)
+                expanded_prereqs = [w for p in prereqs for w in expand(p, var).split()]
+                words = shlex.split(expand(line.lstrip("@-+"), var, expanded_target, expanded_prereqs))
+            except ValueError as exc:
+                notes.append(f"{file}: rule {target}: rsync line not understood: {exc}")
+                continue
+            words = words[words.index("rsync") :] if "rsync" in words else words
+            copies, copy_notes = _rsync_copies(
+                root, workdir, words, file, target, lambda path: _kind_of(url, pin, path)
+            )
+            vendor += copies
+            notes += copy_notes
+    if not vendor:
+        notes.append(f"{file}: no rsync copy from {workdir}: no vendor entry")
+    upstream = _name_from_url(url)
+    series = posixpath.basename(posixpath.dirname(patch_dir)) or upstream
+    naming, naming_notes, extra = _naming(root, patch_dir)
+    layout = Layout(upstream, url, pin, series, patch_dir, naming, "master", pin_files, vendor)
+    layout.found = found + [f"naming: {naming}"]
+    layout.unmapped = notes + naming_notes
+    layout.extra_files = extra
+    layout.allow_empty = not _has_patches(root, layout.dir)
+    return layout
+
+
+def _line_prefix(prefix: str) -> str:
+    """PREFIX (a line up to the pin) as a regex, any run of blanks as `\\s*`."""
+    return re.sub(r"(?:\\[ \t])+", r"\\s*", re.escape(prefix))
+
+
+def _kind_of(url: str, pin: str, path: str) -> str | None:
+    """'blob' or 'tree' for PATH at PIN when the upstream is a local repository, else None."""
+    local = _local_repository(url)
+    if local is None or not _FULL_RE.match(pin):
+        return None
+    result = git.run(["cat-file", "-t", f"{pin}:{path}"], local, check=False)
+    return result.stdout.strip() if result.ok else None
+
+
+def _rsync_copies(
+    root: Path, workdir: str, words: list[str], file: str, target: str, kind_of
+) -> tuple[list[VendorCopy], list[str]]:
+    sources, cli_rules, merges, delete, notes = _parse_rsync(words)
+    if len(sources) < 2:
+        return [], [f"{file}: rule {target}: rsync without a source and a destination: not mapped"]
+    dest = sources.pop().rstrip("/")
+    rules = list(cli_rules)
+    for merge in merges:
+        path = root / merge
+        if path.is_file():
+            merged = read_filter_file(path)
+            rules += merged
+        else:
+            notes.append(f"{file}: rule {target}: filter file {merge} does not exist: its rules are missing")
+    include, exclude, protect, rule_notes = map_filter(rules)
+    notes += [f"{dest}: {n}" for n in rule_notes]
+    if not delete:
+        notes.append(f"{dest}: rsync runs without --delete; vendor deletes what the copy no longer brings")
+    directories, single_files = [], []
+    included_names = {posixpath.basename(r.pattern.rstrip("/")) for r in rules if r.kind == "include"}
+    for source in sources:
+        if source != workdir and not source.startswith(workdir + "/"):
+            notes.append(f"{dest}: rsync source {source} is outside the upstream checkout {workdir}: not mapped")
+            continue
+        relative = source[len(workdir) :].strip("/")
+        if source.endswith("/") or source == workdir:
+            directories.append((relative, dest))
+        elif (kind := kind_of(relative)) == "blob" or (
+            kind is None and _looks_like_a_file(posixpath.basename(relative), included_names)
+        ):
+            single_files.append(relative)
+        else:
+            directories.append((relative, f"{dest}/{posixpath.basename(relative)}"))
+            notes.append(f"{dest}: rsync source {source} has no trailing '/': read as the directory {relative}")
+    copies = []
+    for relative, to in directories:
+        for single in single_files:
+            name = posixpath.basename(single)
+            # The file lands at the top of the destination, filtered under its name there: the
+            # same place, and the same verdict, as the copy of its own directory gives it.
+            if posixpath.dirname(single) == relative:
+                continue
+            if any(glob_match(name, g) for g in include) and not any(glob_match(name, g) for g in exclude):
+                notes.append(
+                    f"{to}: rsync also copies the upstream file {single} into it as {name}, from outside "
+                    f"{relative or '.'}/: not mapped (copy it with another vendor entry)"
+                )
+        copies.append(VendorCopy(relative, to, tuple(include), tuple(exclude), tuple(protect)))
+    return copies, notes
+
+
+def _looks_like_a_file(name: str, included_names: set[str]) -> bool:
+    """Without the upstream at hand: a name an include rule names, with a suffix, or in
+    capitals (LICENSE, COPYING) is read as a file."""
+    return name in included_names or "." in name or name.isupper()
+
+
+# ------------------------------------------------------------------ quilt
+
+
+def detect_quilt(root: Path, directory: str | None, url: str | None, pin: str | None, name: str | None) -> Layout:
+    if directory is None:
+        candidates = ["debian/patches", "patches"]
+        directory = next((c for c in candidates if (root / c / "series").is_file()), "debian/patches")
+    directory = directory.strip("/")
+    series_file = root / directory / "series"
+    if not series_file.is_file():
+        raise UsageError(f"{directory}/series: no such file (give the quilt directory: --from quilt DIR)")
+    if url is None or pin is None:
+        raise UsageError(
+            "--from quilt needs --upstream-url and --pin: the series applies to the package's upstream tree "
+            "(a git repository of the original sources, e.g. one commit made from the orig tarball)"
+        )
+    entries = []
+    notes = []
+    for line in series_file.read_text(encoding="utf-8", errors="replace").splitlines():
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        words = text.split()
+        if len(words) > 1:
+            notes.append(f"{directory}/series: {words[0]} has quilt options {' '.join(words[1:])!r}: ignored")
+        if words[1:] and words[1:] != ["-p1"]:
+            notes.append(f"{directory}/series: {words[0]}: patchctl applies every patch with -p1")
+        entries.append(words[0])
+        if not (root / directory / words[0]).is_file():
+            notes.append(f"{directory}/series: {words[0]} is listed but missing")
+    package = name or _debian_package(root) or root.resolve().name
+    upstream = _safe_name(package)
+    layout = Layout(upstream, url, _checked_pin(pin, url), upstream, directory, "quilt")
+    layout.found = [
+        f"series: {directory}/series ({len(entries)} patch(es))",
+        f"upstream: {url} (--upstream-url)",
+        f"pin: {layout.pin} (--pin)",
+        "naming: quilt",
+    ]
+    layout.unmapped = notes
+    layout.allow_empty = not entries
+    return layout
+
+
+def _debian_package(root: Path) -> str | None:
+    changelog = root / "debian" / "changelog"
+    if changelog.is_file():
+        first = changelog.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
+        match = re.match(r"^([a-z0-9][a-z0-9.+-]+) \(", first)
+        if match:
+            return match.group(1)
+    return None
+
+
+# ------------------------------------------------------------------ git-dir
+
+_PIN_VAR_RE = re.compile(
+    r"^(?:export\s+|override\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*(?:VERSION|COMMIT|SHA|REV|REVISION|PIN|REF|HASH)"
+    r"[A-Za-z0-9_]*)\s*(?:\?=|:=|::=|=)\s*(?P<value>[^\s#]+)\s*(?:#.*)?$",
+    re.IGNORECASE,
+)
+_URL_VAR_RE = re.compile(
+    r"^(?:export\s+|override\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*(?:REPO|URL|UPSTREAM|REMOTE|GIT)[A-Za-z0-9_]*)"
+    r"\s*(?:\?=|:=|::=|=)\s*(?P<value>\S+)\s*$",
+    re.IGNORECASE,
+)
+
+
+def _makefiles(root: Path, directory: str) -> list[str]:
+    names = []
+    for folder in _unique([".", posixpath.dirname(directory) or "."]):
+        base = root / folder
+        if not base.is_dir():
+            continue
+        for path in sorted(base.iterdir()):
+            if path.is_file() and (path.name in ("Makefile", "GNUmakefile", "makefile") or path.suffix == ".mk"):
+                names.append(posixpath.normpath(f"{folder}/{path.name}"))
+    return names
+
+
+def _version_files(root: Path, directory: str) -> list[str]:
+    names = []
+    for folder in _unique([".", posixpath.dirname(directory) or "."]):
+        base = root / folder
+        if not base.is_dir():
+            continue
+        for path in sorted(base.iterdir()):
+            if path.is_file() and re.fullmatch(r"[A-Za-z0-9_.-]*(VERSION|COMMIT|REV|PIN)[A-Za-z0-9_.-]*", path.name):
+                if path.stat().st_size <= 200:
+                    names.append(posixpath.normpath(f"{folder}/{path.name}"))
+    return names
+
+
+def detect_git_dir(root: Path, directory: str, url: str | None, pin: str | None, name: str | None) -> Layout:
+    directory = directory.strip("/")
+    if not (root / directory).is_dir():
+        raise UsageError(f"{directory}: no such directory (--from git-dir DIR)")
+    found: list[str] = []
+    notes: list[str] = []
+    pin_files: list[PinFileEntry] = []
+    candidates: list[tuple[str, int, str, str, str]] = []  # file, line, variable, value, prefix
+    url_found: tuple[str, str] | None = None
+    for makefile in _makefiles(root, directory):
+        text = (root / makefile).read_text(encoding="utf-8", errors="replace")
+        for number, line in enumerate(text.splitlines(), 1):
+            if match := _PIN_VAR_RE.match(line):
+                candidates.append((makefile, number, match["name"], match["value"], line[: match.start("value")]))
+            elif (match := _URL_VAR_RE.match(line)) and url_found is None:
+                if re.match(r"^(https?://|git@|ssh://|git://|file://)", match["value"]):
+                    url_found = (match["value"], f"{makefile}:{number} ({match['name']})")
+            if url_found is None and (clone := re.search(r"\bgit clone\s+(?:-\S+\s+)*(\S+://\S+|git@\S+)", line)):
+                url_found = (clone.group(1), f"{makefile}:{number} (git clone)")
+    for version_file in _version_files(root, directory):
+        words = (root / version_file).read_text(encoding="utf-8", errors="replace").split()
+        if len(words) == 1:
+            candidates.append((version_file, 1, "", words[0], ""))
+    hex_first = sorted(candidates, key=lambda c: (not _FULL_RE.match(c[3]), not _HEX_RE.match(c[3])))
+    if url is None:
+        if url_found is None:
+            raise UsageError(f"no upstream URL found in the Makefiles beside {directory}: give --upstream-url")
+        url = url_found[0]
+        found.append(f"upstream: {url} ({url_found[1]})")
+    else:
+        found.append(f"upstream: {url} (--upstream-url)")
+    if pin is None:
+        if not hex_first:
+            raise UsageError(
+                "no pin found (a Makefile variable like LLAMA_VERSION?=<sha> or a version file): give --pin"
+            )
+        file, number, variable, value, prefix = hex_first[0]
+        where = f"{file}:{number}" + (f" ({variable})" if variable else "")
+        resolved, pin_note = _expand_pin(value, url)
+        found.append(f"pin: {resolved} ({where})")
+        if pin_note:
+            notes.append(pin_note)
+        if _FULL_RE.match(value) and value == resolved:
+            pattern = "^" + _line_prefix(prefix) + "(?P<pin>[0-9a-f]{40})" + ("" if prefix else "$")
+            pin_files.append(PinFileEntry(file, pattern))
+            found.append(f"pin file: {where}")
+        else:
+            notes.append(f"{where}: holds {value!r}, not the full commit id: no pin_files entry")
+        for other in hex_first[1:]:
+            notes.append(f"{other[0]}:{other[1]}: {other[2] or 'value'} {other[3]!r} also looks like a pin: not used")
+        pin = resolved
+    else:
+        pin = _checked_pin(pin, url)
+        found.append(f"pin: {pin} (--pin)")
+    upstream = name or _name_from_url(url)
+    series = posixpath.basename(directory)
+    if series in ("patches", "patch"):
+        series = posixpath.basename(posixpath.dirname(directory)) or upstream
+    naming, naming_notes, extra = _naming(root, directory)
+    layout = Layout(_safe_name(upstream), url, pin, _safe_name(series), directory, naming, "master", pin_files)
+    layout.found = found + [f"patches: {directory}", f"naming: {naming}"]
+    layout.unmapped = notes + naming_notes
+    layout.extra_files = extra
+    layout.allow_empty = not _has_patches(root, layout.dir)
+    return layout
+
+
+# ------------------------------------------------------------------ shared
+
+
+def _naming(root: Path, directory: str) -> tuple[str, list[str], dict[str, bytes]]:
+    """The `naming:` the directory's files follow, notes, and a `series` file to add when
+    only `quilt` (with a series file written in name order) describes them."""
+    base = root / directory
+    if (base / "series").is_file():
+        return "quilt", [], {}
+    names = sorted(p.name for p in base.iterdir() if p.is_file() and p.suffix in (".patch", ".diff"))
+    if not names:
+        return "format-patch", [f"{directory}: no *.patch file (allow_empty: true until the first one)"], {}
+    numbers = [int(n[:4]) for n in names if PATCH_NAME_RE.match(n)]
+    well_named = all(
+        (m := PATCH_NAME_RE.match(n)) and len(m["slug"]) <= FORMAT_PATCH_SLUG_MAX and n.endswith(".patch")
+        for n in names
+    )
+    if well_named and len(set(numbers)) == len(numbers) and 0 not in numbers:
+        if all(STRICT_NAME_RE.match(n) for n in names) and sorted(numbers) == list(range(1, len(numbers) + 1)):
+            return "strict", [], {}
+        return "format-patch", [], {}
+    series = "".join(f"{n}\n" for n in names).encode()
+    return (
+        "quilt",
+        [f"{directory}: names are not NNNN-slug.patch with unique numbers: naming quilt, a series file lists them"],
+        {f"{directory}/series": series},
+    )
+
+
+def _has_patches(root: Path, directory: str) -> bool:
+    base = root / directory
+    return base.is_dir() and any(p.is_file() and p.suffix in (".patch", ".diff") for p in base.iterdir())
+
+
+def _expand_pin(value: str, url: str) -> tuple[str, str | None]:
+    """VALUE as a full commit id when it is one or the upstream (a local repository) can
+    expand it; else VALUE unchanged and a note saying it must be expanded."""
+    if _FULL_RE.match(value):
+        return value, None
+    local = _local_repository(url)
+    if local is not None:
+        result = git.run(["rev-parse", "--verify", "--quiet", f"{value}^{{commit}}"], local, check=False)
+        if result.ok and _FULL_RE.match(result.stdout.strip()):
+            return result.stdout.strip(), None
+    return value, (
+        f"pin {value!r} is not a full 40-hex commit id and the upstream is not a local repository to expand it: "
+        "replace it in matrix.yaml (git rev-parse it in a clone) or rerun with --pin"
+    )
+
+
+def _local_repository(url: str) -> Path | None:
+    path = Path(url.removeprefix("file://")) if url.startswith("file://") or url.startswith("/") else None
+    if path is not None and path.is_dir():
+        return path
+    return None
+
+
+def _checked_pin(pin: str, url: str) -> str:
+    resolved, note = _expand_pin(pin, url)
+    if note is not None:
+        raise UsageError(f"--pin {pin!r}: {note.split(': ', 1)[0]} must be a full 40-hex commit id")
+    return resolved
+
+
+def _name_from_url(url: str) -> str:
+    tail = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    return _safe_name(tail.removesuffix(".git") or "upstream")
+
+
+def _safe_name(text: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")
+    return name or "upstream"
+
+
+def q(text: str) -> str:
+    """TEXT as a YAML scalar: plain where that reads back as the same string, else single-quoted."""
+    if _PLAIN_RE.match(text) and text.lower() not in _YAML_WORDS and not re.fullmatch(r"[0-9.eE+-]+", text):
+        return text
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _flow(items: tuple[str, ...] | list[str]) -> str:
+    return "[" + ", ".join(q(i) for i in items) + "]"
+
+
+def render_config(layout: Layout, source: str | None) -> str:
+    """matrix.yaml for LAYOUT, with a comment on every key."""
+    out = [
+        "# patchctl's single source of truth: upstream pins, patch series, CI build matrix.",
+        "# Written by `patchctl init" + (f" --from {source}" if source else "") + "`; schema v1 (see the README).",
+        "version: 1",
+        "",
+    ]
+    if not layout.upstream:
+        out += [
+            "# Each upstream: where it lives and the commit the series apply to. For example:",
+            "#   llama.cpp:",
+            "#     url: https://github.com/ggml-org/llama.cpp   # or a local path / file:// URL",
+            "#     branch: master                              # what pin-sync and the canary follow",
+            "#     pin: <40-hex commit id>                     # the exact commit the series apply to",
+            "upstreams: {}",
+            "",
+            "# Each series: a directory of patches applied, in order, to one upstream's pin. For example:",
+            "#   llama.cpp:",
+            "#     upstream: llama.cpp",
+            "#     dir: patches/llama.cpp        # NNNN-slug.patch files (naming: format-patch)",
+            "#     exclude: []                   # paths a patch may not touch (default: ['*.md', 'docs/**'])",
+            "series: {}",
+            "",
+        ]
+        return "\n".join(out)
+    out += [
+        "upstreams:",
+        f"  {q(layout.upstream)}:",
+        f"    url: {q(layout.url)}  # where the upstream is fetched from (--upstream-url NAME=URL overrides it)",
+        f"    branch: {q(layout.branch)}  # the branch `pin-sync --latest` and the canary follow",
+        f"    pin: {q(layout.pin)}  # the commit the series apply to: a full 40-hex commit id",
+    ]
+    if layout.pin_files:
+        out.append("    # other places that hold the same pin; lint (PC010) checks them, pin-sync moves them")
+        out.append("    pin_files:")
+        for entry in layout.pin_files:
+            out.append(f"      - {{path: {q(entry.path)}, pattern: {q(entry.pattern)}}}")
+    out += [
+        "",
+        "series:",
+        f"  {q(layout.series)}:",
+        f"    upstream: {q(layout.upstream)}  # the upstream whose pin the patches apply to",
+        f"    dir: {q(layout.dir)}  # the patch files, relative to this file",
+        f"    naming: {layout.naming}  # format-patch: NNNN-slug.patch in name order; strict: no gaps,"
+        " lower-case; quilt: the order of DIR/series",
+        "    exclude: []  # paths no patch may touch (lint PC004); [] allows every path",
+    ]
+    if layout.allow_empty:
+        out.append("    allow_empty: true  # no patch yet: remove once the first one is in")
+    if layout.vendor:
+        out.append("    # copies of the patched tree into this repository (`patchctl vendor`; `vendor --check` in CI)")
+        out.append("    vendor:")
+        for copy in layout.vendor:
+            out.append(f"      - from: {q(copy.source)}  # upstream directory ('' = the tree's root)")
+            out.append(f"        to: {q(copy.dest)}  # the repository directory it is copied into")
+            out.append("        # globs relative to `from`: what is copied")
+            out.append("        include:")
+            out += [f"          - {q(g)}" for g in copy.include]
+            out.append("        # globs relative to `from`: never copied")
+            out.append(f"        exclude: {_flow(copy.exclude)}")
+            out.append("        # globs relative to `to`: the project's own files there, never written nor deleted")
+            out.append(f"        protect: {_flow(copy.protect)}")
+    return "\n".join(out) + "\n"
+
+
+def pre_commit_snippet(layout: Layout) -> str:
+    """A .pre-commit-config.yaml running the installed patchctl (a `local` repo: no rev to pin)."""
+    files = r"^(matrix\.yaml|templates/.*"
+    if layout.dir:
+        files += "|" + re.escape(layout.dir) + "/.*"
+    files += ")$"
+    lines = [
+        "# patchctl's checks before each commit (https://pre-commit.com), run by the installed patchctl.",
+        "repos:",
+        "  - repo: local",
+        "    hooks:",
+        "      - id: patchctl-lint",
+        "        name: patchctl lint",
+        "        entry: patchctl lint --no-apply",
+        "        language: system",
+        "        pass_filenames: false",
+        f"        files: {q(files)}",
+    ]
+    if layout.series:
+        lines += [
+            "      - id: patchctl-export-check",
+            "        name: patchctl export --check",
+            f"        entry: patchctl export --check {layout.series}",
+            "        language: system",
+            "        pass_filenames: false",
+            f"        files: {q(files)}",
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,481 @@
+"""`patchctl init`: a new repository's files, and adopting the three existing layouts
+(makefile-sync, quilt, git-dir) without moving a file; lint passes right after.
+
+The vendor copies `--from makefile-sync` writes are checked by their structure here; `lint`
+and `vendor --check` on them run once `patchctl.commands.vendor` exists (the vendor branch)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from patchctl import config as config_mod
+from patchctl import git, templates_dir
+
+from . import realseries
+from .conftest import Repo, numbered, run_cli
+
+HAS_VENDOR = importlib.util.find_spec("patchctl.commands.vendor") is not None
+NEEDS_VENDOR = pytest.mark.skipif(
+    not HAS_VENDOR, reason="patchctl.commands.vendor is not on this branch: the `vendor:` key is not loadable yet"
+)
+OLLAMA_MIRROR = Path("/work/.mirror/ollama+ollama/repo")
+OLLAMA_COMMIT = "f63eea3d2"
+
+
+def ok(*args: str | Path) -> str:
+    result = run_cli(*args)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not {".git", ".patchctl"} & set(p.relative_to(root).parts)
+    }
+
+
+# ------------------------------------------------------------------ a new repository
+
+
+def test_new_repository_gets_config_templates_and_pre_commit_and_refuses_to_overwrite(tmp_path: Path) -> None:
+    root = tmp_path / "new"
+    git.init_repo(root)
+    out = ok("-C", root, "init")
+    assert "wrote matrix.yaml" in out and "wrote .pre-commit-config.yaml" in out
+    for template in templates_dir().glob("*.j2"):
+        assert (root / "templates" / template.name).read_bytes() == template.read_bytes()
+    config = config_mod.load(root / "matrix.yaml")
+    assert config.upstreams == {} and config.series == {}
+    assert "# Each upstream" in (root / "matrix.yaml").read_text()  # commented for a newcomer
+    hooks = yaml.safe_load((root / ".pre-commit-config.yaml").read_text())
+    assert [h["id"] for h in hooks["repos"][0]["hooks"]] == ["patchctl-lint"]
+    before = files_of(root)
+
+    again = run_cli("-C", root, "init")
+    assert again.exit_code == 2
+    assert again.stderr.count("\n") == 1
+    assert again.stderr.startswith("patchctl: error: refusing to overwrite matrix.yaml, templates/")
+    assert files_of(root) == before
+
+    (root / "matrix.yaml").write_text("# mine\n")
+    ok("-C", root, "init", "--force")
+    assert (root / "matrix.yaml").read_bytes() == before["matrix.yaml"]
+    assert not list(root.glob("**/*.patchctl-new-*")) and not list(root.glob("**/.*.tmp"))
+
+
+def test_existing_pre_commit_config_is_kept_and_the_snippet_printed(tmp_path: Path, upstream: Repo) -> None:
+    root = tmp_path / "new"
+    git.init_repo(root)
+    (root / ".pre-commit-config.yaml").write_text("repos: []\n")
+    out = ok("-C", root, "init", "--upstream-url", upstream.path, "--pin", upstream.head, "--name", "up")
+    assert (root / ".pre-commit-config.yaml").read_text() == "repos: []\n"
+    assert ".pre-commit-config.yaml exists; add these hooks to it:" in out
+    snippet = yaml.safe_load(out.split("add these hooks to it:\n", 1)[1])
+    entries = [h["entry"] for h in snippet["repos"][0]["hooks"]]
+    assert entries == ["patchctl lint --no-apply", "patchctl export --check up"]
+    config = config_mod.load(root / "matrix.yaml")
+    assert config.upstreams["up"].pin == upstream.head and config.upstreams["up"].branch == "main"
+    assert config.series["up"].allow_empty
+    assert "lint: no findings" in ok("-C", root, "lint")  # the empty series is declared, the pin reachable
+
+
+def test_bad_arguments_are_one_line_exit_2(tmp_path: Path, upstream: Repo) -> None:
+    root = tmp_path / "r"
+    git.init_repo(root)
+    cases = [
+        (["init", "--upstream-url", upstream.path], "give both --upstream-url and --pin"),
+        (["init", "--upstream-url", upstream.path, "--pin", "abc"], "must be a full 40-hex commit id"),
+        (["init", "--from", "quilt"], "debian/patches/series: no such file"),
+        (["init", "--from", "git-dir"], "--from git-dir needs the patch directory"),
+        (["init", "--from", "makefile-sync"], "Makefile.sync: no such file"),
+        (["init", "somedir"], "DIR is for --from quilt or --from git-dir"),
+    ]
+    for args, message in cases:
+        result = run_cli("-C", root, *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert result.stderr.count("\n") == 1 and message in result.stderr, (args, result.stderr)
+    (root / "debian" / "patches").mkdir(parents=True)
+    (root / "debian" / "patches" / "series").write_text("a.patch\n")
+    result = run_cli("-C", root, "init", "--from", "quilt")
+    assert result.exit_code == 2 and "needs --upstream-url and --pin" in result.stderr
+    assert files_of(root) == {"debian/patches/series": b"a.patch\n"}  # nothing written
+
+
+# ------------------------------------------------------------------ git-dir
+
+
+def _series_of_patches(upstream: Repo, into: Path, count: int = 3) -> list[str]:
+    """COUNT format-patch files on top of UPSTREAM's head, each from the one before (real git)."""
+    scratch = upstream.path.parent / "scratch"
+    git.run(["clone", "-q", str(upstream.path), str(scratch)], upstream.path.parent)
+    for i in range(1, count + 1):
+        (scratch / "src" / f"extra{i}.c").write_text(numbered(i + 2, f"extra{i}"))
+        git.commit_all(scratch, f"Add extra{i}\n\nThe reason for extra{i}.")
+    into.mkdir(parents=True, exist_ok=True)
+    git.run(["format-patch", "-q", "--zero-commit", "--no-signature", "-o", str(into), upstream.head], scratch)
+    shutil.rmtree(scratch)
+    return sorted(p.name for p in into.iterdir())
+
+
+def test_git_dir_with_a_makefile_pin_adopts_it_and_lint_passes(tmp_path: Path, upstream: Repo) -> None:
+    root = tmp_path / "proj"
+    git.init_repo(root)
+    names = _series_of_patches(upstream, root / "patches" / "llama.cpp")
+    (root / "Makefile").write_text(
+        f"LLAMA_REPO ?= file://{upstream.path}\nLLAMA_VERSION?={upstream.head}\n\nall:\n\techo $(LLAMA_VERSION)\n"
+    )
+    before = files_of(root)
+    out = ok("-C", root, "init", "--from", "git-dir", "patches/llama.cpp")
+    assert f"found: pin: {upstream.head} (Makefile:2 (LLAMA_VERSION))" in out
+    assert "found: pin file: Makefile:2 (LLAMA_VERSION)" in out
+    assert "found: naming: format-patch" in out
+    after = files_of(root)
+    assert {k: v for k, v in after.items() if k in before} == before  # no file moved or changed
+    config = config_mod.load(root / "matrix.yaml")
+    up = config.upstreams["upstream"]
+    assert up.url == f"file://{upstream.path}" and up.pin == upstream.head
+    (pin_file,) = up.pin_files
+    assert pin_file.path == "Makefile"
+    assert [m["pin"] for m in pin_file.pattern.finditer((root / "Makefile").read_text())] == [upstream.head]
+    series = config.series["llama.cpp"]
+    assert series.naming == "format-patch" and series.exclude == () and len(names) == 3
+    assert "lint: no findings" in ok("-C", root, "lint", "--no-apply")
+    assert "lint: no findings" in ok("-C", root, "lint")  # PC009 applies the series to the local upstream
+    # the Makefile line is a real pin file: a different sha there is PC010
+    (root / "Makefile").write_text((root / "Makefile").read_text().replace(upstream.head, "0" * 40))
+    result = run_cli("-C", root, "lint", "--no-apply")
+    assert result.exit_code == 1 and "PC010" in result.stdout
+
+
+def test_git_dir_with_a_version_file_holding_a_tag_resolves_it_from_a_local_upstream(
+    tmp_path: Path, upstream: Repo
+) -> None:
+    upstream.git("tag", "b1234")
+    root = tmp_path / "proj"
+    git.init_repo(root)
+    _series_of_patches(upstream, root / "patches", 2)
+    (root / "LLAMA_CPP_VERSION").write_text("b1234\n")
+    (root / "patches" / "0002-Add-extra2.patch").rename(root / "patches" / "0007-Add-extra2.patch")
+    out = ok("-C", root, "init", "--from", "git-dir", "patches", "--upstream-url", upstream.path, "--name", "llama")
+    assert f"found: pin: {upstream.head} (LLAMA_CPP_VERSION:1)" in out
+    assert "not mapped: LLAMA_CPP_VERSION:1: holds 'b1234', not the full commit id: no pin_files entry" in out
+    config = config_mod.load(root / "matrix.yaml")
+    assert config.series["llama"].naming == "format-patch"  # a gap: not strict
+    assert config.upstreams["llama"].pin_files == ()
+    assert "lint: no findings" in ok("-C", root, "lint")
+
+
+def test_git_dir_names_that_fit_no_numbering_get_a_quilt_series_file(tmp_path: Path, upstream: Repo) -> None:
+    root = tmp_path / "proj"
+    git.init_repo(root)
+    _series_of_patches(upstream, root / "p", 2)
+    (root / "p" / "0002-Add-extra2.patch").rename(root / "p" / "zz-second.patch")
+    out = ok("-C", root, "init", "--from", "git-dir", "p", "--upstream-url", upstream.path, "--pin", upstream.head)
+    assert "naming quilt, a series file lists them" in out
+    assert (root / "p" / "series").read_text() == "0001-Add-extra1.patch\nzz-second.patch\n"
+    assert "lint: no findings" in ok("-C", root, "lint")
+
+
+# ------------------------------------------------------------------ makefile-sync
+
+MAKEFILE_SYNC = """\
+UPSTREAM={url}
+WORKDIR=third_party/work
+FETCH_HEAD={pin}
+
+.PHONY: sync
+sync: vendored/core vendored/lib
+
+.PHONY: vendored/core
+vendored/core: third_party/work
+\trsync -arvzc --delete -f "include COPYING" -f "merge $@/.rsync-filter" $(addprefix $<,/COPYING /) $@
+
+.PHONY: vendored/lib
+vendored/lib: third_party/work
+\trsync -arvzc --delete -f "merge $@/.rsync-filter" $(addprefix $<,/COPYING /lib/) $@
+
+PATCHES=$(wildcard vendor-patches/*.patch)
+
+$(WORKDIR):
+\tgit clone $(UPSTREAM) $(WORKDIR)
+"""
+
+CORE_FILTER = """\
+# the project's own files in vendored/core
+protect .rsync-filter
+P *.go
+include /src/
+include /src/*.c
+include /include/
+include /include/util.h
+- *
+"""
+
+LIB_FILTER = """\
+protect /BUILD
+hide /internal.h
++ /sub/
++ *.h
++ *.c
+-! *.c
+exclude *
+"""
+
+
+def _sync_project(tmp_path: Path, upstream: Repo, pin: str) -> Path:
+    upstream.commit(
+        {"lib/a.c": "a\n", "lib/a.h": "a\n", "lib/internal.h": "i\n", "lib/sub/b.h": "b\n", "COPYING": "c\n"}
+    )
+    root = tmp_path / "proj"
+    git.init_repo(root)
+    _series_of_patches(upstream, root / "vendor-patches", 2)
+    (root / "Makefile.sync").write_text(MAKEFILE_SYNC.format(url=upstream.path, pin=pin))
+    (root / "vendored" / "core").mkdir(parents=True)
+    (root / "vendored" / "core" / ".rsync-filter").write_text(CORE_FILTER)
+    (root / "vendored" / "core" / "bind.go").write_text("package core\n")
+    (root / "vendored" / "lib").mkdir(parents=True)
+    (root / "vendored" / "lib" / ".rsync-filter").write_text(LIB_FILTER)
+    return root
+
+
+def test_makefile_sync_maps_upstream_pin_patches_and_each_rsync_copy(tmp_path: Path, upstream: Repo) -> None:
+    root = _sync_project(tmp_path, upstream, "PLACEHOLDER")
+    pin = upstream.head
+    (root / "Makefile.sync").write_text((root / "Makefile.sync").read_text().replace("PLACEHOLDER", pin))
+    before = files_of(root)
+    out = ok("-C", root, "init", "--from", "makefile-sync")
+    assert {k: v for k, v in files_of(root).items() if k in before} == before
+    lines = out.splitlines()
+    assert f"found: upstream: {upstream.path} (Makefile.sync: UPSTREAM)" in lines
+    assert f"found: pin: {pin} (Makefile.sync: FETCH_HEAD)" in lines
+    assert "found: pin file: Makefile.sync:3 (FETCH_HEAD)" in lines
+    assert "found: patches: vendor-patches (Makefile.sync: PATCHES)" in lines
+    not_mapped = [line for line in lines if line.startswith("not mapped:")]
+    assert not_mapped == [
+        "not mapped: vendored/lib: rsync filter rule '-! *.c': no vendor equivalent",
+    ]  # the COPYING rsync is given for vendored/lib is hidden by its filter: nothing to map
+    data = yaml.safe_load((root / "matrix.yaml").read_text())
+    assert data["upstreams"]["upstream"] == {
+        "url": str(upstream.path),
+        "branch": "main",
+        "pin": pin,
+        "pin_files": [{"path": "Makefile.sync", "pattern": r"^FETCH_HEAD=(?P<pin>[0-9a-f]{40})"}],
+    }
+    series = data["series"]["upstream"]  # the patch directory has no parent to name it: the upstream's name
+    assert series["dir"] == "vendor-patches" and series["naming"] == "format-patch" and series["exclude"] == []
+    assert series["vendor"] == [
+        {
+            "from": "",
+            "to": "vendored/core",
+            "include": ["src/*.c", "include/util.h", "COPYING", "src/COPYING", "include/COPYING"],
+            "exclude": [],
+            "protect": ["**/.rsync-filter", "**/*.go"],
+        },
+        {
+            "from": "lib",
+            "to": "vendored/lib",
+            "include": ["*.h", "*.c", "sub/*.h", "sub/*.c"],
+            "exclude": ["internal.h"],
+            "protect": ["BUILD"],
+        },
+    ]
+    if HAS_VENDOR:
+        assert "lint: no findings" in ok("-C", root, "lint", "--no-apply")
+
+
+def test_makefile_sync_short_pin_is_expanded_from_a_local_upstream(tmp_path: Path, upstream: Repo) -> None:
+    root = _sync_project(tmp_path, upstream, "PLACEHOLDER")
+    short = upstream.head[:9]
+    (root / "Makefile.sync").write_text((root / "Makefile.sync").read_text().replace("PLACEHOLDER", short))
+    out = ok("-C", root, "init", "--from", "makefile-sync")
+    assert f"found: pin: {upstream.head} (Makefile.sync: FETCH_HEAD)" in out
+    assert "FETCH_HEAD is not the full commit id: no pin_files entry" in out
+    assert yaml.safe_load((root / "matrix.yaml").read_text())["upstreams"]["upstream"]["pin"] == upstream.head
+
+
+UPSTREAM_TREE = {
+    "src/a.c": "a\n",
+    "src/b.h": "b\n",
+    "src/deep/c.c": "c\n",
+    "include/util.h": "u\n",
+    "include/other.h": "o\n",
+    "docs/x.c": "x\n",
+    "lib/CMakeLists.txt": "cmake\n",
+    "lib/other/e.h": "e\n",
+    "lib/sub/c.c": "c\n",
+    "lib/sub/d.txt": "d\n",
+    "lib/sub/deeper/f.h": "f\n",
+}
+
+
+def _glob(path: str, pattern: str) -> bool:
+    """Glob semantics of the vendor keys: '*' within a name, '**/' any directories (or none)."""
+    regex = re.escape(pattern).replace(r"\*\*/", "(?:.*/)?").replace(r"\*\*", ".*").replace(r"\*", "[^/]*")
+    regex = regex.replace(r"\?", "[^/]").replace(r"\[", "[").replace(r"\]", "]")
+    return re.fullmatch(regex, path) is not None
+
+
+@pytest.mark.skipif(not (shutil.which("rsync") and shutil.which("make")), reason="needs rsync and make")
+@pytest.mark.parametrize(
+    "lib_filter",
+    [
+        LIB_FILTER.replace("-! *.c\n", ""),  # a whitelist, without the one rule that has no mapping
+        "protect keep.me\n- *.txt\nexclude /other/\n- deeper/\n",  # exclusions only: everything else is copied
+    ],
+    ids=["whitelist", "exclusions"],
+)
+def test_vendor_globs_select_exactly_what_the_makefiles_rsync_copies(
+    tmp_path: Path, upstream: Repo, lib_filter: str
+) -> None:
+    """The real Makefile.sync, run by make with the real rsync, against the globs init wrote."""
+    upstream.commit(UPSTREAM_TREE)
+    root = _sync_project(tmp_path, upstream, "PLACEHOLDER")
+    pin = upstream.head
+    (root / "Makefile.sync").write_text((root / "Makefile.sync").read_text().replace("PLACEHOLDER", pin))
+    (root / "vendored" / "lib" / ".rsync-filter").write_text(lib_filter)
+    ok("-C", root, "init", "--from", "makefile-sync")
+    vendor = yaml.safe_load((root / "matrix.yaml").read_text())["series"]["upstream"]["vendor"]
+    git.run(["clone", "-q", str(upstream.path), "third_party/work"], root)
+    subprocess.run(
+        ["make", "-s", "-f", "Makefile.sync", "vendored/core", "vendored/lib"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+    upstream_files = git.run(["ls-tree", "-r", "--name-only", pin], upstream.path).stdout.split()
+    for copy in vendor:
+        copied = {str(p.relative_to(root / copy["to"])) for p in (root / copy["to"]).rglob("*") if p.is_file()} - {
+            ".rsync-filter",
+            "bind.go",
+        }
+        expected = set()
+        for path in upstream_files:
+            if copy["from"] and not path.startswith(copy["from"] + "/"):
+                continue
+            relative = path[len(copy["from"]) + 1 :] if copy["from"] else path
+            if any(_glob(relative, g) for g in copy["include"]) and not any(
+                _glob(relative, g) for g in copy["exclude"]
+            ):
+                expected.add(relative)
+        if copy["to"] == "vendored/lib" and "exclude *" in lib_filter:
+            assert "COPYING" not in copied  # given to rsync, hidden by the filter: nothing to map
+        elif copy["to"] == "vendored/lib":
+            assert "COPYING" in copied  # given to rsync from outside lib/: reported as not mapped
+            copied.discard("COPYING")
+        assert copied == expected, copy["to"]
+        assert len(copied) >= 3
+
+
+def test_makefile_sync_overrides_and_another_file(tmp_path: Path, upstream: Repo) -> None:
+    root = _sync_project(tmp_path, upstream, "ec98e2002")
+    (root / "Makefile.sync").rename(root / "sync.mk")
+    out = ok(
+        "-C",
+        root,
+        "init",
+        "--from",
+        "makefile-sync",
+        "--file",
+        "sync.mk",
+        "--upstream-url",
+        "https://example.org/u.git",
+        "--pin",
+        upstream.head,
+    )
+    assert "found: upstream: https://example.org/u.git (--upstream-url)" in out
+    assert f"found: pin: {upstream.head} (--pin)" in out
+    data = yaml.safe_load((root / "matrix.yaml").read_text())
+    assert data["upstreams"]["u"]["pin"] == upstream.head and "pin_files" not in data["upstreams"]["u"]
+    assert data["upstreams"]["u"]["branch"] == "master"  # not a local repository: the usual default
+
+
+def test_a_symlinked_templates_directory_leading_out_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    git.init_repo(root)
+    (tmp_path / "elsewhere").mkdir()
+    (root / "templates").symlink_to(tmp_path / "elsewhere")
+    result = run_cli("-C", root, "init", "--force")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert "outside the repository" in result.stderr
+    assert list((tmp_path / "elsewhere").iterdir()) == [] and not (root / "matrix.yaml").exists()
+
+
+@NEEDS_VENDOR
+def test_makefile_sync_adoption_lints_and_vendor_check_passes(tmp_path: Path, upstream: Repo) -> None:
+    root = _sync_project(tmp_path, upstream, upstream.head)
+    ok("-C", root, "init", "--from", "makefile-sync")
+    assert "lint: no findings" in ok("-C", root, "lint")
+    ok("-C", root, "vendor")
+    ok("-C", root, "vendor", "--check")
+    assert (root / "vendored" / "core" / "bind.go").read_text() == "package core\n"  # protected
+
+
+# ------------------------------------------------------------------ real data
+
+
+@pytest.mark.realseries
+def test_quilt_adopts_debians_tar_series_and_apply_and_export_check_pass(tmp_path: Path) -> None:
+    series = realseries.tar_series()
+    root = tmp_path / "tar"
+    git.init_repo(root)
+    directory = root / "debian" / "patches"
+    directory.mkdir(parents=True)
+    for name, data in series.patches.items():
+        (directory / name).write_bytes(data)
+    (directory / "series").write_text("".join(f"{n}\n" for n in series.quilt_names))
+    (root / "debian" / "changelog").write_text("tar (1.34+dfsg-1.2+deb12u1) bookworm; urgency=medium\n")
+    before = files_of(root)
+    out = ok("-C", root, "init", "--from", "quilt", "--upstream-url", series.upstream, "--pin", series.pin)
+    assert f"found: series: debian/patches/series ({len(series.quilt_names)} patch(es))" in out
+    assert {k: v for k, v in files_of(root).items() if k in before} == before
+    config = config_mod.load(root / "matrix.yaml")
+    assert config.series["tar"].naming == "quilt" and config.series["tar"].dir == root / "debian" / "patches"
+    # lint's only findings are on the content of Debian's three header-less patches (no subject,
+    # no description), which adopting cannot fix without editing them: no naming, exclude or apply finding
+    result = run_cli("-C", root, "lint")
+    rules = sorted({line.split(": ")[1] for line in result.stdout.splitlines()})
+    assert result.exit_code == 1 and rules == ["PC007", "PC008"], result.output
+    ok("-C", root, "apply")
+    ok("-C", root, "export", "tar", "--check")
+    assert files_of(root) == {**before, **{k: v for k, v in files_of(root).items() if k not in before}}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not OLLAMA_MIRROR.is_dir(), reason=f"no mirror of ollama at {OLLAMA_MIRROR} (CI has none)")
+def test_makefile_sync_on_ollamas_last_vendoring_commit(tmp_path: Path) -> None:
+    root = tmp_path / "ollama"
+    root.mkdir()
+    paths = ["Makefile.sync", "llama/patches", "llama/llama.cpp/.rsync-filter", "ml/backend/ggml/ggml/.rsync-filter"]
+    archive = subprocess.run(
+        ["git", "-C", str(OLLAMA_MIRROR), "archive", OLLAMA_COMMIT, *paths], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
+    git.init_repo(root)
+    out = ok("-C", root, "init", "--from", "makefile-sync")
+    print(out)  # what it could not map: shown with -s
+    assert "found: upstream: https://github.com/ggml-org/llama.cpp.git (Makefile.sync: UPSTREAM)" in out
+    assert "found: pin: ec98e2002 (Makefile.sync: FETCH_HEAD)" in out
+    assert "pin 'ec98e2002' is not a full 40-hex commit id" in out  # no clone of llama.cpp here to expand it
+    data = yaml.safe_load((root / "matrix.yaml").read_text())
+    series = data["series"]["llama"]
+    assert series["dir"] == "llama/patches" and series["naming"] == "format-patch"
+    assert len(list((root / "llama" / "patches").glob("*.patch"))) == 36
+    assert len(list((root / "llama" / "patches").iterdir())) == 37  # and .gitignore
+    first, second = series["vendor"]
+    assert (first["from"], first["to"]) == ("", "llama/llama.cpp")
+    assert (second["from"], second["to"]) == ("ggml", "ml/backend/ggml/ggml")
+    assert {"src/llama.*", "include/llama.*", "LICENSE", "tools/mtmd/clip.cpp"} <= set(first["include"])
+    assert first["protect"] == ["**/.rsync-filter", "**/*.go"] and first["exclude"] == []
+    assert {"CMakeLists.txt", "src/ggml-cuda/*.cu", "src/*.[chm]", "include/*.[chm]"} <= set(second["include"])
+    assert second["exclude"] == ["CMakeLists.txt", "include/ggml-webgpu.h"]
+    assert second["protect"] == ["**/.rsync-filter", "**/*.go", "**/*-embed.*", "**/ollama-*"]
+    assert re.search(r"not mapped: ml/backend/ggml/ggml: rsync also copies the upstream file LICENSE", out)
