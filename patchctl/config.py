@@ -24,7 +24,7 @@
         allow_crlf: false
         allow_binary: false
         build: [{name, runner: local|docker, command, image, timeout, env, pass_env}]
-        gates: [{name, command, timeout, baseline, pass_env}]
+        gates: [{name, command, timeout, baseline, pass_env, slow}]
 
 Gates and build steps run with a scrubbed environment (`patchctl.gate_env`); `pass_env:`
 lists the further variables one of them receives from patchctl's environment.
@@ -124,6 +124,7 @@ class Gate:
     timeout: int = 1800
     baseline: dict[str, Any] | None = None
     pass_env: tuple[str, ...] = ()
+    slow: bool = False  # `patchctl gate --skip-slow` (pull-request CI) leaves it out
 
 
 @dataclass(frozen=True)
@@ -405,7 +406,9 @@ def _series(config: Config, name: str) -> Series:
     gates = []
     for i in range(len(v.optional_list(keypath, "gates"))):
         gate = keypath + ("gates", i)
-        baseline = v.mapping(v.at(gate), gate, ("name", "command", "timeout", "baseline", "pass_env")).get("baseline")
+        baseline = v.mapping(v.at(gate), gate, ("name", "command", "timeout", "baseline", "pass_env", "slow")).get(
+            "baseline"
+        )
         if baseline is not None and not isinstance(baseline, dict):
             raise config.error(keypath + ("gates", i, "baseline"), "baseline must be a mapping")
         gates.append(
@@ -415,6 +418,7 @@ def _series(config: Config, name: str) -> Series:
                 timeout=v.positive_int(gate, "timeout", 1800),
                 baseline=baseline,
                 pass_env=_pass_env(config, v, gate),
+                slow=v.boolean(gate, "slow", False),
             )
         )
     return Series(

@@ -57,13 +57,16 @@ class GateResult:
     ok: bool
     returncode: int | None
     duration_s: float = json_field(digits=3)
-    log: Path
+    log: Path | None  # None: not run (skipped)
     reason: str = ""
     cases: list[GateCase] = field(default_factory=list)
     baseline: str = "none"  # none | match | mismatch | updated
+    skipped: bool = False  # a `slow: true` gate under --skip-slow: not run, so not passed either
 
     def lines(self) -> list[str]:
         """`PASS name (1.2 s, 3/3 cases passed)`, then a line per case."""
+        if self.skipped:
+            return [f"SKIP {self.name} ({self.reason})"]
         status = "PASS" if self.ok else "FAIL"
         cases = f", {sum(c.ok for c in self.cases)}/{len(self.cases)} cases passed" if self.cases else ""
         baseline = f", baseline {self.baseline}" if self.baseline != "none" else ""
@@ -95,11 +98,18 @@ def run_gates(
     *,
     update_baseline: bool = False,
     log_dir: Path | None = None,
+    skip_slow: bool = False,
 ) -> list[GateResult]:
-    """Run every gate of the series in order; stop at the first failure. Raises GatesFailed."""
+    """Run every gate of the series in order (with SKIP_SLOW, those not marked `slow: true`);
+    stop at the first failure. Raises GatesFailed."""
     series = config.get_series(series_name)
     if not series.gates:
         raise UsageError(f"series {series.name} declares no gates in {config.path.name}")
+    if skip_slow and all(gate.slow for gate in series.gates):
+        raise UsageError(
+            f"every gate of series {series.name} is marked slow: --skip-slow would check nothing "
+            f"(run `patchctl gate {series.name}`, or mark a gate slow: false)"
+        )
     read_series(series)  # fail closed: a missing or empty series directory is an error here too
     tree = (tree or worktree.applied_tree(config.root, series.name)).resolve()
     check_tree(tree, series)
@@ -116,6 +126,9 @@ def run_gates(
             "PATCHCTL_UPSTREAM_REV": _upstream_rev(tree),
         }
         for index, gate in enumerate(series.gates):
+            if skip_slow and gate.slow:
+                results.append(GateResult(gate.name, True, None, 0.0, None, "slow: true, --skip-slow", skipped=True))
+                continue
             env = gate_env.scrubbed(pass_env=gate.pass_env, extra=patchctl_vars)
             log = log_dir / f"{index + 1:02d}-{worktree.log_name(gate.name)}.log"
             with progress.step(f"gate {gate.name} ({series.name})", tail=log):

@@ -21,9 +21,16 @@ from ..errors import UsageError
 @click.option(
     "--update-baseline", is_flag=True, help="Record changed gate output digests in matrix.yaml instead of failing."
 )
+@click.option(
+    "--skip-slow",
+    is_flag=True,
+    help="Leave out the gates marked `slow: true` (pull-request CI); each is listed as SKIP.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @pass_app
-def gate_cmd(app: AppContext, series: tuple[str, ...], tree: Path | None, update_baseline: bool, as_json: bool) -> None:
+def gate_cmd(
+    app: AppContext, series: tuple[str, ...], tree: Path | None, update_baseline: bool, skip_slow: bool, as_json: bool
+) -> None:
     """Run the gates matrix.yaml declares for SERIES (default: every series with gates).
 
     \b
@@ -37,6 +44,7 @@ def gate_cmd(app: AppContext, series: tuple[str, ...], tree: Path | None, update
     Examples:
       patchctl apply && patchctl gate
       patchctl gate llama.cpp --json
+      patchctl gate --skip-slow                     # on a pull request: the cheap gates only
       patchctl gate llama.cpp --update-baseline     # after an intended engine change
     """
     app.lock_project()
@@ -47,7 +55,9 @@ def gate_cmd(app: AppContext, series: tuple[str, ...], tree: Path | None, update
         raise UsageError("--tree needs exactly one SERIES")
     for name in names:
         try:
-            results = gates.run_gates(app.config, name, app.path(tree), update_baseline=update_baseline)
+            results = gates.run_gates(
+                app.config, name, app.path(tree), update_baseline=update_baseline, skip_slow=skip_slow
+            )
         except gates.GatesFailed as failed:
             _print_gates(failed.results, as_json, name)
             raise

@@ -102,3 +102,40 @@ def test_gate_needs_an_applied_tree(project: Project, upstream: Repo, cli) -> No
     with_gates(project, upstream, "- name: noop\n  command: 'true'\n")
     result = cli("-C", project.path, "gate", "main")
     assert result.exit_code == 2 and "run `patchctl apply main` first" in result.stderr
+
+
+SLOW_AND_CHEAP = """\
+- name: cheap
+  command: echo cheap > "$PATCHCTL_ROOT/cheap-ran"
+- name: expensive
+  command: echo expensive > "$PATCHCTL_ROOT/expensive-ran"
+  slow: true
+"""
+
+
+def test_skip_slow_runs_the_cheap_gates_and_lists_the_slow_ones(project: Project, upstream: Repo, cli) -> None:
+    with_gates(project, upstream, SLOW_AND_CHEAP)
+    assert cli("-C", project.path, "apply").exit_code == 0
+    result = cli("-C", project.path, "gate", "main", "--skip-slow")
+    assert result.exit_code == 0, result.output
+    assert "PASS cheap" in result.stdout and "SKIP expensive (slow: true, --skip-slow)" in result.stdout
+    assert (project.path / "cheap-ran").exists() and not (project.path / "expensive-ran").exists()
+    payload = json.loads(cli("-C", project.path, "gate", "main", "--skip-slow", "--json").stdout)
+    assert [(g["name"], g["skipped"]) for g in payload["gates"]] == [("cheap", False), ("expensive", True)]
+    assert cli("-C", project.path, "gate", "main").exit_code == 0  # without the flag: every gate
+    assert (project.path / "expensive-ran").exists()
+
+
+def test_skip_slow_with_only_slow_gates_checks_nothing_and_fails(project: Project, upstream: Repo, cli) -> None:
+    with_gates(project, upstream, "- name: expensive\n  command: 'true'\n  slow: true\n")
+    assert cli("-C", project.path, "apply").exit_code == 0
+    result = cli("-C", project.path, "gate", "main", "--skip-slow")
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("patchctl: error: every gate of series main is marked slow: --skip-slow would check nothing")
+
+
+def test_slow_must_be_a_boolean(project: Project, upstream: Repo, cli) -> None:
+    with_gates(project, upstream, "- name: expensive\n  command: 'true'\n  slow: sometimes\n")
+    result = cli("-C", project.path, "lint", "--no-apply")
+    assert result.exit_code == 2 and "slow" in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -51,6 +51,15 @@ def test_ci_runs_patchctl_through_the_action_on_a_pull_request(tmp_path: Path, u
     ]
     gate = job.steps["gate"]
     assert "line-twenty-patched" in Path(gate.outputs["report"]).read_text()
+    # A gate marked slow: true is left to pin-sync: a pull request lists it as skipped.
+    slow = GATE + "  - name: too-slow-for-a-pull-request\n    command: 'exit 1'\n    slow: true\n"
+    write_config(project, upstream.head, series_extra=slow)
+    job = harness(tmp_path, project.path, github={"event_name": "pull_request"}).run_job(
+        workflow(project, "ci.yml"), "patchctl"
+    )
+    assert job.status == "success" and ran_commands(job)[-1] == ("gate", "pass")
+    report = Path(job.steps["gate"].outputs["report"]).read_text()
+    assert "SKIP too-slow-for-a-pull-request (slow: true, --skip-slow)" in report
     # The same job fails, and says which check, when a gate fails.
     write_config(project, upstream.head, series_extra=GATE.replace("MAIN 20 patched", "MAIN 21 patched"))
     job = harness(tmp_path, project.path, github={"event_name": "pull_request"}).run_job(
