@@ -22,6 +22,9 @@ from docker.errors import DockerException, ImageNotFound
 from filelock import FileLock
 
 TOOLCHAIN_IMAGE = "patchctl-toolchain:bookworm"
+# The same with CMake and make: what the canary's compile tests build CMake projects with.
+CMAKE_TOOLCHAIN_IMAGE = "patchctl-toolchain-cmake:bookworm"
+PACKAGES = {TOOLCHAIN_IMAGE: ("g++",), CMAKE_TOOLCHAIN_IMAGE: ("g++", "cmake", "make")}
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = os.environ.get("PATCHCTL_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # Shared by every worker and every run on the machine (tests point PATCHCTL_CACHE at tmp dirs).
@@ -60,7 +63,7 @@ def ensure_toolchain_image(client: docker.DockerClient, tag: str = TOOLCHAIN_IMA
     """TAG in the engine, building it first when it is missing. Returns TAG."""
     if has_image(client, tag):
         return tag
-    with FileLock(str(LOCK_PATH), timeout=BUILD_TIMEOUT_S):
+    with FileLock(str(LOCK_PATH), timeout=BUILD_TIMEOUT_S):  # one lock for every tag: one debootstrap at a time
         if not has_image(client, tag):  # another worker may have built it while we waited
             _build(client, tag)
     return tag
@@ -75,7 +78,14 @@ def _build(client: docker.DockerClient, tag: str) -> None:
     with tempfile.TemporaryDirectory(prefix="patchctl-rootfs-", dir="/var/tmp") as scratch:
         rootfs = Path(scratch) / "rootfs"
         proc = subprocess.run(
-            [debootstrap, "--variant=minbase", "--include=g++", DEBIAN_SUITE, str(rootfs), DEBIAN_MIRROR],
+            [
+                debootstrap,
+                "--variant=minbase",
+                "--include=" + ",".join(PACKAGES.get(tag, ("g++",))),
+                DEBIAN_SUITE,
+                str(rootfs),
+                DEBIAN_MIRROR,
+            ],
             capture_output=True,
             text=True,
             timeout=BUILD_TIMEOUT_S,
