@@ -25,7 +25,6 @@ def make_project(tmp_path: Path, matrix_text: str | None = None) -> Path:
     project.mkdir()
     (project / "matrix.yaml").write_text(GOOD.read_text() if matrix_text is None else matrix_text)
     shutil.copytree(REPO / "templates", project / "templates")
-    write_build_inputs(project, project / "matrix.yaml")
     return project
 
 

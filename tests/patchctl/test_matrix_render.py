@@ -284,7 +284,7 @@ def test_free_text_with_an_expression_is_refused_at_render(cli, tmp_path: Path) 
     result = cli("-C", project, "matrix", "render")
     assert result.exit_code == 2
     assert "templates/index.yaml.j2: refusing to render 'see ${{ secrets.TOKEN }}'" in result.stderr
-    assert not (project / ".github").exists() and not (project / "backend/index.yaml").exists()
+    assert not (project / ".github").exists() and not (project / "backend").exists()
 
 
 def test_yaml_breaking_free_text_is_quoted(cli, tmp_path: Path) -> None:
