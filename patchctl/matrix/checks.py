@@ -602,7 +602,8 @@ def _inside(root: Path, name: str) -> Path | None:
     relative = PurePosixPath(name.replace("\\", "/"))
     if not name or relative.is_absolute() or ".." in relative.parts:
         return None
-    return root / relative
+    path = root / relative
+    return path if path.resolve().is_relative_to(root.resolve()) else None  # no symlink out of it
 
 
 def make_targets(makefile: Path) -> list[str]:
