@@ -656,7 +656,7 @@ def build_inputs(matrix: BuildMatrix) -> list[Finding]:
             name = row.get(key)
             path = _inside(root, name)
             if path is None:
-                problem = "is not set" if not name else f"{name!r} is not a relative path inside the repository"
+                problem = "is not set" if not name else f"{name!r} leaves the repository (absolute, .. or a link out)"
             elif not (path.is_dir() if want_dir else path.is_file()):
                 problem = f"{name} is not a {'directory' if want_dir else 'file'} in the repository"
             else:

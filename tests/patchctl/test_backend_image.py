@@ -240,3 +240,19 @@ def test_the_cpu_image_decodes_the_tiny_model_the_same_with_paged_placement_off_
     assert set(stock.tokens) == {case.name for case in CASES}
     results = compare_paged(CASES, stock, paged) + compare_engine(model, CASES, stock).results
     assert [r.name for r in results if not r.ok] == [], [r.line() if hasattr(r, "line") else r for r in results]
+
+
+def test_matrix_check_fails_on_a_missing_or_escaping_dockerfile(cli, project: Path, tmp_path: Path) -> None:
+    assert cli("-C", project, "matrix", "check").exit_code == 0
+    (project / "backend/Dockerfile").unlink()
+    result = cli("-C", project, "matrix", "check", "--json")
+    assert result.exit_code == 1
+    found = json.loads(result.stdout)["findings"]
+    assert [f["rule"] for f in found] == ["MX701"] * 4
+    assert "dockerfile ./backend/Dockerfile is not a file in the repository" in found[0]["message"]
+    outside = tmp_path / "Dockerfile"
+    outside.write_text("FROM scratch\n")
+    (project / "backend/Dockerfile").symlink_to(outside)
+    found = json.loads(cli("-C", project, "matrix", "check", "--json").stdout)["findings"]
+    assert [f["rule"] for f in found] == ["MX701"] * 4
+    assert "'./backend/Dockerfile' leaves the repository (absolute, .. or a link out)" in found[0]["message"]
