@@ -105,6 +105,8 @@ def matrix_check_cmd(
       MX401 canary toolchain matches a shipped row
       MX501 tracking pins equal            MX502 tracking pins not auto-bumped
       MX601 backends declare their paths
+      MX701 a row's dockerfile, context or make target exists
+      MX702 at most 256 jobs per matrix (GitHub's limit)
     Findings print as FILE:LINE: RULE: message (and ::error annotations under GitHub
     Actions). An allowlist silences known findings by rule and subject (a glob).
 
@@ -148,7 +150,8 @@ def matrix_changed_cmd(
     A row is selected when a changed file matches its backend's `paths` or `shared`
     globs in matrix.yaml (a shared path rebuilds every backend that lists it), or when
     the row itself changed in matrix.yaml. Without FILES or --base: uncommitted changes.
-    --json gives GitHub Actions matrices: `fromJSON(...).linux` and `.darwin`.
+    --json gives GitHub Actions matrices: `fromJSON(...).linux` and `.darwin`; a matrix
+    above GitHub's 256 jobs is refused (exit 1) rather than printed.
 
     \b
     Examples:

@@ -49,6 +49,10 @@ DEFAULT_ACTIONS: dict[str, ActionPin] = {
         ActionPin("actions/cache/restore", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
         ActionPin("actions/cache/save", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
         ActionPin("peter-evans/create-pull-request", "5f6978faf089d4d20b00c7766989d076bb2fc7f1", "v8.1.1"),
+        ActionPin("docker/metadata-action", "dc802804100637a589fabce1cb79ff13a1411302", "v6.2.0"),
+        ActionPin("docker/setup-buildx-action", "37fe631027851001ddb9b187196cc803df7f5f0e", "v4.3.0"),
+        ActionPin("docker/login-action", "4907a6ddec9925e35a0a9e82d7399ccc52663121", "v4.1.0"),
+        ActionPin("docker/build-push-action", "53b7df96c91f9c12dcc8a07bcb9ccacbed38856a", "v7.3.0"),
     )
 }
 

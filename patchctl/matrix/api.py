@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import config as config_mod
 from .. import git, journal, worktree
+from ..errors import CheckFailed
 from ..findings import Finding
 from ..jsonout import json_field, to_json
 from . import allowlist, checks, sources
@@ -97,7 +98,17 @@ def check(
 def changed(
     config: config_mod.Config, *, base: str | None = None, files: tuple[str, ...] = (), everything: bool = False
 ) -> ChangedRows:
-    """The rows to rebuild for FILES, or for what changed since BASE (uncommitted changes without either)."""
+    """The rows to rebuild for FILES, or for what changed since BASE (uncommitted changes without either).
+
+    Raises CheckFailed rather than hand GitHub a matrix above its 256 jobs (MX702)."""
+    result = _changed(config, base=base, files=files, everything=everything)
+    problem = result.over_limit(checks.MAX_MATRIX_JOBS)
+    if problem is not None:
+        raise CheckFailed(problem)
+    return result
+
+
+def _changed(config: config_mod.Config, *, base: str | None, files: tuple[str, ...], everything: bool) -> ChangedRows:
     matrix = sources.from_config(config)
     if everything:
         return select(matrix, [], everything=True)

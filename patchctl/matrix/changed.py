@@ -70,6 +70,18 @@ class ChangedRows:
     def all_reasons(self) -> list[dict[str, Any]]:
         return [vars(r) for r in self.reasons] + [{"row": name, "matrix": True} for name in self.edited_rows]
 
+    def over_limit(self, limit: int) -> str | None:
+        """Why GitHub would refuse these rows (a matrix above LIMIT jobs), or None."""
+        sizes = {"Linux": len(self.linux_matrix["include"]), "macOS": len(self.darwin_matrix["include"])}
+        sizes["amd64/arm64 merge"] = len(self.pairs)
+        over = [f"{what} {count}" for what, count in sizes.items() if count > limit]
+        if not over:
+            return None
+        return (
+            f"matrix changed: {', '.join(over)} rows, above GitHub's {limit} jobs per matrix "
+            "(the workflow would be refused): split the rows over more workflows"
+        )
+
     def lines(self) -> list[str]:
         """What `patchctl matrix changed` prints: why each row was picked, then the rows."""
         out = [reason.describe() for reason in self.reasons]

@@ -19,12 +19,16 @@ that an allowlist can name.
     MX501  pins that track another are equal to it
     MX502  a tracking pin is not listed for nightly auto-bumping
     MX601  every built backend declares the paths it is built from, and every declared one is built
+    MX701  what a row builds from exists: a Linux row's dockerfile and context, a macOS row's make target
+    MX702  no matrix the workflow fans out over has more than GitHub's 256 jobs
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path, PurePosixPath
 
 from ..config import Config
 from ..findings import Finding
@@ -36,7 +40,7 @@ from .conventions import (
     name_promise_broken,
     row_toolchain,
 )
-from .model import LINUX, BuildMatrix, CanaryToolchain, Row, Variant
+from .model import DARWIN, LINUX, BuildMatrix, CanaryToolchain, Row, Variant
 
 RULES = {
     "MX101": "tag-suffix follows the naming convention",
@@ -56,7 +60,14 @@ RULES = {
     "MX501": "tracking pins are equal",
     "MX502": "tracking pins are not auto-bumped",
     "MX601": "backends declare their paths",
+    "MX701": "dockerfile, context and make target exist",
+    "MX702": "at most 256 jobs per matrix",
 }
+# GitHub Actions: "A matrix will generate a maximum of 256 jobs per workflow run."
+MAX_MATRIX_JOBS = 256
+# What the backend workflow's macOS job runs for a row: `make backends/<backend>-darwin`.
+DARWIN_MAKE_TARGET = "backends/{backend}-darwin"
+MAKEFILES = ("GNUmakefile", "makefile", "Makefile")
 TAG_PREFIXES = ("latest", "master")
 
 
@@ -583,6 +594,101 @@ def backend_paths(matrix: BuildMatrix) -> list[Finding]:
     return found
 
 
+# ---------------------------------------------------------------- build inputs, GitHub limits
+
+
+def _inside(root: Path, name: str) -> Path | None:
+    """ROOT/NAME when NAME is a relative path that stays inside ROOT, else None."""
+    relative = PurePosixPath(name.replace("\\", "/"))
+    if not name or relative.is_absolute() or ".." in relative.parts:
+        return None
+    path = root / relative
+    return path if path.resolve().is_relative_to(root.resolve()) else None  # no symlink out of it
+
+
+def make_targets(makefile: Path) -> list[str]:
+    """The explicit and pattern targets of a Makefile's rules (`a b: deps`, `backends/%-darwin:`)."""
+    targets = []
+    for line in makefile.read_text(errors="replace").splitlines():
+        if not line or line[0] in " \t#" or line.startswith("."):
+            continue
+        match = re.match(r"([^:=#]+?)\s*::?(?!=)", line)
+        if match and "$" not in match.group(1):
+            targets += match.group(1).split()
+    return targets
+
+
+def _target_made(target: str, targets: list[str]) -> bool:
+    return any(t == target or ("%" in t and re.fullmatch(re.escape(t).replace("%", ".+", 1), target)) for t in targets)
+
+
+def build_inputs(matrix: BuildMatrix) -> list[Finding]:
+    found = []
+    root = matrix.root
+    for row in matrix.rows:
+        if root is None:  # fail closed: nothing says where the files would be
+            found.append(
+                Finding(
+                    row.file,
+                    row.line,
+                    "MX701",
+                    f"{row.describe()}: no repository root to look for its files in",
+                    row.subject,
+                )
+            )
+            continue
+        if row.section == DARWIN:
+            target = DARWIN_MAKE_TARGET.format(backend=row.backend)
+            makefile = next((root / name for name in MAKEFILES if (root / name).is_file()), None)
+            if makefile is None or not _target_made(target, make_targets(makefile)):
+                where = f"{makefile.name} has no rule for it" if makefile else "there is no Makefile"
+                found.append(
+                    Finding(
+                        row.file,
+                        row.line,
+                        "MX701",
+                        f"{row.describe()}: builds with `make {target}` but {where}",
+                        row.subject,
+                    )
+                )
+            continue
+        for key, want_dir in (("dockerfile", False), ("context", True)):
+            name = row.get(key)
+            path = _inside(root, name)
+            if path is None:
+                problem = "is not set" if not name else f"{name!r} leaves the repository (absolute, .. or a link out)"
+            elif not (path.is_dir() if want_dir else path.is_file()):
+                problem = f"{name} is not a {'directory' if want_dir else 'file'} in the repository"
+            else:
+                continue
+            found.append(Finding(row.file, row.line, "MX701", f"{row.describe()}: {key} {problem}", row.subject))
+    return found
+
+
+def matrix_sizes(matrix: BuildMatrix) -> list[Finding]:
+    """The workflow runs three matrices: Linux rows, macOS rows, and one merge job per amd64/arm64 pair."""
+    found = []
+    pairs: dict[str, Row] = {}
+    for row in matrix.linux_rows():
+        if row.get("platform-tag"):
+            pairs.setdefault(row.tag_suffix, row)
+    jobs = {"Linux": matrix.linux_rows(), "macOS": matrix.darwin_rows(), "amd64/arm64 merge": list(pairs.values())}
+    for what, rows in jobs.items():
+        if len(rows) > MAX_MATRIX_JOBS:
+            first = rows[MAX_MATRIX_JOBS]
+            found.append(
+                Finding(
+                    first.file,
+                    first.line,
+                    "MX702",
+                    f"the {what} matrix has {len(rows)} jobs, above GitHub's {MAX_MATRIX_JOBS} per matrix "
+                    f"(from {first.describe()} on): split the rows over more workflows",
+                    what,
+                )
+            )
+    return found
+
+
 MATRIX_CHECKS: tuple[Callable[[BuildMatrix], list[Finding]], ...] = (
     tag_suffix_convention,
     tag_suffix_unique,
@@ -599,6 +705,8 @@ MATRIX_CHECKS: tuple[Callable[[BuildMatrix], list[Finding]], ...] = (
     variant_names,
     canary_toolchains,
     backend_paths,
+    build_inputs,
+    matrix_sizes,
 )
 
 

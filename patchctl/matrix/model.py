@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .actions import DEFAULT_ACTIONS, ActionPin
 
@@ -138,6 +139,7 @@ class BuildMatrix:
     index_output: str = "backend/index.yaml"
     capabilities: tuple[str, ...] | None = None  # None: LocalAI's set (conventions.KNOWN_CAPABILITIES)
     actions: dict[str, ActionPin] = field(default_factory=lambda: dict(DEFAULT_ACTIONS))  # owner/repo -> pin
+    root: Path | None = None  # the repository the rows' dockerfile/context/Makefile paths are relative to
     # Lookup tables, built on first use (the matrix is not changed after loading).
     _variants_by_name: dict[str, Variant] | None = field(default=None, repr=False, compare=False)
     _rows_by_suffix: dict[str, list[Row]] | None = field(default=None, repr=False, compare=False)

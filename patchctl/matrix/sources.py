@@ -25,7 +25,9 @@ def from_config(config: config_mod.Config) -> BuildMatrix:
     from .schema import from_sections
 
     display = display_path(config.path, config.root)
-    return from_sections(config.doc, display, config.raw, set(config.upstreams))
+    matrix = from_sections(config.doc, display, config.raw, set(config.upstreams))
+    matrix.root = config.root
+    return matrix
 
 
 def load_localai_matrix(path: Path, base: Path) -> BuildMatrix:
@@ -35,7 +37,9 @@ def load_localai_matrix(path: Path, base: Path) -> BuildMatrix:
     reader.mapping(doc.data, (), tuple(doc.data) if isinstance(doc.data, dict) else ())
     if LINUX not in doc.data and DARWIN not in doc.data:
         raise ConfigError(f"{display}:1: neither 'include:' nor 'includeDarwin:' found: not a backend matrix")
-    matrix = BuildMatrix(matrix_file=display)
+    # LocalAI keeps it in .github/: the paths its rows name are relative to the repository root
+    root = path.resolve().parent
+    matrix = BuildMatrix(matrix_file=display, root=root.parent if root.name == ".github" else root)
     matrix.rows = reader.rows(doc.data.get(LINUX), (LINUX,), LINUX) + reader.rows(
         doc.data.get(DARWIN), (DARWIN,), DARWIN
     )

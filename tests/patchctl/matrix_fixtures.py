@@ -8,6 +8,8 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "matrix"
 GOOD = FIXTURES / "good" / "matrix.yaml"
@@ -46,3 +48,25 @@ def check_args(case: Path) -> list[str]:
     if (case / "index.yaml").exists():
         args += ["--index", str(case / "index.yaml")]
     return args
+
+
+def write_build_inputs(root: Path, matrix_file: Path) -> None:
+    """The files MATRIX_FILE's rows build from (MX701), created under ROOT: each Linux row's
+    dockerfile and context, and a Makefile with the macOS job's `backends/%-darwin` rule."""
+    try:
+        data = yaml.safe_load(matrix_file.read_text())
+    except yaml.YAMLError:  # a test of a broken matrix.yaml: there is nothing to build
+        return
+    if not isinstance(data, dict):
+        return
+    for row in data.get("include") or []:
+        if not isinstance(row, dict):
+            continue
+        if row.get("dockerfile"):
+            dockerfile = root / row["dockerfile"]
+            dockerfile.parent.mkdir(parents=True, exist_ok=True)
+            dockerfile.write_text(f"# a fixture: what rows with dockerfile {row['dockerfile']} build from\n")
+        if row.get("context"):
+            (root / row["context"]).mkdir(parents=True, exist_ok=True)
+    if data.get("includeDarwin"):
+        (root / "Makefile").write_text("# a fixture: the macOS job's target\nbackends/%-darwin:\n\ttrue\n")

@@ -9,7 +9,7 @@ import pytest
 
 from patchctl.matrix.conventions import KNOWN_CAPABILITIES
 
-from .matrix_fixtures import GOOD
+from .matrix_fixtures import GOOD, write_build_inputs
 
 INDEX_HEADER = "index:\n  output: backend/index.yaml\n"
 
@@ -25,6 +25,7 @@ def with_capabilities(tmp_path: Path, listing: str, extra_key: str = "") -> Path
         )
     path = tmp_path / "matrix.yaml"
     path.write_text(text)
+    write_build_inputs(tmp_path, path)
     return path
 
 

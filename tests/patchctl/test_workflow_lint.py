@@ -20,6 +20,8 @@ from .tools import installed_tool
 
 PINNED_USES = re.compile(r"^\s*-?\s*uses: ([A-Za-z0-9-]+/[A-Za-z0-9._/-]+)@([0-9a-f]{40}) # (v[0-9.]+)$")
 WORKFLOWS = ("backend.yml", "canary.yml", "ci.yml", "pin-sync.yml")
+# backend.yml's jobs that log in to the registries and push images
+PUBLISH_JOBS = ("linux-publish", "merge")
 
 
 def tool(name: str) -> str:
@@ -129,12 +131,17 @@ def test_least_privilege_and_fork_safety() -> None:
         assert document["permissions"] == {}, f"{name}: top-level permissions must be empty"
         triggers = set(document[True])  # PyYAML reads the key `on` as True
         assert "pull_request_target" not in triggers and "workflow_run" not in triggers
-        text = (REPO / ".github/workflows" / name).read_text()
-        # The one secret: pin-sync's bot token, in a workflow only a person or the clock starts.
-        secrets = set(re.findall(r"secrets\.[A-Za-z0-9_]+", text))
-        assert secrets <= ({"secrets.PATCHCTL_BOT_TOKEN"} if name == "pin-sync.yml" else set()), f"{name}: {secrets}"
         for job_name, job in document["jobs"].items():
             writes = {scope for scope, level in job.get("permissions", {}).items() if level == "write"}
+            secrets = set(re.findall(r"secrets\.[A-Za-z0-9_]+", yaml.safe_dump(job)))
+            if name == "backend.yml" and job_name in PUBLISH_JOBS:
+                # The image pushes: only when the plan says so (default branch or a v* tag, never a PR).
+                assert "needs.plan.outputs.push == 'true'" in job["if"], f"{name}:{job_name}: {job['if']}"
+                assert writes <= {"packages"}, f"{name}:{job_name} writes {writes}"
+                continue
+            # Besides those: pin-sync's bot token, in a workflow only a person or the clock starts.
+            allowed = {"secrets.PATCHCTL_BOT_TOKEN"} if name == "pin-sync.yml" else set()
+            assert secrets <= allowed, f"{name}:{job_name}: {secrets}"
             if writes:
                 # Only a person or the clock may start a job that pushes.
                 assert triggers <= {"workflow_dispatch", "schedule"}, f"{name}:{job_name} writes on {triggers}"
