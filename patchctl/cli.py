@@ -172,6 +172,11 @@ cli.add_lazy_command(
     "Apply every series to the upstream tip: an early warning that never modifies the repository.",
 )
 cli.add_lazy_command(
+    "vendor",
+    "patchctl.commands.vendor:vendor_cmd",
+    "Write the vendored copies of SERIES (default: every series with `vendor:`) from pin + series.",
+)
+cli.add_lazy_command(
     "init",
     "patchctl.commands.init:init_cmd",
     "Write matrix.yaml, templates/ and a pre-commit config, or adopt an existing layout.",

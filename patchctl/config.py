@@ -25,6 +25,12 @@
         allow_binary: false
         build: [{name, runner: local|docker, command, image, timeout, env, pass_env}]
         gates: [{name, command, timeout, baseline, pass_env, slow}]
+        vendor:                  # optional: copies of the patched tree kept in this repository
+          - from: src            # upstream directory ('' = the tree's root)
+            to: third_party/up/src   # repository directory (patchctl vendor writes it)
+            include: ['**']      # globs relative to `from`: what is copied
+            exclude: []          # globs relative to `from`: never copied
+            protect: ['**/*.go'] # globs relative to `to`: the project's own files, never touched
 
 Gates and build steps run with a scrubbed environment (`patchctl.gate_env`); `pass_env:`
 lists the further variables one of them receives from patchctl's environment.
@@ -128,6 +134,19 @@ class Gate:
 
 
 @dataclass(frozen=True)
+class VendorCopy:
+    """One `vendor:` entry: the files of the patched tree under SOURCE that INCLUDE selects and
+    EXCLUDE does not, copied to DEST; PROTECT names the project's own files in DEST."""
+
+    source: str  # upstream directory, '/'-separated, relative to the tree ('' = its root)
+    dest: str  # repository directory, relative to matrix.yaml's
+    include: tuple[str, ...] = ("**",)
+    exclude: tuple[str, ...] = ()
+    protect: tuple[str, ...] = ()
+    where: str = ""  # FILE:LINE: KEYPATH of the entry, for errors
+
+
+@dataclass(frozen=True)
 class Series:
     name: str
     upstream: str
@@ -140,6 +159,7 @@ class Series:
     gates: tuple[Gate, ...] = ()
     # Fail closed: a series with no patch is an error unless matrix.yaml says it is intended.
     allow_empty: bool = False
+    vendor: tuple[VendorCopy, ...] = ()
     # Where `dir:` (or the series, when it has no `dir:`) is in matrix.yaml, as FILE:LINE: KEYPATH,
     # for errors about the directory; and the repository root its files must stay inside.
     where: str = ""
@@ -288,6 +308,7 @@ def _validate(config: Config) -> None:
             raise config.error(("upstreams", name, "tracks"), "an upstream cannot track itself")
     for name in data.get("series", {}):
         config.series[name] = _series(config, name)
+    _check_vendor_destinations(config)
 
 
 def _check_name(config: Config, keypath: KeyPath, name: Any) -> None:
@@ -356,7 +377,18 @@ def _series(config: Config, name: str) -> Series:
     data = v.mapping(
         v.at(keypath),
         keypath,
-        ("upstream", "dir", "exclude", "allow_crlf", "allow_binary", "allow_empty", "naming", "build", "gates"),
+        (
+            "upstream",
+            "dir",
+            "exclude",
+            "allow_crlf",
+            "allow_binary",
+            "allow_empty",
+            "naming",
+            "build",
+            "gates",
+            "vendor",
+        ),
     )
     upstream = v.string(keypath, "upstream")
     if upstream not in config.upstreams:
@@ -433,9 +465,64 @@ def _series(config: Config, name: str) -> Series:
         build=tuple(build),
         gates=tuple(gates),
         allow_empty=v.boolean(keypath, "allow_empty", False),
+        vendor=_vendor(config, v, keypath),
         where=f"{config.doc.path}:{config.doc.line_of(keypath + ('dir',))}: {format_keypath(keypath + ('dir',))}",
         root=config.root,
     )
+
+
+def _vendor(config: Config, v: Validator, keypath: KeyPath) -> tuple[VendorCopy, ...]:
+    copies = []
+    for i, entry in enumerate(v.optional_list(keypath, "vendor")):
+        at = keypath + ("vendor", i)
+        v.mapping(entry, at, ("from", "to", "include", "exclude", "protect"), required=("from", "to"))
+        source = entry["from"]
+        if not isinstance(source, str):
+            raise config.error(at + ("from",), f"must be a string ('' for the tree's root), got {kind(source)}")
+        source = source.strip("/")
+        if source in ("", "."):
+            source = ""
+        else:
+            _check_relative(config, at + ("from",), source)
+        dest = v.string(at, "to").strip("/")
+        _check_relative(config, at + ("to",), dest)
+        if dest in ("", ".") or Path(dest).parts[0] in (".git", ".patchctl"):
+            raise config.error(at + ("to",), f"must be a directory of its own in the repository, not {dest!r}")
+        globs = {}
+        for key, default in (("include", ["**"]), ("exclude", []), ("protect", [])):
+            patterns = v.optional_list(at, key) if key in entry else default
+            for j, pattern in enumerate(patterns):
+                if not isinstance(pattern, str) or not pattern.strip() or pattern.startswith("/") or "\0" in pattern:
+                    raise config.error(
+                        at + (key, j), f"must be a non-empty glob relative to the directory, got {pattern!r}"
+                    )
+            globs[key] = tuple(patterns)
+        if not globs["include"]:
+            raise config.error(at + ("include",), "selects nothing: give at least one glob (['**']: every file)")
+        where = f"{config.doc.path}:{config.doc.line_of(at)}: {format_keypath(at)}"
+        copies.append(VendorCopy(source, Path(dest).as_posix(), **globs, where=where))
+    return tuple(copies)
+
+
+def _check_vendor_destinations(config: Config) -> None:
+    """Every vendored copy owns its directory: none inside another, nor inside a patch directory."""
+    owners: list[tuple[str, str, KeyPath]] = []
+    for series in config.series.values():
+        for i, copy in enumerate(series.vendor):
+            owners.append(
+                (copy.dest, f"the vendored copy of series {series.name}", ("series", series.name, "vendor", i, "to"))
+            )
+    dirs = [
+        (s.dir.relative_to(config.root).as_posix(), f"the patch directory of series {s.name}")
+        for s in config.series.values()
+    ]
+    for index, (dest, _what, at) in enumerate(owners):
+        others = [(d, w) for d, w, _ in owners[:index]] + dirs
+        for other, what in others:
+            if dest == other or dest.startswith(other + "/") or other.startswith(dest + "/"):
+                raise config.error(
+                    at, f"{dest} overlaps {other}, {what}: each vendored copy needs a directory of its own"
+                )
 
 
 def _pass_env(config: Config, v: Validator, keypath: KeyPath) -> tuple[str, ...]:

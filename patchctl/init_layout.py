@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import git
+from .config import VendorCopy
 from .errors import UsageError
+from .globs import glob_match
 from .patchset import FORMAT_PATCH_SLUG_MAX, PATCH_NAME_RE, STRICT_NAME_RE
 
 LAYOUTS = ("makefile-sync", "quilt", "git-dir")
@@ -36,15 +38,6 @@ _HEX_RE = re.compile(r"^[0-9a-f]{7,40}$")
 _FULL_RE = re.compile(r"^[0-9a-f]{40}$")
 _PLAIN_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@+-]*$")
 _YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
-
-
-@dataclass(frozen=True)
-class VendorCopy:
-    source: str  # upstream directory, relative to the patched tree ('' = its root)
-    dest: str  # repository directory it is copied into
-    include: tuple[str, ...] = ("**",)
-    exclude: tuple[str, ...] = ()
-    protect: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -396,28 +389,6 @@ def map_filter(rules: list[Rule]) -> tuple[list[str], list[str], list[str], list
     else:
         include = ["**"]
     return include, _unique(exclude), _unique(protect), notes
-
-
-def glob_match(path: str, pattern: str) -> bool:
-    """The vendor globs' reading: '*' and '?' within a name, '[...]' a class, '**/' any
-    directories or none, '**' anything."""
-    regex, i = "", 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            regex, i = regex + "(?:.*/)?", i + 3
-        elif pattern.startswith("**", i):
-            regex, i = regex + ".*", i + 2
-        elif pattern[i] == "*":
-            regex, i = regex + "[^/]*", i + 1
-        elif pattern[i] == "?":
-            regex, i = regex + "[^/]", i + 1
-        elif pattern[i] == "[" and "]" in pattern[i + 1 :]:
-            end = pattern.index("]", i + 1)
-            body = pattern[i + 1 : end].replace("\\", "\\\\")
-            regex, i = regex + "[" + ("^" + body[1:] if body.startswith("!") else body) + "]", end + 1
-        else:
-            regex, i = regex + re.escape(pattern[i]), i + 1
-    return re.fullmatch(regex, path) is not None
 
 
 def _unique(items: list[str]) -> list[str]:

@@ -39,6 +39,7 @@ BACKUP_INFIX = ".patchctl-old-"
 class FileChange:
     path: Path
     new: bytes | None  # None: delete the file
+    mode: int | None = None  # permission bits of the new file (default: the old file's, or the umask's)
 
     @property
     def deletes(self) -> bool:
@@ -151,7 +152,7 @@ def _stage(change: FileChange, entry: dict) -> None:
     target = change.path
     target.parent.mkdir(parents=True, exist_ok=True)
     if change.new is not None:
-        _write_synced(Path(entry["staged"]), change.new, like=target)
+        _write_synced(Path(entry["staged"]), change.new, like=target, mode=change.mode)
     if entry["backup"] is not None:
         backup = Path(entry["backup"])
         backup.unlink(missing_ok=True)
@@ -173,12 +174,14 @@ def _write_journal(journal: Path, state: str, entries: list[dict]) -> None:
     atomic_write_text(journal, json.dumps({"state": state, "entries": entries}, indent=2) + "\n")
 
 
-def _write_synced(path: Path, data: bytes, like: Path) -> None:
+def _write_synced(path: Path, data: bytes, like: Path, mode: int | None = None) -> None:
     with open(path, "wb") as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
-    if like.exists():
+    if mode is not None:
+        os.chmod(path, mode)
+    elif like.exists():
         os.chmod(path, like.stat().st_mode & 0o7777)
 
 

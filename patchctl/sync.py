@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from . import exporter, git, pinfile, worktree
+from . import exporter, git, pinfile, vendor, worktree
 from .applier import (
     PatchOutcome,
     Status,
@@ -201,6 +201,8 @@ def pin_sync(
         )
 
     pinfile.pin_changes(config, name, target)  # a broken pin_files entry fails now, not after the gates
+    with timer.phase("vendor"):
+        _refuse_vendored_edits(config, store, [s for s in series_list if s.vendor])
     state = SyncState(
         name,
         up.pin,
@@ -317,7 +319,8 @@ def _run(
         report.next_steps = _conflict_steps(config, state) if markers else _by_hand_steps(config, state)
         raise SyncStopped(report, f"pin-sync of {state.upstream} {what}: {stopped}; see the report for what to do")
 
-    planned: dict[str, tuple[list[exporter.GeneratedPatch], exporter.ExportResult]] = {}
+    # series -> (its new patches, the export result, the changes to its vendored copies)
+    planned: dict[str, tuple[list[exporter.GeneratedPatch], exporter.ExportResult, list[pinfile.FileChange]]] = {}
     for entry in state.series:
         series = config.get_series(entry.name)
         ok = _gate_series(config, store, state, series, Path(entry.tree), report, planned, timer, say)
@@ -351,19 +354,35 @@ def _run(
             ]
             return report
         commit_pin_update(config.root, changes)
+        vendor.prune_empty_dirs(config, [c.path for _, _, vendored in planned.values() for c in vendored if c.deletes])
         _remove_sync_root(config, store, worktree.sync_root(config.root, state.upstream), state)
     report.state = "synced"
     report.warnings = _drop_warnings(state, done=True)  # the files are gone now: say so in the past tense
     report.warnings += [
         f"series {name} has no patch left: every command now refuses it (fail closed); remove it from "
         f"{config.path.name} or set allow_empty: true on it"
-        for name, (patches, _) in planned.items()
+        for name, (patches, _, _) in planned.items()
         if not patches and not config.get_series(name).allow_empty
     ]
     report.next_steps = (
         [f"review and commit: git add {' '.join(report.files_changed)} && git commit"] if changes else []
     )
     return report
+
+
+def _refuse_vendored_edits(config: Config, store: Store, series_list: list[Series]) -> None:
+    """A vendored copy that is not the old pin + series holds edits pin-sync would overwrite:
+    refuse before anything is replayed, saying how to keep or drop them."""
+    for series in series_list:
+        repo, rev, head = vendor.patched_commit(config, store, series)
+        differences = vendor.compare(config, series, vendor.wanted_files(config, series, repo, head))
+        if differences:
+            raise UsageError(
+                f"the vendored copy of series {series.name} differs from {rev[:12]} + series "
+                f"({differences[0].line()}{f' and {len(differences) - 1} more' if len(differences) > 1 else ''}): "
+                f"turn the edits into a patch (`patchctl export {series.name} --from-vendor`) or drop them "
+                "(`patchctl vendor`) before moving the pin"
+            )
 
 
 def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
@@ -676,7 +695,13 @@ def _gate_series(
                 )
             if not all(r.ok for r in results):
                 return False
-        planned[series.name] = (patches_plan, export_result)
+        # The vendored copies move with the pin and the series: read from the tree the gates passed on.
+        head = git.rev_parse(gate_tree, "HEAD")
+        planned[series.name] = (
+            patches_plan,
+            export_result,
+            vendor.changes_from_tree(config, series, mirror.path, head),
+        )
         return True
     finally:
         store.remove_worktree(mirror, gate_tree)
@@ -705,7 +730,7 @@ def _strict_apply(
 
 def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.FileChange]:
     changes: list[pinfile.FileChange] = []
-    for name, (patches_plan, export_result) in planned.items():
+    for name, (patches_plan, export_result, vendored) in planned.items():
         directory = config.get_series(name).dir
         for patch in patches_plan:
             target = directory / patch.name
@@ -714,6 +739,7 @@ def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.Fi
         changes += [pinfile.FileChange(directory / gone, None) for gone in export_result.removed]
         if export_result.quilt_series is not None:
             changes.append(pinfile.FileChange(directory / QUILT_SERIES_FILE, export_result.quilt_series))
+        changes += vendored
     changes += pinfile.pin_changes(config, state.upstream, state.target)
     return changes
 

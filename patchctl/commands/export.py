@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .. import apply_job, exporter, worktree
+from .. import apply_job, exporter, vendor, worktree
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
 from ..errors import UsageError
 
@@ -19,12 +19,31 @@ from ..errors import UsageError
     type=click.Path(file_okay=False, path_type=Path),
     help="Work tree whose commits on top of the pin become the series (default: .patchctl/trees/SERIES).",
 )
+@click.option(
+    "--from-vendor",
+    is_flag=True,
+    help="Take the edits made in the series' vendored copy (matrix.yaml `vendor:`) back as a new patch.",
+)
+@click.option(
+    "-m",
+    "--message",
+    default=vendor.DEFAULT_MESSAGE,
+    show_default=True,
+    help="With --from-vendor: the new patch's commit message (its first line names the patch).",
+)
 @click.option("--base", help="Commit the series starts from (default: the upstream's pin).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 listing the patches that are out of date.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_app
 def export_cmd(
-    app: AppContext, series: str, from_dir: Path | None, base: str | None, check: bool, as_json: bool
+    app: AppContext,
+    series: str,
+    from_dir: Path | None,
+    from_vendor: bool,
+    message: str,
+    base: str | None,
+    check: bool,
+    as_json: bool,
 ) -> None:
     """Regenerate SERIES from the commits on top of the pin in a work tree.
 
@@ -41,13 +60,22 @@ def export_cmd(
       (cd .patchctl/trees/llama.cpp && git commit -am "Fix slot finder")
       patchctl export llama.cpp
       patchctl export llama.cpp --check           # in CI: exit 1 when patches/ is stale
+      patchctl export llama --from-vendor -m "Fix slot finder"   # edits in the vendored copy
     """
+    if from_vendor:  # (the project lock is taken below: export writes)
+        if from_dir is not None or check or base is not None:
+            raise UsageError(
+                "--from-vendor takes the edits from the vendored copy: it goes without --from, --base, --check"
+            )
     # A fresh clone has no applied tree: --check applies the series first (what `apply` makes),
     # so the check (and its pre-commit hook) works anywhere; plain export needs your commits.
     fresh = from_dir is None and not worktree.applied_tree(app.root, series).exists()
     if not check or fresh:
         app.lock_project()
     config = app.config
+    if from_vendor:
+        _take_back_vendored_edits(app, series, message)
+        fresh = False
     source = app.path(from_dir) or worktree.applied_tree(config.root, config.get_series(series).name)
     if fresh and not source.exists():
         exporter.read_existing(config, series, check=check)  # a misspelled dir: name its line first
@@ -64,7 +92,27 @@ def export_cmd(
         if as_json:
             emit_json(stale.result)
         raise
+    if from_vendor:
+        # The tree's new commit is in the series now: re-apply it so that the tree is pin + series
+        # again (a marker `apply`, `gate` and the next --from-vendor trust).
+        apply_job.apply(config, app.store, (series,), force=True)
     if as_json:
         emit_json(result)
         return
     echo_lines(result.lines())
+
+
+def _take_back_vendored_edits(app: AppContext, name: str, message: str) -> None:
+    """Commit the vendored copy's edits in the applied tree (applied first, and refused when it
+    holds work of its own), so that the export that follows turns them into a patch."""
+    config = app.config
+    series = vendor.vendored_series(config, (name,))[0]
+    if not message.strip():
+        raise UsageError("--message is empty: the new patch needs a subject")
+    (result,) = apply_job.apply(config, app.store, (name,))
+    changed = vendor.take_back(config, series, result.tree, message)
+    click.echo(
+        f"patchctl: {len(changed)} file(s) edited in the vendored copy, committed in "
+        f"{worktree.display(config.root, result.tree)}",
+        err=True,
+    )

@@ -231,10 +231,12 @@ exclude *
 """
 
 
-def _sync_project(tmp_path: Path, upstream: Repo, pin: str) -> Path:
+def _sync_project(tmp_path: Path, upstream: Repo, pin: str | None = None) -> Path:
+    """A vendoring project on UPSTREAM; PIN defaults to the upstream commit that adds lib/."""
     upstream.commit(
         {"lib/a.c": "a\n", "lib/a.h": "a\n", "lib/internal.h": "i\n", "lib/sub/b.h": "b\n", "COPYING": "c\n"}
     )
+    pin = pin or upstream.head
     root = tmp_path / "proj"
     git.init_repo(root)
     _series_of_patches(upstream, root / "vendor-patches", 2)
@@ -411,7 +413,7 @@ def test_a_symlinked_templates_directory_leading_out_is_refused(tmp_path: Path) 
 
 @NEEDS_VENDOR
 def test_makefile_sync_adoption_lints_and_vendor_check_passes(tmp_path: Path, upstream: Repo) -> None:
-    root = _sync_project(tmp_path, upstream, upstream.head)
+    root = _sync_project(tmp_path, upstream)
     ok("-C", root, "init", "--from", "makefile-sync")
     assert "lint: no findings" in ok("-C", root, "lint")
     ok("-C", root, "vendor")

@@ -1,0 +1,382 @@
+"""Vendored copies of the patched tree: the domain of `patchctl vendor` (and of the vendored
+half of `pin-sync` and `export --from-vendor`).
+
+A series' `vendor:` entries (`config.VendorCopy`) say which files of the patched tree (the
+upstream at its pin with the series applied) the repository carries, and where. A file of
+the tree at FROM/PATH is *selected* when an include glob matches PATH and no exclude glob
+does; it belongs at TO/PATH unless a protect glob matches PATH (then that path is the
+project's own). Within TO, the copy *manages* every path that is selected and not
+protected: such a file must equal the tree's (bytes and executable bit), and one the tree
+lacks is stale and deleted. Every other file in TO (build glue, bindings) is left alone.
+
+The patched tree is built in the upstream's mirror with a private index (no work tree is
+checked out); file contents are compared by their git blob ids, so a check reads a vendored
+file only when its size matches. Writes go through the journal: all or nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import git, journal, worktree
+from .applier import apply_series_to_index, is_clean
+from .config import Config, Series, VendorCopy
+from .confine import inside_repository
+from .errors import CheckFailed, UsageError
+from .globs import any_match
+from .jsonout import json_field
+from .patchset import read_series
+from .store import Store, prefetch_blobs
+
+REGULAR_MODES = {"100644": 0o644, "100755": 0o755}
+DEFAULT_MESSAGE = "Changes made in the vendored copy"
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One file of a vendored copy, as pin + series has it."""
+
+    source: str  # path in the patched tree
+    mode: str  # git mode: 100644 or 100755
+    blob: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Difference:
+    path: str  # repository-relative
+    kind: str  # "differs" | "mode" | "missing" | "extra" | a file kind ("symlink", "directory", ...)
+
+    def line(self) -> str:
+        what = {
+            "differs": "differs from pin + series",
+            "mode": "executable bit differs from pin + series",
+            "missing": "missing (pin + series has it)",
+            "extra": "not in pin + series (a stale file the copy manages)",
+        }.get(self.kind, f"a {self.kind} where pin + series has a regular file")
+        return f"{self.path}: {what}"
+
+
+@dataclass
+class SeriesCopy:
+    """One series' vendored copies compared with (or written from) pin + series."""
+
+    series: str
+    rev: str  # the upstream pin
+    head: str  # the commit of the patched tree
+    files: int  # files the copies hold
+    differences: list[Difference] = field(default_factory=list)
+    written: list[str] = json_field(default_factory=list)
+    deleted: list[str] = json_field(default_factory=list)
+
+
+@dataclass
+class VendorResult:
+    check: bool
+    copies: list[SeriesCopy]
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.differences for c in self.copies) if self.check else True
+
+    def lines(self) -> list[str]:
+        out = []
+        for copy in self.copies:
+            where = f"{copy.series}: {copy.files} vendored file(s) from {copy.rev[:12]} + series"
+            if self.check:
+                out += [d.line() for d in copy.differences]
+                state = f"{len(copy.differences)} differ" if copy.differences else "up to date"
+                out.append(f"{where}: {state}")
+            elif copy.written or copy.deleted:
+                out.append(f"{where}: wrote {len(copy.written)}, deleted {len(copy.deleted)}")
+            else:
+                out.append(f"{where}: up to date (nothing written)")
+        return out
+
+
+class VendorOutOfDate(CheckFailed):
+    def __init__(self, result: VendorResult):
+        count = sum(len(c.differences) for c in result.copies)
+        super().__init__(f"{count} vendored file(s) differ from pin + series: run `patchctl vendor` to rewrite them")
+        self.result = result
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def vendored_series(config: Config, names: tuple[str, ...]) -> list[Series]:
+    """The named series (default: every series with a `vendor:` entry); fails closed when none is."""
+    selected = config.select_series(names)
+    without = [s.name for s in selected if not s.vendor]
+    if names and without:
+        raise UsageError(f"series {', '.join(without)} declares no `vendor:` copy in {config.path.name}")
+    chosen = [s for s in selected if s.vendor]
+    if not chosen:
+        raise UsageError(f"no series in {config.path.name} declares a `vendor:` copy: nothing to vendor or check")
+    return chosen
+
+
+def run(config: Config, store: Store, names: tuple[str, ...] = (), *, check: bool = False) -> VendorResult:
+    """Compare (CHECK) or rewrite the vendored copies of the named series from pin + series.
+    Raises VendorOutOfDate when a check finds a difference."""
+    copies = []
+    planned: list[journal.FileChange] = []
+    for series in vendored_series(config, names):
+        repo, rev, head = patched_commit(config, store, series)
+        wanted = wanted_files(config, series, repo, head)
+        copy = SeriesCopy(series.name, rev, head, len(wanted), compare(config, series, wanted))
+        if not check:
+            changes = changes_for(config, repo, head, wanted, copy.differences)
+            copy.written = [d.path for d in copy.differences if d.kind != "extra"]
+            copy.deleted = [d.path for d in copy.differences if d.kind == "extra"]
+            copy.differences = []
+            planned += changes
+        copies.append(copy)
+    if planned:
+        journal.commit(worktree.state_dir(config.root), planned)
+        prune_empty_dirs(config, [c.path for c in planned if c.deletes])
+    result = VendorResult(check, copies)
+    if not result.ok:
+        raise VendorOutOfDate(result)
+    return result
+
+
+def patched_commit(config: Config, store: Store, series: Series) -> tuple[Path, str, str]:
+    """(mirror, pin, commit of the pin with SERIES applied), made in the mirror's object store."""
+    upstream = config.get_upstream(series.upstream)
+    mirror = store.mirror(upstream.url, base=config.root)
+    rev = store.resolve_pin(mirror, config, series.upstream)
+    outcomes, head = apply_series_to_index(mirror.path, rev, read_series(series))
+    failure = next((o for o in outcomes if not o.ok), None)
+    if failure is not None:
+        raise CheckFailed(
+            f"series {series.name} does not apply to {rev[:12]}: {failure.describe()}; the vendored copy cannot be "
+            "made from it (fix the series first: patchctl lint)"
+        )
+    return mirror.path, rev, head
+
+
+# ---------------------------------------------------------------- what the copy should hold
+
+
+def wanted_files(config: Config, series: Series, repo: Path, commit: str) -> dict[str, Wanted]:
+    """Repository-relative path -> the file the vendored copies of SERIES hold there."""
+    wanted: dict[str, Wanted] = {}
+    for copy in series.vendor:
+        prefix = f"{copy.source}/" if copy.source else ""
+        scope = ["--", copy.source] if copy.source else []
+        listing = git.run(["ls-tree", "-r", "-l", "-z", "--full-tree", commit, *scope], repo)
+        selected = 0
+        for entry in listing.stdout.split("\0"):
+            if not entry:
+                continue
+            meta, _, source = entry.partition("\t")
+            mode, kind, blob, size = meta.split()
+            relative = source[len(prefix) :]
+            if kind != "blob" or not source.startswith(prefix) or not _selected(copy, relative):
+                continue  # a submodule (commit) is not a file to copy
+            selected += 1
+            if any_match(relative, copy.protect):
+                continue
+            if mode not in REGULAR_MODES:
+                raise UsageError(
+                    f"{copy.where}: the upstream's {source} is a symlink; a vendored copy holds regular files only: "
+                    f"add {relative!r} to exclude"
+                )
+            wanted[f"{copy.dest}/{relative}"] = Wanted(source, mode, blob, int(size))
+        if not selected:
+            raise UsageError(
+                f"{copy.where}: selects no file of the patched tree under {copy.source or 'its root'}/ at "
+                f"{commit[:12]} (check from, include and exclude)"
+            )
+    return wanted
+
+
+def _selected(copy: VendorCopy, relative: str) -> bool:
+    return any_match(relative, copy.include) and not any_match(relative, copy.exclude)
+
+
+def managed(copy: VendorCopy, relative: str) -> bool:
+    """Whether the vendored copy owns TO/RELATIVE (selected by the copy, not the project's)."""
+    return _selected(copy, relative) and not any_match(relative, copy.protect)
+
+
+# ---------------------------------------------------------------- comparing and writing
+
+
+def compare(config: Config, series: Series, wanted: dict[str, Wanted]) -> list[Difference]:
+    """Every managed path of SERIES' copies that does not hold what WANTED says, sorted."""
+    root = config.root
+    differences: dict[str, Difference] = {}
+    present: set[str] = set()
+    for copy in series.vendor:
+        for relative, info in _walk(root / copy.dest):
+            path = f"{copy.dest}/{relative}"
+            if not managed(copy, relative):
+                continue
+            present.add(path)
+            want = wanted.get(path)
+            if want is None:
+                differences[path] = Difference(path, "extra" if stat.S_ISREG(info.st_mode) else _kind(info))
+            elif not stat.S_ISREG(info.st_mode):
+                differences[path] = Difference(path, _kind(info))
+            elif info.st_size != want.size:
+                differences[path] = Difference(path, "differs")
+            else:
+                if _blob_id(root / path, info.st_size, want.blob) != want.blob:
+                    differences[path] = Difference(path, "differs")
+                elif bool(info.st_mode & 0o111) != (want.mode == "100755"):
+                    differences[path] = Difference(path, "mode")
+    for path in wanted.keys() - present:
+        differences[path] = Difference(path, "missing")
+    return [differences[p] for p in sorted(differences)]
+
+
+def changes_for(
+    config: Config, repo: Path, commit: str, wanted: dict[str, Wanted], differences: list[Difference]
+) -> list[journal.FileChange]:
+    """The journal changes that make the copies hold WANTED (COMMIT's files, read from REPO)."""
+    root = config.root
+    for difference in differences:
+        if difference.kind not in ("differs", "mode", "missing", "extra"):
+            raise UsageError(
+                f"{difference.path} is a {difference.kind} in a vendored directory, where patchctl writes regular "
+                f"files: remove it, then run `patchctl vendor` again"
+            )
+        inside_repository(root, root / difference.path)
+    rewrite = [wanted[d.path] for d in differences if d.kind != "extra"]
+    contents = read_blobs(repo, commit, rewrite)
+    changes = []
+    for difference in differences:
+        want = wanted.get(difference.path)
+        if want is None:
+            changes.append(journal.FileChange(root / difference.path, None))
+        else:
+            changes.append(journal.FileChange(root / difference.path, contents[want.blob], REGULAR_MODES[want.mode]))
+    return changes
+
+
+def changes_from_tree(config: Config, series: Series, repo: Path, commit: str) -> list[journal.FileChange]:
+    """The changes that bring SERIES' vendored copies to COMMIT's tree (pin-sync's new pin)."""
+    wanted = wanted_files(config, series, repo, commit)
+    return changes_for(config, repo, commit, wanted, compare(config, series, wanted))
+
+
+def read_blobs(repo: Path, commit: str, files: list[Wanted]) -> dict[str, bytes]:
+    """Blob id -> bytes of FILES (of COMMIT's tree); a blobless mirror fetches them in one request."""
+    if not files:
+        return {}
+    prefetch_blobs(repo, commit, [f.source for f in files])
+    request = "".join(f"{f.blob}\n" for f in files).encode()
+    out = git.run(["cat-file", "--batch"], repo, input=request, binary=True).stdout
+    contents: dict[str, bytes] = {}
+    at = 0
+    while at < len(out):
+        header_end = out.index(b"\n", at)
+        sha, kind, size = out[at:header_end].decode().split()
+        start = header_end + 1
+        contents[sha] = out[start : start + int(size)]
+        at = start + int(size) + 1
+    return contents
+
+
+def prune_empty_dirs(config: Config, deleted: list[Path]) -> None:
+    """Remove the directories that deleting DELETED left empty (git keeps no empty directory)."""
+    for path in sorted({p.parent for p in deleted}, key=lambda p: len(p.parts), reverse=True):
+        for directory in (path, *path.parents):
+            if directory == config.root or config.root not in directory.parents:
+                break
+            try:
+                directory.rmdir()
+            except OSError:
+                break
+
+
+# ---------------------------------------------------------------- taking edits back (export --from-vendor)
+
+
+def take_back(config: Config, series: Series, tree: Path, message: str) -> list[str]:
+    """Commit the edits made in SERIES' vendored copies into the applied TREE, as one commit on
+    top of it (MESSAGE): what `export` then turns into a patch. Returns the upstream paths changed."""
+    if not is_clean(tree):
+        raise UsageError(
+            f"{worktree.display(config.root, tree)} has uncommitted changes: commit or discard them before "
+            "taking the vendored copy's edits back"
+        )
+    changed: list[str] = []
+    for copy in series.vendor:
+        prefix = f"{copy.source}/" if copy.source else ""
+        vendored = {rel: info for rel, info in _walk(config.root / copy.dest) if managed(copy, rel)}
+        in_tree = (
+            {rel for rel, _ in _walk(tree / copy.source) if managed(copy, rel)}
+            if (tree / copy.source).is_dir()
+            else set()
+        )
+        for relative, info in sorted(vendored.items()):
+            if not stat.S_ISREG(info.st_mode):
+                raise UsageError(f"{copy.dest}/{relative} is a {_kind(info)}: a vendored copy holds regular files only")
+            data = (config.root / copy.dest / relative).read_bytes()
+            target = tree / (prefix + relative)
+            executable = bool(info.st_mode & 0o111)
+            if (
+                target.is_file()
+                and not target.is_symlink()
+                and target.read_bytes() == data
+                and bool(target.stat().st_mode & 0o111) == executable
+            ):
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.unlink(missing_ok=True)
+            target.write_bytes(data)
+            os.chmod(target, 0o755 if executable else 0o644)
+            changed.append(prefix + relative)
+        for relative in sorted(in_tree - vendored.keys()):
+            (tree / (prefix + relative)).unlink()
+            changed.append(prefix + relative)
+    if not changed:
+        raise UsageError(f"the vendored copies of {series.name} hold no edit: nothing to take back")
+    git.run(["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"], tree, input="\0".join(changed).encode())
+    git.run(
+        ["commit", "-q", "--no-verify", "-F", "-"],
+        tree,
+        input=message.strip() + "\n",
+        env={"GIT_AUTHOR_DATE": git.FIXED_DATE, "GIT_COMMITTER_DATE": git.FIXED_DATE},
+    )
+    return sorted(changed)
+
+
+# ---------------------------------------------------------------- files on disk
+
+
+def _walk(directory: Path):
+    """(path relative to DIRECTORY, lstat) of everything below it that is not a directory, and
+    of symlinks to directories; nothing when DIRECTORY does not exist. `.git` is skipped."""
+    if not directory.is_dir() or directory.is_symlink():
+        return
+    for current, dirs, files in os.walk(directory):
+        base = Path(current)
+        relative_base = base.relative_to(directory).as_posix()
+        dirs[:] = sorted(d for d in dirs if d != ".git" or base != directory)
+        for name in sorted(files) + [d for d in dirs if (base / d).is_symlink()]:
+            relative = name if relative_base == "." else f"{relative_base}/{name}"
+            yield relative, os.lstat(base / name)
+
+
+def _kind(info: os.stat_result) -> str:
+    from .regular import file_kind
+
+    return file_kind(info.st_mode)
+
+
+def _blob_id(path: Path, size: int, like: str) -> str:
+    """PATH's git blob id, in the object format of the id LIKE (sha1 or sha256)."""
+    digest = hashlib.sha256() if len(like) == 64 else hashlib.sha1()  # noqa: S324 - git's object ids
+    digest.update(b"blob %d\0" % size)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
