@@ -147,13 +147,7 @@ def test_nothing_to_vendor_fails_closed(project: Project) -> None:
 
 
 def test_a_copy_that_selects_nothing_names_its_line(tmp_path: Path, upstream: Repo) -> None:
-    project = Project(
-        tmp_path / "p",
-        upstream,
-        upstream.head,
-        extra_yaml="    vendor:\n      - {from: src, to: v, include: ['*.rs']}\n",
-    )
-    (project.series_dir / "series").unlink(missing_ok=True)
+    project = Project(tmp_path / "p", upstream, upstream.head)
     project.write_config(
         upstream.head, "    allow_empty: true\n    vendor:\n      - {from: src, to: v, include: ['*.rs']}\n"
     )
@@ -175,7 +169,7 @@ def test_config_refuses_overlapping_and_reserved_destinations(tmp_path: Path, up
         "    vendor:\n      - {from: src}\n": "missing required key 'to'",
         "    vendor:\n      - {from: src, to: v, include: []}\n": "selects nothing",
         "    vendor:\n      - {from: src, to: v, exclude: ['/abs']}\n": "must be a non-empty glob relative",
-        "    vendor:\n      - {from: src, to: v, protct: []}\n": "unknown key (allowed: from, to, include, exclude, protect)",
+        "    vendor:\n      - {from: src, to: v, protct: []}\n": "unknown key (allowed: from, to, include, exclude",
     }
     project = Project(tmp_path / "p", upstream, upstream.head)
     for extra, message in cases.items():
