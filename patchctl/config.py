@@ -23,6 +23,7 @@
         allow_empty: false       # a series with no patch (or no directory) is an error unless true
         allow_crlf: false
         allow_binary: false
+        allow_undescribed: false # true: lint does not ask for subjects and descriptions (PC007, PC008)
         build: [{name, runner: local|docker, command, image, timeout, env, pass_env}]
         gates: [{name, command, timeout, baseline, pass_env, slow}]
         vendor:                  # optional: copies of the patched tree kept in this repository
@@ -159,6 +160,8 @@ class Series:
     gates: tuple[Gate, ...] = ()
     # Fail closed: a series with no patch is an error unless matrix.yaml says it is intended.
     allow_empty: bool = False
+    # An adopted series whose patches lack subjects or descriptions: lint leaves PC007/PC008 out.
+    allow_undescribed: bool = False
     vendor: tuple[VendorCopy, ...] = ()
     # Where `dir:` (or the series, when it has no `dir:`) is in matrix.yaml, as FILE:LINE: KEYPATH,
     # for errors about the directory; and the repository root its files must stay inside.
@@ -384,6 +387,7 @@ def _series(config: Config, name: str) -> Series:
             "allow_crlf",
             "allow_binary",
             "allow_empty",
+            "allow_undescribed",
             "naming",
             "build",
             "gates",
@@ -465,6 +469,7 @@ def _series(config: Config, name: str) -> Series:
         build=tuple(build),
         gates=tuple(gates),
         allow_empty=v.boolean(keypath, "allow_empty", False),
+        allow_undescribed=v.boolean(keypath, "allow_undescribed", False),
         vendor=_vendor(config, v, keypath),
         where=f"{config.doc.path}:{config.doc.line_of(keypath + ('dir',))}: {format_keypath(keypath + ('dir',))}",
         root=config.root,

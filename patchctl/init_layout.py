@@ -28,7 +28,7 @@ from . import git
 from .config import VendorCopy
 from .errors import UsageError
 from .globs import glob_match
-from .patchset import FORMAT_PATCH_SLUG_MAX, PATCH_NAME_RE, STRICT_NAME_RE
+from .patchset import FORMAT_PATCH_SLUG_MAX, PATCH_NAME_RE, STRICT_NAME_RE, PatchFile
 
 LAYOUTS = ("makefile-sync", "quilt", "git-dir")
 CONFIG_NAME = "matrix.yaml"
@@ -60,6 +60,7 @@ class Layout:
     pin_files: list[PinFileEntry] = field(default_factory=list)
     vendor: list[VendorCopy] = field(default_factory=list)
     allow_empty: bool = False
+    undescribed: int = 0  # patches without a subject or a description (lint PC007/PC008)
     found: list[str] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
     extra_files: dict[str, bytes] = field(default_factory=dict)  # e.g. a quilt `series` file
@@ -105,6 +106,13 @@ def plan(
         head = git.run(["symbolic-ref", "--quiet", "--short", "HEAD"], local, check=False)
         if head.ok and head.stdout.strip():
             detected.branch = head.stdout.strip()
+    if detected.dir:
+        total, detected.undescribed = _undescribed(root, detected)
+        if detected.undescribed:
+            detected.found.append(
+                f"{detected.undescribed} of {total} patch(es) without a subject or a description: allow_undescribed: "
+                "true (lint PC007/PC008 stay quiet until they have one)"
+            )
     files: dict[str, bytes] = {CONFIG_NAME: render_config(detected, layout).encode()}
     files.update(detected.extra_files)
     for template in sorted(Path(templates).glob("*.j2")):
@@ -775,6 +783,26 @@ def _naming(root: Path, directory: str) -> tuple[str, list[str], dict[str, bytes
     )
 
 
+def _undescribed(root: Path, layout: Layout) -> tuple[int, int]:
+    """(patches, those without a subject or a description) in the layout's patch directory."""
+    base = root / layout.dir
+    listed = layout.extra_files.get(f"{layout.dir}/series")
+    if layout.naming == "quilt" and listed is None and (base / "series").is_file():
+        listed = (base / "series").read_bytes()
+    if layout.naming == "quilt" and listed is not None:
+        names = [line.split()[0] for line in listed.decode(errors="replace").splitlines() if line.split()]
+        names = [n for n in names if not n.startswith("#")]
+    else:
+        names = sorted(p.name for p in base.glob("*.patch")) if base.is_dir() else []
+    count = 0
+    for name in names:
+        path = base / name
+        if path.is_file() and not path.is_symlink():
+            message = PatchFile(path, path.read_bytes()).message
+            count += not (message.subject and message.description)
+    return len(names), count
+
+
 def _has_patches(root: Path, directory: str) -> bool:
     base = root / directory
     return base.is_dir() and any(p.is_file() and p.suffix in (".patch", ".diff") for p in base.iterdir())
@@ -881,6 +909,11 @@ def render_config(layout: Layout, source: str | None) -> str:
     ]
     if layout.allow_empty:
         out.append("    allow_empty: true  # no patch yet: remove once the first one is in")
+    if layout.undescribed:
+        out.append(
+            f"    allow_undescribed: true  # {layout.undescribed} patch(es) lack a subject or a description "
+            "(lint PC007/PC008): remove once they have one"
+        )
     if layout.vendor:
         out.append("    # copies of the patched tree into this repository (`patchctl vendor`; `vendor --check` in CI)")
         out.append("    vendor:")

@@ -130,14 +130,14 @@ def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Fi
             "git apply drops the rest (fix the hunk header's counts)",
         )
     message = patch.message
-    if not message.subject:
+    if not message.subject and not series.allow_undescribed:
         add(
             1,
             "PC007",
             f"no Subject: the patch needs a one-line summary (it applies as {patch.title!r}, from its file name; "
             "add a Subject: or a DEP-3 Description: line)",
         )
-    if not message.description:
+    if not message.description and not series.allow_undescribed:
         add(message.body_line, "PC008", "no description: say why the patch exists")
     try:
         files = patch.files

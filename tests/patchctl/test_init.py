@@ -1,12 +1,11 @@
 """`patchctl init`: a new repository's files, and adopting the three existing layouts
 (makefile-sync, quilt, git-dir) without moving a file; lint passes right after.
 
-The vendor copies `--from makefile-sync` writes are checked by their structure here; `lint`
-and `vendor --check` on them run once `patchctl.commands.vendor` exists (the vendor branch)."""
+The vendor copies `--from makefile-sync` writes are checked by their structure here, and by
+`lint`, `vendor` and `vendor --check` right after (test_vendor_ollama: on a real project)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -21,10 +20,6 @@ from patchctl import git, templates_dir
 from . import realseries
 from .conftest import Repo, numbered, run_cli
 
-HAS_VENDOR = importlib.util.find_spec("patchctl.commands.vendor") is not None
-NEEDS_VENDOR = pytest.mark.skipif(
-    not HAS_VENDOR, reason="patchctl.commands.vendor is not on this branch: the `vendor:` key is not loadable yet"
-)
 OLLAMA_MIRROR = Path("/work/.mirror/ollama+ollama/repo")
 OLLAMA_COMMIT = "f63eea3d2"
 
@@ -290,8 +285,7 @@ def test_makefile_sync_maps_upstream_pin_patches_and_each_rsync_copy(tmp_path: P
             "protect": ["BUILD"],
         },
     ]
-    if HAS_VENDOR:
-        assert "lint: no findings" in ok("-C", root, "lint", "--no-apply")
+    assert "lint: no findings" in ok("-C", root, "lint", "--no-apply")
 
 
 def test_makefile_sync_short_pin_is_expanded_from_a_local_upstream(tmp_path: Path, upstream: Repo) -> None:
@@ -411,7 +405,6 @@ def test_a_symlinked_templates_directory_leading_out_is_refused(tmp_path: Path) 
     assert list((tmp_path / "elsewhere").iterdir()) == [] and not (root / "matrix.yaml").exists()
 
 
-@NEEDS_VENDOR
 def test_makefile_sync_adoption_lints_and_vendor_check_passes(tmp_path: Path, upstream: Repo) -> None:
     root = _sync_project(tmp_path, upstream)
     ok("-C", root, "init", "--from", "makefile-sync")
@@ -441,11 +434,16 @@ def test_quilt_adopts_debians_tar_series_and_apply_and_export_check_pass(tmp_pat
     assert {k: v for k, v in files_of(root).items() if k in before} == before
     config = config_mod.load(root / "matrix.yaml")
     assert config.series["tar"].naming == "quilt" and config.series["tar"].dir == root / "debian" / "patches"
-    # lint's only findings are on the content of Debian's three header-less patches (no subject,
-    # no description), which adopting cannot fix without editing them: no naming, exclude or apply finding
+    # Debian's header-less patches have no subject or description, which adopting cannot fix
+    # without editing them: init says so and writes allow_undescribed, so lint passes right after.
+    assert re.search(r"found: \d+ of 7 patch\(es\) without a subject or a description: allow_undescribed", out)
+    assert config.series["tar"].allow_undescribed
+    assert "lint: no findings" in ok("-C", root, "lint")
+    text = (root / "matrix.yaml").read_text().replace("    allow_undescribed: true", "    allow_undescribed: false")
+    (root / "matrix.yaml").write_text(text)
     result = run_cli("-C", root, "lint")
     rules = sorted({line.split(": ")[1] for line in result.stdout.splitlines()})
-    assert result.exit_code == 1 and rules == ["PC007", "PC008"], result.output
+    assert result.exit_code == 1 and rules == ["PC007", "PC008"], result.output  # and nothing else
     ok("-C", root, "apply")
     ok("-C", root, "export", "tar", "--check")
     assert files_of(root) == {**before, **{k: v for k, v in files_of(root).items() if k not in before}}

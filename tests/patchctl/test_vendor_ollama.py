@@ -1,0 +1,143 @@
+"""Issue 25's bar on a real vendoring project: ollama's llama.cpp vendoring at one commit
+(b95693056, llama.cpp 17f7f4b), adopted with `init --from makefile-sync`, checked with `lint`,
+`vendor --check` and `export --check`, then moved by `pin-sync` to the upstream commit the
+project itself moved to next (49a9c9ba6, llama.cpp ec98e2002), resolving each conflict the way
+the project did. How the upstream is rebuilt here, and what of the series is cut for that, is
+in `vendoring_project`; the mirror exists only on development machines (CI skips this)."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from patchctl import config as config_mod
+from patchctl import git, init_layout
+from patchctl.vendor import managed
+
+from . import vendoring_project as vp
+from .conftest import run_cli
+
+BEFORE, AFTER = "b95693056", "49a9c9ba6"  # two ollama commits: "llama.cpp bump (17f7f4)", "GGML update to ec98e2002"
+
+pytestmark = pytest.mark.skipif(not vp.OLLAMA_MIRROR.is_dir(), reason=f"no mirror of ollama at {vp.OLLAMA_MIRROR}")
+
+
+def ok(*args: str | Path) -> str:
+    result = run_cli(*args)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not {".git", ".patchctl"} & set(p.relative_to(root).parts)
+    }
+
+
+@pytest.fixture(scope="module")
+def ollama(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path | str]:
+    """The two project checkouts (series cut to the vendored files) and the rebuilt upstream,
+    whose master is the second pin, a child of the first."""
+    base = tmp_path_factory.mktemp("ollama")
+    upstream = base / "llama.cpp"
+    pins = []
+    for commit in (BEFORE, AFTER):
+        project = vp.extract(commit, base / commit)
+        layout = init_layout.detect_makefile_sync(project, "Makefile.sync", str(upstream), "0" * 40)
+        cut = vp.cut_series(layout.vendor, project / layout.dir)
+        assert cut == ["0001-ggml-backend-malloc-and-free-using-the-same-compiler.patch", "0004-solar-pro.patch"]
+        git.commit_all(project, "series cut to the vendored files (see vendoring_project)")
+        tree = vp.upstream_tree(project, layout.vendor, project / layout.dir, upstream)
+        pins.append(vp.commit_tree(upstream, tree, f"llama.cpp as ollama {commit} vendors it", *pins[-1:]))
+    return {"base": base, "upstream": upstream, "before": base / BEFORE, "after": base / AFTER, "pins": pins}
+
+
+def test_init_lint_vendor_check_export_check_pass_and_an_edit_is_named(ollama, tmp_path: Path) -> None:
+    root = tmp_path / "ollama"
+    git.run(["clone", "-q", str(ollama["before"]), str(root)], tmp_path)
+    out = ok(
+        "-C", root, "init", "--from", "makefile-sync", "--upstream-url", ollama["upstream"], "--pin", ollama["pins"][0]
+    )
+    assert "found: 15 of 31 patch(es) without a subject or a description" in out
+    assert "lint: no findings" in ok("-C", root, "lint")  # every one of the 31 patches applies strictly
+    assert f"llama: 663 vendored file(s) from {ollama['pins'][0][:12]} + series: up to date" in ok(
+        "-C", root, "vendor", "--check"
+    )
+    ok("-C", root, "export", "llama", "--check")
+
+    edited = root / "ml/backend/ggml/ggml/src/ggml.c"
+    edited.write_bytes(edited.read_bytes() + b"// a local edit\n")
+    result = run_cli("-C", root, "vendor", "--check")
+    assert result.exit_code == 1 and result.stdout.splitlines()[0] == (
+        "ml/backend/ggml/ggml/src/ggml.c: differs from pin + series"
+    ), result.output
+    assert "1 differ" in result.stdout
+
+
+def test_pin_sync_to_the_projects_next_pin_moves_pin_series_and_vendored_copy_together(ollama, tmp_path: Path) -> None:
+    root = tmp_path / "ollama"
+    git.run(["clone", "-q", str(ollama["before"]), str(root)], tmp_path)
+    old, new = ollama["pins"]
+    ok("-C", root, "init", "--from", "makefile-sync", "--upstream-url", ollama["upstream"], "--pin", old)
+    git.commit_all(root, "adopt patchctl")
+    before = snapshot(root)
+
+    # Three patches conflict on the new upstream: each stop writes nothing; each conflict is
+    # resolved with the files the project's own series gives at that patch on the new pin.
+    stops = []
+    result = run_cli("-C", root, "pin-sync", "--to", new)
+    while result.exit_code == 1 and "stops at a conflict" in result.stderr:
+        assert snapshot(root) == before
+        state = json.loads((root / ".patchctl/sync/llama.cpp/state.json").read_text())
+        stopped = Path(state["records"][-1]["patch"]).name
+        stops.append(stopped)
+        _resolve_as_the_project_did(root / ".patchctl/sync/llama.cpp/llama", ollama, new, stopped)
+        result = run_cli("-C", root, "pin-sync", "--continue")
+        assert len(stops) < 10
+    assert result.exit_code == 0, result.output
+    assert stops == [
+        "0004-solar-pro.patch",
+        "0014-graph-memory-reporting-on-failure.patch",
+        "0020-ggml-No-alloc-mode.patch",
+    ]
+
+    assert yaml.safe_load((root / "matrix.yaml").read_text())["upstreams"]["llama.cpp"]["pin"] == new
+    assert f"672 vendored file(s) from {new[:12]} + series: up to date" in ok("-C", root, "vendor", "--check")
+    ok("-C", root, "export", "llama", "--check")
+    changed = {path for path, data in snapshot(root).items() if before.get(path) != data}
+    assert {"matrix.yaml", "llama/patches/0004-solar-pro.patch"} <= changed
+    assert any(p.startswith("llama/llama.cpp/") for p in changed) and any(p.startswith("ml/backend/") for p in changed)
+
+    # The vendored copy is the one the project itself committed at its next pin, file for file,
+    # on every path the copy manages (the project also widened its rsync filter then: tools/mtmd/models).
+    series = config_mod.load(root / "matrix.yaml").series["llama"]
+    for copy in series.vendor:
+        ours = {p for p in _files(root / copy.dest) if managed(copy, p)}
+        theirs = {p for p in _files(ollama["after"] / copy.dest) if managed(copy, p)}
+        assert ours == theirs, copy.dest
+        _, mismatch, errors = filecmp.cmpfiles(root / copy.dest, ollama["after"] / copy.dest, sorted(ours), False)
+        assert mismatch == [] and errors == [], copy.dest
+
+
+def _files(directory: Path) -> list[str]:
+    return [p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()]
+
+
+def _resolve_as_the_project_did(tree: Path, ollama: dict, new: str, stopped: str) -> None:
+    """Each unmerged file as the project's next series has it after patch STOPPED on the new pin."""
+    reference = Path(ollama["base"]) / f"reference-{stopped}"
+    git.run(["clone", "-q", "--no-checkout", str(ollama["upstream"]), str(reference)], ollama["base"])
+    git.run(["checkout", "-q", new], reference)
+    for patch in sorted((Path(ollama["after"]) / "llama/patches").glob("*.patch")):
+        git.run(["apply", "--index", str(patch)], reference)
+        if patch.name == stopped:
+            break
+    for path in sorted(set(git.run(["diff", "--name-only", "--diff-filter=U"], tree).stdout.split())):
+        (tree / path).write_bytes((reference / path).read_bytes())
+        git.run(["add", path], tree)
