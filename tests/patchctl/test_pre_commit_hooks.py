@@ -14,8 +14,9 @@ import yaml
 
 from patchctl import git
 
-from .conftest import Project, Repo, make_patch
+from .conftest import Project, Repo, make_patch, run_cli
 from .matrix_fixtures import REPO
+from .test_vendor import vendored_project
 from .tools import installed_tool
 
 pytestmark = pytest.mark.slow
@@ -61,11 +62,17 @@ def downstream(tmp_path: Path, upstream: Repo, cli) -> Project:
 
 
 def test_hooks_are_declared_for_whole_repository_checks() -> None:
-    assert set(HOOKS) == {"patchctl-lint", "patchctl-export-check", "patchctl-matrix-render-check"}
+    assert set(HOOKS) == {
+        "patchctl-lint",
+        "patchctl-export-check",
+        "patchctl-matrix-render-check",
+        "patchctl-vendor-check",
+    }
     assert {hook["entry"] for hook in HOOKS.values()} == {
         "patchctl lint",
         "patchctl export --check",
         "patchctl matrix render --check",
+        "patchctl vendor --check",
     }
     assert all(hook["pass_filenames"] is False and hook["language"] == "python" for hook in HOOKS.values())
 
@@ -108,3 +115,19 @@ def test_export_check_with_the_series_as_argument(tmp_path: Path, upstream: Repo
     result = pre_commit("run", "--all-files", cwd=project.path, home=pre_commit_home)
     # The name git format-patch gives it (the series uses the default naming).
     assert result.returncode == 1 and "0002-Shrink-util.patch" in result.stdout, result.stdout + result.stderr
+
+
+def test_vendor_check_names_an_edited_vendored_file(tmp_path: Path, upstream: Repo, pre_commit_home: Path) -> None:
+    project = vendored_project(tmp_path, upstream)
+    (project.path / ".gitignore").write_text(".patchctl/\n")
+    assert run_cli("-C", project.path, "vendor").exit_code == 0
+    git.commit_all(project.path, "vendored")
+    hook = ("try-repo", str(REPO), "patchctl-vendor-check", "--all-files")
+    result = pre_commit(*hook, cwd=project.path, home=pre_commit_home)
+    assert result.returncode == 0 and "Passed" in result.stdout, result.stdout + result.stderr
+
+    (project.path / "third_party/up/src/util.c").write_text("edited\n")
+    git.commit_all(project.path, "an edit in the vendored copy")
+    result = pre_commit(*hook, cwd=project.path, home=pre_commit_home)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "third_party/up/src/util.c: differs from pin + series" in result.stdout
