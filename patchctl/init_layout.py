@@ -957,4 +957,13 @@ def pre_commit_snippet(layout: Layout) -> str:
             "        pass_filenames: false",
             f"        files: {q(files)}",
         ]
+    if layout.vendor:
+        lines += [
+            "      - id: patchctl-vendor-check",
+            "        name: patchctl vendor --check",
+            "        entry: patchctl vendor --check",
+            "        language: system",
+            "        pass_filenames: false",
+            "        always_run: true  # an edit anywhere in a vendored directory counts",
+        ]
     return "\n".join(lines) + "\n"

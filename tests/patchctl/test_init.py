@@ -286,6 +286,9 @@ def test_makefile_sync_maps_upstream_pin_patches_and_each_rsync_copy(tmp_path: P
         },
     ]
     assert "lint: no findings" in ok("-C", root, "lint", "--no-apply")
+    hooks = yaml.safe_load((root / ".pre-commit-config.yaml").read_text())["repos"][0]["hooks"]
+    assert [h["id"] for h in hooks] == ["patchctl-lint", "patchctl-export-check", "patchctl-vendor-check"]
+    assert hooks[2]["entry"] == "patchctl vendor --check" and hooks[2]["always_run"] is True
 
 
 def test_makefile_sync_short_pin_is_expanded_from_a_local_upstream(tmp_path: Path, upstream: Repo) -> None:

@@ -308,3 +308,13 @@ def test_vendor_check_needs_no_lock_and_vendor_is_listed_in_help(tmp_path: Path,
     assert stat.S_ISREG(os.lstat(project.path / "third_party/up/src/main.c").st_mode)
     assert "vendor" in ok("--help")
     assert "protect" in ok("vendor", "--help")
+
+
+def test_the_rendered_ci_workflow_checks_each_vendored_copy(tmp_path: Path, upstream: Repo) -> None:
+    project = vendored_project(tmp_path, upstream)
+    ok("-C", project.path, "matrix", "render")
+    workflow = yaml.safe_load((project.path / ".github/workflows/ci.yml").read_text())
+    steps = [s.get("with", {}) for s in workflow["jobs"]["patchctl"]["steps"]]
+    assert {"command": "vendor main", "args": "--check", "pip-cache": "false"} in steps
+    commands = [s.get("command") for s in steps]
+    assert commands.index("vendor main") > commands.index("apply")
