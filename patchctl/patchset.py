@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from . import seriesdir
 from .config import Series
 from .diffblocks import DEV_NULL, ParsedDiff, header_paths, parse_diff_text, patch_lines, strip_prefix, unquote
+from .globs import glob_match
 
 PATCH_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
 STRICT_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[a-z0-9][a-z0-9._-]*)\.patch$")
@@ -337,31 +338,9 @@ def is_excluded(path: str, patterns: tuple[str, ...] | list[str]) -> bool:
                 fnmatch.fnmatchcase(p, pattern) for p in posix.parts[:-1]
             ):
                 return True
-        elif _glob_match(path, pattern.lstrip("/")):
+        elif glob_match(path, body := pattern.strip("/")) or glob_match(path, body + "/"):  # or under it
             return True
     return False
-
-
-def _glob_match(path: str, pattern: str) -> bool:
-    regex = ""
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            regex += "(?:.*/)?"
-            i += 3
-        elif pattern.startswith("**", i):
-            regex += ".*"
-            i += 2
-        elif pattern[i] == "*":
-            regex += "[^/]*"
-            i += 1
-        elif pattern[i] == "?":
-            regex += "[^/]"
-            i += 1
-        else:
-            regex += re.escape(pattern[i])
-            i += 1
-    return re.fullmatch(regex, path) is not None or re.fullmatch(regex + "/.*", path) is not None
 
 
 def hunk_fingerprint(patch: PatchFile) -> tuple:

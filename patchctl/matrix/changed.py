@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import yaml
 
 from .. import git
+from ..globs import glob_match
 from ..jsonout import json_field
-from .globs import matches
 from .model import DARWIN, LINUX, BuildMatrix, Row
 
 
@@ -141,7 +141,7 @@ def select(
     touched: set[str] = set()
     for backend in (matrix.backends or {}).values():
         for path in result.files:
-            hit = next(((p, shared) for p, shared in backend.patterns() if matches(p, path)), None)
+            hit = next(((p, shared) for p, shared in backend.patterns() if glob_match(path, p)), None)
             if hit is not None:
                 result.reasons.append(Reason(backend.name, path, hit[0], hit[1]))
                 touched.add(backend.name)

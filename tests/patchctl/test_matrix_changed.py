@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchctl import git
-from patchctl.matrix.globs import matches
+from patchctl.globs import glob_match
 
 from .matrix_fixtures import make_project
 
@@ -154,4 +154,4 @@ def test_bad_base_is_an_environment_error(cli, repo: Path) -> None:
     ],
 )
 def test_globs(pattern: str, path: str, expected: bool) -> None:
-    assert matches(pattern, path) is expected
+    assert glob_match(path, pattern) is expected
