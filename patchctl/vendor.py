@@ -43,7 +43,6 @@ class Wanted:
     source: str  # path in the patched tree
     mode: str  # git mode: 100644 or 100755
     blob: str
-    size: int
 
 
 @dataclass(frozen=True)
@@ -169,13 +168,14 @@ def wanted_files(config: Config, series: Series, repo: Path, commit: str) -> dic
     for copy in series.vendor:
         prefix = f"{copy.source}/" if copy.source else ""
         scope = ["--", copy.source] if copy.source else []
-        listing = git.run(["ls-tree", "-r", "-l", "-z", "--full-tree", commit, *scope], repo)
+        # No `-l`: sizes would make a blobless mirror fetch every blob; the ids are enough to compare.
+        listing = git.run(["ls-tree", "-r", "-z", "--full-tree", commit, *scope], repo)
         selected = 0
         for entry in listing.stdout.split("\0"):
             if not entry:
                 continue
             meta, _, source = entry.partition("\t")
-            mode, kind, blob, size = meta.split()
+            mode, kind, blob = meta.split()
             relative = source[len(prefix) :]
             if kind != "blob" or not source.startswith(prefix) or not _selected(copy, relative):
                 continue  # a submodule (commit) is not a file to copy
@@ -187,7 +187,7 @@ def wanted_files(config: Config, series: Series, repo: Path, commit: str) -> dic
                     f"{copy.where}: the upstream's {source} is a symlink; a vendored copy holds regular files only: "
                     f"add {relative!r} to exclude"
                 )
-            wanted[f"{copy.dest}/{relative}"] = Wanted(source, mode, blob, int(size))
+            wanted[f"{copy.dest}/{relative}"] = Wanted(source, mode, blob)
         if not selected:
             raise UsageError(
                 f"{copy.where}: selects no file of the patched tree under {copy.source or 'its root'}/ at "
@@ -224,13 +224,10 @@ def compare(config: Config, series: Series, wanted: dict[str, Wanted]) -> list[D
                 differences[path] = Difference(path, "extra" if stat.S_ISREG(info.st_mode) else _kind(info))
             elif not stat.S_ISREG(info.st_mode):
                 differences[path] = Difference(path, _kind(info))
-            elif info.st_size != want.size:
+            elif _blob_id(root / path, info.st_size, want.blob) != want.blob:
                 differences[path] = Difference(path, "differs")
-            else:
-                if _blob_id(root / path, info.st_size, want.blob) != want.blob:
-                    differences[path] = Difference(path, "differs")
-                elif bool(info.st_mode & 0o111) != (want.mode == "100755"):
-                    differences[path] = Difference(path, "mode")
+            elif bool(info.st_mode & 0o111) != (want.mode == "100755"):
+                differences[path] = Difference(path, "mode")
     for path in wanted.keys() - present:
         differences[path] = Difference(path, "missing")
     return [differences[p] for p in sorted(differences)]
@@ -311,16 +308,15 @@ def take_back(config: Config, series: Series, tree: Path, message: str) -> list[
     for copy in series.vendor:
         prefix = f"{copy.source}/" if copy.source else ""
         vendored = {rel: info for rel, info in _walk(config.root / copy.dest) if managed(copy, rel)}
-        in_tree = (
-            {rel for rel, _ in _walk(tree / copy.source) if managed(copy, rel)}
-            if (tree / copy.source).is_dir()
-            else set()
-        )
+        # Tracked files only: an untracked file in the tree (a build's output) is never deleted.
+        scope = ["--", copy.source] if copy.source else []
+        tracked = git.run(["ls-files", "-z", "--full-name", *scope], tree).stdout.split("\0")
+        in_tree = {p[len(prefix) :] for p in tracked if p.startswith(prefix) and managed(copy, p[len(prefix) :])}
         for relative, info in sorted(vendored.items()):
             if not stat.S_ISREG(info.st_mode):
                 raise UsageError(f"{copy.dest}/{relative} is a {_kind(info)}: a vendored copy holds regular files only")
             data = (config.root / copy.dest / relative).read_bytes()
-            target = tree / (prefix + relative)
+            target = inside_repository(config.root, tree / (prefix + relative))  # not out through a symlink
             executable = bool(info.st_mode & 0o111)
             if (
                 target.is_file()
@@ -373,10 +369,14 @@ def _kind(info: os.stat_result) -> str:
 
 
 def _blob_id(path: Path, size: int, like: str) -> str:
-    """PATH's git blob id, in the object format of the id LIKE (sha1 or sha256)."""
+    """PATH's git blob id (SIZE: its lstat size), in the object format of the id LIKE (sha1 or
+    sha256). Opened without following a symlink or blocking on a FIFO swapped in since the lstat."""
     digest = hashlib.sha256() if len(like) == 64 else hashlib.sha1()  # noqa: S324 - git's object ids
     digest.update(b"blob %d\0" % size)
-    with open(path, "rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()

@@ -84,6 +84,17 @@ def parse(text: str, path: Path, *, merge_keys: bool = False) -> LocatedDocument
 def _check_bounds(text: str, path: Path) -> None:
     """Refuse nesting deeper than MAX_DEPTH and more than MAX_ALIASES aliases, from the event
     stream (libyaml's parser is iterative), before the recursive composer sees the text."""
+    try:
+        _count_events(text, path)
+    except yaml.MarkedYAMLError as exc:
+        # libyaml from PyYAML 6.0.4 on stops at its own depth limit (1000) before ours is counted.
+        if "nesting depth" not in str(exc.problem):
+            raise
+        line = exc.problem_mark.line + 1 if exc.problem_mark is not None else 1
+        raise ConfigError(f"{path}:{line}: nesting deeper than {MAX_DEPTH} levels") from None
+
+
+def _count_events(text: str, path: Path) -> None:
     depth = aliases = 0
     for event in yaml.parse(text, Loader=_COMPOSER):
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):

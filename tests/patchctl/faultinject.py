@@ -223,6 +223,28 @@ def apply_scenario(base: Path, env: dict[str, str], *, local_change: bool = Fals
     )
 
 
+def vendor_scenario(base: Path, env: dict[str, str]) -> Scenario:
+    """vendor rewrites a stale vendored copy: one file changed, one missing, one stale to delete."""
+    upstream, project = _series_project(base)
+    project.write_config(upstream.head, "    vendor:\n      - {from: src, to: vendored/src}\n")
+    copy = project.path / "vendored" / "src"
+    copy.mkdir(parents=True)
+    (copy / "main.c").write_text(main_c())  # without the series' change
+    (copy / "gone.c").write_text("stale\n")
+    git.commit_all(project.path, "a stale vendored copy")
+    warm = run_patchctl(["-C", project.path, "lint"], env)  # the mirror exists before counting
+    assert warm.exit_code == 0, warm.output
+    shutil.rmtree(project.path / worktree.STATE_DIR, ignore_errors=True)
+    return Scenario(
+        "vendor",
+        _copier(project.path),
+        lambda p: ["-C", p, "vendor"],
+        lambda p: ["-C", p, "vendor", "--check"],
+        (0, 1),
+        project_files,
+    )
+
+
 RECOVERABLE = "recoverable"
 
 
@@ -248,6 +270,7 @@ SCENARIOS: dict[str, Callable[[Path, dict[str, str]], Scenario]] = {
     "pin-sync": pin_sync_scenario,
     "apply": apply_scenario,
     "apply-force": lambda base, env: apply_scenario(base, env, local_change=True),
+    "vendor": vendor_scenario,
 }
 
 

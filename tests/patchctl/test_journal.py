@@ -93,8 +93,8 @@ def test_a_render_killed_after_its_renames_is_completed(tmp_path: Path) -> None:
 def _die_while_staging(changes: list[journal.FileChange], journal_dir: Path) -> None:
     real, written = journal._write_synced, []
 
-    def write_then_die(path: Path, data: bytes, like: Path) -> None:
-        real(path, data, like)
+    def write_then_die(path: Path, data: bytes, like: Path, mode: int | None = None) -> None:
+        real(path, data, like, mode)
         written.append(path)
         if len(written) == 2:
             os._exit(17)
