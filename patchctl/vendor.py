@@ -22,7 +22,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import git, journal, worktree
+from . import git, journal, progress, worktree
 from .applier import apply_series_to_index, is_clean
 from .config import Config, Series, VendorCopy
 from .confine import inside_repository
@@ -149,7 +149,8 @@ def patched_commit(config: Config, store: Store, series: Series) -> tuple[Path, 
     upstream = config.get_upstream(series.upstream)
     mirror = store.mirror(upstream.url, base=config.root)
     rev = store.resolve_pin(mirror, config, series.upstream)
-    outcomes, head = apply_series_to_index(mirror.path, rev, read_series(series))
+    with progress.step(f"applying {series.name} at {rev[:12]} for its vendored copy"):
+        outcomes, head = apply_series_to_index(mirror.path, rev, read_series(series))
     failure = next((o for o in outcomes if not o.ok), None)
     if failure is not None:
         raise CheckFailed(
