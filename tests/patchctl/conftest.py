@@ -62,6 +62,13 @@ def run_cli(*args: str | Path) -> CliResult:
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
+def ok(*args: str | Path) -> str:
+    """The stdout of `patchctl ARGS`, which must exit 0."""
+    result = run_cli(*args)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
 @pytest.fixture
 def cli():
     return run_cli

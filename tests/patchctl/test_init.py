@@ -18,16 +18,10 @@ from patchctl import config as config_mod
 from patchctl import git, templates_dir
 
 from . import realseries
-from .conftest import Repo, numbered, run_cli
+from .conftest import Repo, numbered, ok, run_cli
 
 OLLAMA_MIRROR = Path("/work/.mirror/ollama+ollama/repo")
 OLLAMA_COMMIT = "f63eea3d2"
-
-
-def ok(*args: str | Path) -> str:
-    result = run_cli(*args)
-    assert result.exit_code == 0, result.output
-    return result.stdout
 
 
 def files_of(root: Path) -> dict[str, bytes]:

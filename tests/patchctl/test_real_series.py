@@ -26,7 +26,7 @@ import pytest
 from patchctl import git
 
 from . import realseries
-from .conftest import Repo, run_cli
+from .conftest import Repo, ok, run_cli
 
 pytestmark = pytest.mark.realseries
 
@@ -55,12 +55,6 @@ def make_project(path: Path, upstream: Path, pin: str, patches: dict[str, bytes]
 
 def files_of(directory: Path) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-def ok(*args: str | Path) -> str:
-    result = run_cli(*args)
-    assert result.exit_code == 0, result.output
-    return result.stdout
 
 
 def test_rsync_apply_and_export_change_zero_files_also_as_bare_git_diffs(tmp_path: Path) -> None:

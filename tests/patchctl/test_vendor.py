@@ -13,7 +13,7 @@ import yaml
 
 from patchctl import git
 
-from .conftest import Project, Repo, make_patch, numbered, run_cli
+from .conftest import Project, Repo, make_patch, numbered, ok, run_cli
 
 VENDOR_YAML = """\
     vendor:
@@ -25,12 +25,6 @@ VENDOR_YAML = """\
       - from: include
         to: third_party/up/include
 """
-
-
-def ok(*args: str | Path) -> str:
-    result = run_cli(*args)
-    assert result.exit_code == 0, result.output
-    return result.stdout
 
 
 def vendored_project(tmp_path: Path, upstream: Repo) -> Project:

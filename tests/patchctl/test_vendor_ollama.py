@@ -19,17 +19,11 @@ from patchctl import git, init_layout
 from patchctl.vendor import managed
 
 from . import vendoring_project as vp
-from .conftest import run_cli
+from .conftest import ok, run_cli
 
 BEFORE, AFTER = "b95693056", "49a9c9ba6"  # two ollama commits: "llama.cpp bump (17f7f4)", "GGML update to ec98e2002"
 
 pytestmark = pytest.mark.skipif(not vp.OLLAMA_MIRROR.is_dir(), reason=f"no mirror of ollama at {vp.OLLAMA_MIRROR}")
-
-
-def ok(*args: str | Path) -> str:
-    result = run_cli(*args)
-    assert result.exit_code == 0, result.output
-    return result.stdout
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
