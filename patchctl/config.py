@@ -59,7 +59,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from . import yamlloc
@@ -484,12 +484,12 @@ def _vendor(config: Config, v: Validator, keypath: KeyPath) -> tuple[VendorCopy,
         source = entry["from"]
         if not isinstance(source, str):
             raise config.error(at + ("from",), f"must be a string ('' for the tree's root), got {kind(source)}")
-        source = source.strip("/")
-        if source in ("", "."):
+        source = PurePosixPath(source.strip("/") or ".").as_posix()  # './src/' and 'src' alike
+        if source == ".":
             source = ""
         else:
             _check_relative(config, at + ("from",), source)
-        dest = v.string(at, "to").strip("/")
+        dest = PurePosixPath(v.string(at, "to").strip("/")).as_posix()
         _check_relative(config, at + ("to",), dest)
         if dest in ("", ".") or Path(dest).parts[0] in (".git", ".patchctl"):
             raise config.error(at + ("to",), f"must be a directory of its own in the repository, not {dest!r}")
@@ -505,7 +505,7 @@ def _vendor(config: Config, v: Validator, keypath: KeyPath) -> tuple[VendorCopy,
         if not globs["include"]:
             raise config.error(at + ("include",), "selects nothing: give at least one glob (['**']: every file)")
         where = f"{config.doc.path}:{config.doc.line_of(at)}: {format_keypath(at)}"
-        copies.append(VendorCopy(source, Path(dest).as_posix(), **globs, where=where))
+        copies.append(VendorCopy(source, dest, **globs, where=where))
     return tuple(copies)
 
 
