@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[name][0])
     try:
-        return int(module.main(rest) or 0)
+        code = int(module.main(rest) or 0)
+        sys.stdout.flush()  # output still buffered meets a closed pipe here, not at exit
+        return code
     except BrokenPipeError:
         # The reader went away (`... | head`): not an error of ours; keep Python's exit-time flush quiet.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

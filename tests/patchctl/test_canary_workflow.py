@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from patchctl import git
+
 from .conftest import Project, Repo, make_patch
 from .test_canary_compile_docker import BUILD, CMAKE, cmake_image  # noqa: F401  (session fixture)
 from .tools import installed_tool
@@ -280,7 +282,7 @@ def test_apply_break_is_filed_and_a_crashed_job_closes_nothing(setup) -> None:
     (runner.project / "patches/main/0001-add-hello.patch").unlink()
     config = runner.project / "matrix.yaml"  # the series is empty on purpose now (it fails closed otherwise)
     config.write_text(config.read_text().replace("dir: patches/main}", "dir: patches/main, allow_empty: true}"))
-    subprocess.run(["git", "commit", "-qam", "drop the patch"], cwd=runner.project, check=True, capture_output=True)
+    git.run(["commit", "-qam", "drop the patch"], runner.project)  # patchctl's git: an identity whatever HOME holds
     filed = [{"number": 5, "body": create["body"]}, {"number": 6, "body": stale}]
     run = runner.workflow_run("schedule", filed, lost=("compile-cpu",))
     assert run["jobs"]["resolve"]["code"] == 0, run["jobs"]["resolve"]["log"]
