@@ -8,7 +8,7 @@ build. Each rule has an id; findings carry `file:line`.
     PC005  no CRLF line endings unless the series allows them
     PC006  no binary hunks unless the series allows them
     PC007  every patch has a subject
-    PC008  every patch has a description
+    PC008  every patch has a description (PC007 and PC008: unless the series sets allow_undescribed)
     PC009  the series applies strictly, in order, to a clean checkout of its pin
     PC010  every pin_files entry equals the pin
     PC011  every `tracks` constraint holds
