@@ -20,9 +20,10 @@ def lint_cmd(app: AppContext, series: tuple[str, ...], no_apply: bool, as_json: 
     \b
     Rules: PC001 numbering unique and contiguous, PC002 file names, PC003 patches parse,
     PC004 no hunk on an excluded path, PC005 no CRLF, PC006 no binary (unless the series
-    allows them), PC007 subject, PC008 description (both off with allow_undescribed), PC009 the series applies strictly to
-    its pin, PC010 pin_files equal the pin, PC011 tracks constraints, PC012 no path outside
-    the tree, PC013 no line past a hunk's declared counts (git apply would drop it).
+    allows them), PC007 subject, PC008 description (both off with allow_undescribed),
+    PC009 the series applies strictly to its pin, PC010 pin_files equal the pin, PC011
+    tracks constraints, PC012 no path outside the tree, PC013 no line past a hunk's
+    declared counts (git apply would drop it).
     Findings print as FILE:LINE: RULE: message, and as ::error annotations under GitHub
     Actions.
 
