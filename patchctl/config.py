@@ -521,9 +521,8 @@ def _check_vendor_destinations(config: Config) -> None:
         (s.dir.relative_to(config.root).as_posix(), f"the patch directory of series {s.name}")
         for s in config.series.values()
     ]
-    for index, (dest, _what, at) in enumerate(owners):
-        others = [(d, w) for d, w, _ in owners[:index]] + dirs
-        for other, what in others:
+    for index, (dest, _, at) in enumerate(owners):
+        for other, what in [(d, w) for d, w, _ in owners[:index]] + dirs:
             if dest == other or dest.startswith(other + "/") or other.startswith(dest + "/"):
                 raise config.error(
                     at, f"{dest} overlaps {other}, {what}: each vendored copy needs a directory of its own"

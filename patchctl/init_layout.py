@@ -612,11 +612,7 @@ def detect_quilt(root: Path, directory: str | None, url: str | None, pin: str | 
         )
     entries = []
     notes = []
-    for line in series_file.read_text(encoding="utf-8", errors="replace").splitlines():
-        text = line.split("#", 1)[0].strip()
-        if not text:
-            continue
-        words = text.split()
+    for words in _quilt_lines(series_file.read_text(encoding="utf-8", errors="replace")):
         if len(words) > 1:
             notes.append(f"{directory}/series: {words[0]} has quilt options {' '.join(words[1:])!r}: ignored")
         if words[1:] and words[1:] != ["-p1"]:
@@ -636,6 +632,11 @@ def detect_quilt(root: Path, directory: str | None, url: str | None, pin: str | 
     layout.unmapped = notes
     layout.allow_empty = not entries
     return layout
+
+
+def _quilt_lines(text: str) -> list[list[str]]:
+    """The words of each line of a quilt `series` file (a patch name, then its options), comments dropped."""
+    return [words for line in text.splitlines() if (words := line.split("#", 1)[0].split())]
 
 
 def _debian_package(root: Path) -> str | None:
@@ -790,8 +791,7 @@ def _undescribed(root: Path, layout: Layout) -> tuple[int, int]:
     if layout.naming == "quilt" and listed is None and (base / "series").is_file():
         listed = (base / "series").read_bytes()
     if layout.naming == "quilt" and listed is not None:
-        names = [line.split()[0] for line in listed.decode(errors="replace").splitlines() if line.split()]
-        names = [n for n in names if not n.startswith("#")]
+        names = [words[0] for words in _quilt_lines(listed.decode(errors="replace"))]
     else:
         names = sorted(p.name for p in base.glob("*.patch")) if base.is_dir() else []
     count = 0

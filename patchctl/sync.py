@@ -374,15 +374,17 @@ def _refuse_vendored_edits(config: Config, store: Store, series_list: list[Serie
     """A vendored copy that is not the old pin + series holds edits pin-sync would overwrite:
     refuse before anything is replayed, saying how to keep or drop them."""
     for series in series_list:
-        repo, rev, head = vendor.patched_commit(config, store, series)
-        differences = vendor.compare(config, series, vendor.wanted_files(config, series, repo, head))
-        if differences:
+        try:
+            vendor.run(config, store, (series.name,), check=True)
+        except vendor.VendorOutOfDate as stale:
+            (copy,) = stale.result.copies
+            differences = copy.differences
             raise UsageError(
-                f"the vendored copy of series {series.name} differs from {rev[:12]} + series "
+                f"the vendored copy of series {series.name} differs from {copy.rev[:12]} + series "
                 f"({differences[0].line()}{f' and {len(differences) - 1} more' if len(differences) > 1 else ''}): "
                 f"turn the edits into a patch (`patchctl export {series.name} --from-vendor`) or drop them "
                 "(`patchctl vendor`) before moving the pin"
-            )
+            ) from None
 
 
 def _replay(config: Config, state: SyncState, say: Progress) -> str | None:

@@ -10,8 +10,8 @@ protected: such a file must equal the tree's (bytes and executable bit), and one
 lacks is stale and deleted. Every other file in TO (build glue, bindings) is left alone.
 
 The patched tree is built in the upstream's mirror with a private index (no work tree is
-checked out); file contents are compared by their git blob ids, so a check reads a vendored
-file only when its size matches. Writes go through the journal: all or nothing.
+checked out); vendored files are compared by their git blob ids, hashed here, so a check needs
+no blob of the mirror. Writes go through the journal: all or nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from .errors import CheckFailed, UsageError
 from .globs import any_match
 from .jsonout import json_field
 from .patchset import read_series
+from .regular import file_kind
 from .store import Store, prefetch_blobs
 
 REGULAR_MODES = {"100644": 0o644, "100755": 0o755}
@@ -364,8 +365,6 @@ def _walk(directory: Path):
 
 
 def _kind(info: os.stat_result) -> str:
-    from .regular import file_kind
-
     return file_kind(info.st_mode)
 
 
