@@ -8,6 +8,7 @@ from typing import Literal, get_args
 from engine.core.free_block_queue import FreeKVCacheBlockQueue
 from engine.core.hashing import BlockHash
 from engine.core.kv_cache_block import KVCacheBlock
+from engine.core.limits import BLOCK_BOOKKEEPING_BYTES, MAX_NUM_BLOCKS, require_memory
 from engine.core.request import Request
 
 FreeOrder = Literal["prepend-unhashed", "append"]
@@ -45,6 +46,10 @@ class BlockPool:
     ) -> None:
         if not isinstance(num_blocks, int) or num_blocks < 1:
             raise ValueError(f"num_blocks must be a positive integer, got {num_blocks!r}")
+        if num_blocks > MAX_NUM_BLOCKS:
+            raise ValueError(f"num_blocks must be at most {MAX_NUM_BLOCKS} (int32 block ids), got {num_blocks}")
+        # one Python object per block: a pool past the host's memory is refused, not swapped into
+        require_memory(num_blocks * BLOCK_BOOKKEEPING_BYTES, "cpu", f"the block table of {num_blocks} blocks")
         if free_order not in FREE_ORDERS:
             raise ValueError(f"free_order must be one of {', '.join(FREE_ORDERS)}; got {free_order!r}")
         self.num_gpu_blocks = num_blocks

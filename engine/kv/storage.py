@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import torch
 
+from engine.core.limits import MAX_BLOCK_SIZE, MAX_NUM_BLOCKS, check_range, require_memory
 from engine.kv.formats import KVCacheFormat, get_format
 from engine.kv.slot_mapping import PAD_SLOT_ID, slot_mapping_for
 
@@ -27,6 +28,23 @@ from engine.kv.slot_mapping import PAD_SLOT_ID, slot_mapping_for
 def row_width(cache_format: KVCacheFormat | str, head_dim: int) -> int:
     """Elements of one cache row: head_dim for float formats, bytes for ggml formats."""
     return get_format(cache_format).row_width(head_dim)
+
+
+def kv_cache_bytes(
+    num_layers: int,
+    num_blocks: int,
+    block_size: int,
+    n_kv_heads: int,
+    head_dim: int,
+    k_format: KVCacheFormat | str = "f16",
+    v_format: KVCacheFormat | str = "f16",
+) -> int:
+    """Bytes of K and V storage for these sizes: what `KVCacheStorage` allocates, known before it does."""
+    row_bytes = 0
+    for cache_format in (get_format(k_format), get_format(v_format)):
+        element = torch.empty((), dtype=cache_format.storage_dtype).element_size()
+        row_bytes += cache_format.row_width(head_dim) * element
+    return num_layers * num_blocks * block_size * n_kv_heads * row_bytes
 
 
 class KVCacheStorage:
@@ -52,6 +70,10 @@ class KVCacheStorage:
         ):
             if value < 1:
                 raise ValueError(f"{name} must be positive, got {value}")
+        check_range("block_size", block_size, 1, MAX_BLOCK_SIZE)
+        check_range("num_blocks", num_blocks, 1, MAX_NUM_BLOCKS)
+        needed = kv_cache_bytes(num_layers, num_blocks, block_size, n_kv_heads, head_dim, k_format, v_format)
+        require_memory(needed, str(torch.device(device)), f"{num_blocks} blocks of {block_size} tokens")
         self.num_layers, self.num_blocks, self.block_size = num_layers, num_blocks, block_size
         self.n_kv_heads, self.head_dim = n_kv_heads, head_dim
         self.k_format, self.v_format = get_format(k_format), get_format(v_format)

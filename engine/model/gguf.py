@@ -1,10 +1,13 @@
 """Load and write llama GGUF files for `engine.model.llama`, validating everything first.
 
 Loading checks, in order, each failure one `GGUFError` line naming the cause:
-the file exists and starts with the GGUF magic; its version is one gguf-py reads; the
-architecture is llama and the hyperparameters are present; every tensor's data lies
-inside the file (a write cut short leaves the header intact but the data short);
-every tensor the config needs is there with the right shape.
+the file exists and starts with the GGUF magic; its version is one gguf-py reads; no
+metadata array holds arrays or more items than the file has bytes for; every tensor's data
+lies inside the file (a write cut short leaves the header intact but the data short); the
+architecture is llama and the hyperparameters are present, of their type, finite and in the
+ranges real models have (`engine.model.llama.INT_LIMITS`, the RoPE base and RMS epsilon
+bounds; RoPE unscaled); every tensor the config needs is there with the right shape and
+holds finite values.
 
 `write_gguf` produces such a file through `gguf.GGUFWriter` (temp file + rename), which
 the tests, `python -m engine generate --model` and `python -m engine export-gguf` use. The
@@ -27,7 +30,7 @@ import torch
 from gguf.quants import dequantize as gguf_dequantize
 
 from engine.model.gguf_tokenizer import ROLE_KEYS, Vocabulary
-from engine.model.llama import LlamaConfig, LlamaModel
+from engine.model.llama import HyperparameterError, LlamaConfig, LlamaModel
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -38,10 +41,37 @@ class GGUFError(ValueError):
     """A GGUF file that cannot be used; the message names the file and the cause."""
 
 
+# The least bytes one array item takes, by item type: an array whose count cannot fit in the rest of
+# the file is refused before the stock reader walks it (past the end it reads empty views of 0 bytes,
+# and a count of 2**40 then loops for ever).
+_MIN_ITEM_BYTES = {
+    **{t: np.dtype(d).itemsize for t, d in gguf.GGUFReader.gguf_scalar_to_np.items()},
+    gguf.GGUFValueType.STRING: 8,  # the length
+    gguf.GGUFValueType.ARRAY: 12,  # item type and count
+}
+
+
 class _CheckedReader(gguf.GGUFReader):
-    """GGUFReader that checks the tensor layout before building views of it: data inside the
-    file (the stock reader fails there with a bare numpy reshape error), aligned, and laid out
-    in order without overlap, as llama.cpp requires."""
+    """GGUFReader that checks what the stock reader trusts: arrays hold no arrays (llama.cpp
+    refuses nested arrays; the stock reader recurses once per level, so a deep nest is a
+    RecursionError) and fit in the file; the tensor layout is checked before views are built
+    of it: data inside the file (the stock reader fails there with a bare numpy reshape error),
+    aligned, and laid out in order without overlap, as llama.cpp requires."""
+
+    def _get_field_parts(self, orig_offs: int, raw_type: int) -> tuple:  # type: ignore[override]
+        if raw_type == gguf.GGUFValueType.ARRAY and orig_offs + 12 <= len(self.data):
+            item_type = int(self._get(orig_offs, np.uint32)[0])
+            count = int(self._get(orig_offs + 4, np.uint64)[0])
+            if item_type == gguf.GGUFValueType.ARRAY:
+                raise GGUFError(
+                    f"the metadata value at byte {orig_offs} is an array of arrays (nested arrays are refused)"
+                )
+            min_bytes = _MIN_ITEM_BYTES.get(item_type)
+            if min_bytes is not None and count * min_bytes > len(self.data) - orig_offs - 12:
+                raise GGUFError(
+                    f"the metadata array at byte {orig_offs} claims {count} items; the file cannot hold them"
+                )
+        return super()._get_field_parts(orig_offs, raw_type)
 
     def _build_tensors(self, start_offs: int, fields: list) -> None:  # type: ignore[override]
         file_size = len(self.data)
@@ -88,6 +118,8 @@ _INTEGER_TYPES = frozenset(
     }
 )
 _FLOAT_TYPES = frozenset({gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.FLOAT64})
+_STRING_TYPES = frozenset({gguf.GGUFValueType.STRING})
+_TYPE_WORDS = {_INTEGER_TYPES: "an integer", _FLOAT_TYPES: "a float", _STRING_TYPES: "a string"}
 
 
 def _scalar(
@@ -101,8 +133,7 @@ def _scalar(
         return None
     if types is not None and (len(field.types) != 1 or field.types[0] not in types):
         found = "/".join(t.name for t in field.types) or "nothing"
-        expected = "an integer" if types is _INTEGER_TYPES else "a float"
-        raise GGUFError(f"metadata key {key} holds {found}, expected {expected}")
+        raise GGUFError(f"metadata key {key} holds {found}, expected {_TYPE_WORDS[types]}")
     return field.contents()
 
 
@@ -116,40 +147,88 @@ def _float(reader: gguf.GGUFReader, key: str, required: bool = True) -> float | 
     return None if value is None else float(value)
 
 
+# The GGUF key each LlamaConfig field is read from, so that a value out of range is named as the file names it.
+_FIELD_KEYS = {
+    "vocab_size": f"{ARCH}.vocab_size",
+    "hidden_size": f"{ARCH}.embedding_length",
+    "intermediate_size": f"{ARCH}.feed_forward_length",
+    "num_layers": f"{ARCH}.block_count",
+    "num_heads": f"{ARCH}.attention.head_count",
+    "num_kv_heads": f"{ARCH}.attention.head_count_kv",
+    "head_dim": f"{ARCH}.attention.key_length",
+    "rope_theta": f"{ARCH}.rope.freq_base",
+    "rms_eps": f"{ARCH}.attention.layer_norm_rms_epsilon",
+    "max_position": f"{ARCH}.context_length",
+}
+DEFAULT_ROPE_THETA = 10000.0  # llama.cpp's value when the file names none
+# RoPE scaling as llama.cpp reads it: a factor of 0 or 1 (and type none or linear) leaves RoPE unscaled,
+# the only RoPE this llama computes; any other value would be silently ignored.
+_ROPE_SCALING_TYPE = f"{ARCH}.rope.scaling.type"
+_ROPE_SCALING_FACTORS = (f"{ARCH}.rope.scaling.factor", f"{ARCH}.rope.scale_linear")
+
+
 def read_config(reader: gguf.GGUFReader) -> LlamaConfig:
+    """The hyperparameters, each of the type and in the range every real llama model has; GGUFError
+    naming the key otherwise."""
     arch = _scalar(reader, "general.architecture")
     if arch != ARCH:
         raise GGUFError(f"architecture {arch!r} is not supported; only {ARCH!r}")
+    sources = dict(_FIELD_KEYS)  # where each value came from, for the messages
     n_heads = _int(reader, f"{ARCH}.attention.head_count")
     hidden = _int(reader, f"{ARCH}.embedding_length")
+    assert n_heads is not None and hidden is not None  # required keys
     head_dim = _int(reader, f"{ARCH}.attention.key_length", required=False)
-    embd = next((t for t in reader.tensors if t.name == "token_embd.weight"), None)
+    if head_dim is None:
+        sources["head_dim"] = f"the head size ({ARCH}.embedding_length / {ARCH}.attention.head_count)"
+        if n_heads >= 1 and hidden % n_heads:
+            raise GGUFError(
+                f"{ARCH}.embedding_length {hidden} is not a multiple of {ARCH}.attention.head_count {n_heads},"
+                f" and {ARCH}.attention.key_length does not give the head size"
+            )
+        head_dim = hidden // n_heads if n_heads >= 1 else 0  # a head count < 1 is named by the range check
     vocab = _int(reader, f"{ARCH}.vocab_size", required=False)
     if vocab is None:
+        embd = next((t for t in reader.tensors if t.name == "token_embd.weight"), None)
         if embd is None:
             raise GGUFError("missing tensor token_embd.weight")
+        if len(embd.shape) != 2:
+            raise GGUFError(f"tensor token_embd.weight has {len(embd.shape)} dimensions, the config needs 2")
         vocab = int(embd.shape[1])
+        sources["vocab_size"] = "the vocabulary size (token_embd.weight's rows)"
+    n_kv_heads = _int(reader, f"{ARCH}.attention.head_count_kv", required=False)
+    rope_theta = _float(reader, f"{ARCH}.rope.freq_base", required=False)
     try:
         config = LlamaConfig(
-            vocab_size=int(vocab),
+            vocab_size=vocab,
             hidden_size=hidden,
             intermediate_size=_int(reader, f"{ARCH}.feed_forward_length"),
             num_layers=_int(reader, f"{ARCH}.block_count"),
             num_heads=n_heads,
-            num_kv_heads=_int(reader, f"{ARCH}.attention.head_count_kv", required=False) or n_heads,
-            head_dim=head_dim if head_dim is not None else hidden // n_heads,
-            rope_theta=_float(reader, f"{ARCH}.rope.freq_base", required=False) or 10000.0,
+            num_kv_heads=n_heads if n_kv_heads is None else n_kv_heads,
+            head_dim=head_dim,
+            rope_theta=DEFAULT_ROPE_THETA if rope_theta is None else rope_theta,
             rms_eps=_float(reader, f"{ARCH}.attention.layer_norm_rms_epsilon"),
             max_position=_int(reader, f"{ARCH}.context_length"),
         )
-    except ValueError as exc:
-        raise GGUFError(f"invalid hyperparameters: {exc}") from None
+    except HyperparameterError as exc:
+        raise GGUFError(f"{sources[exc.field]} is {exc.value}; it must be {exc.requirement}") from None
     # Keys this llama would silently ignore, though they change the function the file describes.
     for key in (f"{ARCH}.attention.value_length", f"{ARCH}.rope.dimension_count"):
         value = _int(reader, key, required=False)
         if value is not None and value != config.head_dim:
             raise GGUFError(f"{key} is {value}; only {config.head_dim} (the head size) is supported")
+    _check_unscaled_rope(reader)
     return config
+
+
+def _check_unscaled_rope(reader: gguf.GGUFReader) -> None:
+    scaling = _scalar(reader, _ROPE_SCALING_TYPE, required=False, types=_STRING_TYPES)
+    if scaling is not None and scaling not in ("none", "linear"):
+        raise GGUFError(f"{_ROPE_SCALING_TYPE} is {scaling!r}; only unscaled RoPE is supported")
+    for key in _ROPE_SCALING_FACTORS:
+        factor = _float(reader, key, required=False)
+        if factor is not None and factor not in (0.0, 1.0):  # NaN is neither
+            raise GGUFError(f"{key} is {factor}; only unscaled RoPE is supported (a factor of 0 or 1)")
 
 
 def load_gguf(path: str | os.PathLike[str]) -> LlamaModel:
@@ -207,8 +286,10 @@ def _model(reader: gguf.GGUFReader) -> LlamaModel:
         file_shape = tuple(int(d) for d in reversed(tensor.shape.tolist()))
         if file_shape != shape:
             raise GGUFError(f"tensor {name} has shape {file_shape}, the config needs {shape}")
-        values = gguf_dequantize(np.asarray(tensor.data), tensor.tensor_type)
-        weights[name] = torch.from_numpy(np.array(values, dtype=np.float32).reshape(shape))
+        values = np.array(gguf_dequantize(np.asarray(tensor.data), tensor.tensor_type), dtype=np.float32)
+        if not np.isfinite(values).all():  # llama.cpp's --check-tensors refuses these too
+            raise GGUFError(f"tensor {name} holds non-finite values (NaN or inf)")
+        weights[name] = torch.from_numpy(values.reshape(shape))
     tokens_field = reader.get_field("tokenizer.ggml.tokens")
     tokens = tuple(tokens_field.contents()) if tokens_field is not None else None
     if tokens is not None and len(tokens) != config.vocab_size:

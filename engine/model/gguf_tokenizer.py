@@ -205,6 +205,8 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, object]:
             return string()
         if kind == GGUFValueType.ARRAY:
             item_kind, count = value_type(), u64()
+            if item_kind == GGUFValueType.ARRAY:  # llama.cpp refuses them; a deep nest would recurse per level
+                raise TokenizerError(f"{path}: metadata key {key} holds an array of arrays (nested arrays are refused)")
             if item_kind in numeric:
                 dtype = np.dtype(numeric[item_kind])
                 items = np.frombuffer(take(count * dtype.itemsize), dtype=dtype).tolist()
@@ -222,6 +224,7 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, object]:
         raise TokenizerError(f"{path}: unsupported GGUF version {version} (big-endian files are not supported)")
     u64()  # tensor count
     metadata: dict[str, object] = {}
+    key = ""
     for _ in range(u64()):
         key = string()
         metadata[key] = value(value_type())

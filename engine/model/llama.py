@@ -11,15 +11,46 @@ and the caller stores and attends (paged in the engine, contiguous in the refere
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from engine.core.limits import MAX_CONTEXT
 from engine.model.tokenizer import CHAR_VOCAB
 
 AttendFn = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+# Upper bounds that every released llama-family model sits well inside (today's largest: 256k-token
+# vocabularies, 16k-wide embeddings, 53k-wide feed-forward layers, 126 layers, 128 heads of up to
+# 256 dimensions, 10M-token contexts). A value past one is a damaged or hostile file; refusing it
+# keeps every size computed from the config (weights, KV cache, RoPE tables) far from overflow.
+INT_LIMITS: dict[str, int] = {
+    "vocab_size": 2**22,
+    "hidden_size": 2**16,
+    "intermediate_size": 2**18,
+    "num_layers": 2**10,
+    "num_heads": 2**10,
+    "num_kv_heads": 2**10,
+    "head_dim": 2**10,
+    "max_position": MAX_CONTEXT,
+}
+# RoPE bases in use run from 10^4 to 10^8; at or below 1 the rotation frequencies grow with the
+# dimension instead of falling. RMS epsilons run from 1e-6 to 1e-5; 0 divides by zero on a zero row,
+# and one near the mean square of a normalised row (about 1) washes the normalisation out.
+ROPE_THETA_MAX = 1e12
+RMS_EPS_MAX = 0.125  # exact in float32
+
+
+class HyperparameterError(ValueError):
+    """A config value out of range; `field` names the LlamaConfig field, so a loader can name its key."""
+
+    def __init__(self, field: str, value: object, requirement: str) -> None:
+        super().__init__(f"{field} is {value}; it must be {requirement}")
+        self.field, self.value, self.requirement = field, value, requirement
 
 
 @dataclass(frozen=True)
@@ -36,25 +67,25 @@ class LlamaConfig:
     max_position: int = 2048
 
     def __post_init__(self) -> None:
-        for name in (
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_layers",
-            "num_heads",
-            "num_kv_heads",
-            "head_dim",
-            "max_position",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name, maximum in INT_LIMITS.items():
+            value = getattr(self, name)
+            if not 1 <= value <= maximum:
+                raise HyperparameterError(name, value, f"in [1, {maximum}]")
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads {self.num_heads} must be a multiple of num_kv_heads {self.num_kv_heads}")
+            raise HyperparameterError(
+                "num_kv_heads", self.num_kv_heads, f"a divisor of the head count {self.num_heads}"
+            )
         if self.head_dim % 2:
-            raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
-        # GGUF stores these as float32: keep the float32 value so configs survive a round trip
+            raise HyperparameterError("head_dim", self.head_dim, "even (RoPE rotates pairs)")
+        # GGUF stores these as float32: keep (and judge) the float32 value, so configs survive a round
+        # trip and an epsilon too small for float32 is seen as the 0 it becomes
         object.__setattr__(self, "rms_eps", _as_float32(self.rms_eps))
         object.__setattr__(self, "rope_theta", _as_float32(self.rope_theta))
+        # NaN fails every comparison, so each range is written as what must hold
+        if not (math.isfinite(self.rope_theta) and 1 < self.rope_theta <= ROPE_THETA_MAX):
+            raise HyperparameterError("rope_theta", self.rope_theta, f"a finite number in (1, {ROPE_THETA_MAX:g}]")
+        if not (math.isfinite(self.rms_eps) and 0 < self.rms_eps <= RMS_EPS_MAX):
+            raise HyperparameterError("rms_eps", self.rms_eps, f"a finite number in (0, {RMS_EPS_MAX:g}]")
 
     def tensor_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every weight's name and torch shape."""
@@ -82,7 +113,10 @@ class LlamaConfig:
 
 
 def _as_float32(value: float) -> float:
-    return struct.unpack("<f", struct.pack("<f", value))[0]
+    try:
+        return struct.unpack("<f", struct.pack("<f", value))[0]
+    except OverflowError:  # past float32's range: the infinity float32 would hold
+        return math.copysign(math.inf, value)
 
 
 TINY_CONFIG = LlamaConfig(

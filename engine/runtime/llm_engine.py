@@ -34,6 +34,7 @@ from engine.attention.policy import (
 )
 from engine.core.free_block_queue import FreeKVCacheBlockQueue
 from engine.core.kv_cache_manager import KVCacheManager
+from engine.core.limits import MAX_BLOCK_SIZE, MAX_NUM_BLOCKS, check_range, require_memory
 from engine.core.request import Request
 from engine.kv.storage import KVCacheStorage
 from engine.model.llama import LlamaModel
@@ -70,6 +71,10 @@ class EngineConfig:
     block_shuffle_seed: int | None = None  # hand out blocks in a random order (Gate 0)
     record_logits: bool = False
     speculative: SpeculativeConfig | None = None
+
+    def __post_init__(self) -> None:
+        check_range("block_size", self.block_size, 1, MAX_BLOCK_SIZE)
+        check_range("num_blocks", self.num_blocks, 1, MAX_NUM_BLOCKS)
 
 
 @dataclass
@@ -119,7 +124,11 @@ class LLMEngine:
         c = self.config
         if c.device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device {c.device!r} was requested but CUDA is not available")
-        self.model = (model or LlamaModel.tiny()).to(c.device)
+        model = model or LlamaModel.tiny()
+        if model.device.type == "cpu" and torch.device(c.device).type != "cpu":
+            weight_bytes = sum(w.numel() * w.element_size() for w in model.weights.values())
+            require_memory(weight_bytes, c.device, "the model's weights")  # the KV cache checks its own
+        self.model = model.to(c.device)
         mc = self.model.config
         backend = c.attention_backend
         if backend == "auto":

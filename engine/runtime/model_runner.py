@@ -21,6 +21,10 @@ from engine.model.llama import LlamaModel
 from engine.runtime.scheduler import ScheduledChunk
 
 
+class NonFiniteLogits(ValueError):
+    """The forward pass produced NaN or inf logits: no token can be chosen from them."""
+
+
 @dataclass(frozen=True)
 class TokenRun:
     block_ids: list[int]
@@ -102,6 +106,9 @@ class ModelRunner:
         if not rows:
             return [None] * len(runs)
         logits = self.model.logits(hidden[torch.tensor(rows, device=device)])
+        if not bool(torch.isfinite(logits).all()):
+            # weights or hyperparameters that overflow: sampling would crash or argmax pick garbage
+            raise NonFiniteLogits("the model computed non-finite logits (NaN or inf); its weights are unusable")
         out: list[torch.Tensor | None] = []
         taken = 0
         for run in runs:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
+
+MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed takes 64 bits
 
 
 @dataclass(frozen=True)
@@ -19,12 +22,15 @@ class SamplingParams:
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        # NaN passes every comparison with a bound, so finiteness is asked first
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
-        if not 0 < self.top_p <= 1:
+        if not (math.isfinite(self.top_p) and 0 < self.top_p <= 1):
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed must be in [0, 2**64 - 1], got {self.seed}")
 
     @property
     def greedy(self) -> bool:
@@ -37,7 +43,10 @@ def sampling_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor
     Speculative decoding's rejection sampler needs it explicitly: the target distribution it
     preserves is exactly this one. Not for greedy params (greedy has no distribution to sample).
     """
-    scaled = logits.float().cpu() / params.temperature
+    logits = logits.float().cpu()
+    # Shifted so the largest logit is 0, and the temperature kept a normal float32: a tiny temperature
+    # then sends the others to -inf (greedy in the limit) instead of every logit to inf and softmax to NaN.
+    scaled = (logits - logits.max()) / max(params.temperature, torch.finfo(torch.float32).tiny)
     if params.top_k:
         kth = torch.topk(scaled, min(params.top_k, scaled.numel())).values[-1]
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))

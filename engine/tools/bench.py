@@ -16,12 +16,16 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from engine.core.limits import MAX_BLOCK_SIZE, MAX_CONTEXT
 from engine.tools.bench_blocks import format_block_bench, run_block_bench
 from engine.tools.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_NO_DEVICE,
     EXIT_OK,
+    ArgumentParser,
+    int_in,
+    parse_args,
     positive_int,
     progress_display,
     torch_device,
@@ -113,22 +117,41 @@ DEFAULT_BENCHMARKS = ("blocks", "decode", "gpu")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine bench", description="Run the engine's benchmarks.")
+    parser = ArgumentParser(prog="python -m engine bench", description="Run the engine's benchmarks.")
     parser.add_argument("name", nargs="?", choices=sorted(BENCHMARKS), help="one benchmark (default: all)")
-    parser.add_argument("--requests", type=int, default=512, help="requests in the block-manager trace (%(default)s)")
-    parser.add_argument("--runs", type=int, default=5, help="runs per benchmark; the median is reported (%(default)s)")
-    parser.add_argument("--batch", type=int, default=8, help="decode: sequences per batch (%(default)s)")
-    parser.add_argument("--context", type=int, default=64, help="decode: prompt tokens per sequence (%(default)s)")
-    parser.add_argument("--steps", type=int, default=64, help="decode: decode steps timed per run (%(default)s)")
+    parser.add_argument(
+        "--requests", type=positive_int, default=512, help="requests in the block-manager trace (%(default)s)"
+    )
+    parser.add_argument(
+        "--runs", type=positive_int, default=5, help="runs per benchmark; the median is reported (%(default)s)"
+    )
+    parser.add_argument("--batch", type=positive_int, default=8, help="decode: sequences per batch (%(default)s)")
+    parser.add_argument(
+        "--context", type=int_in(1, MAX_CONTEXT), default=64, help="decode: prompt tokens per sequence (%(default)s)"
+    )
+    parser.add_argument(
+        "--steps", type=positive_int, default=64, help="decode: decode steps timed per run (%(default)s)"
+    )
     parser.add_argument("--kv-type", default="f32", help="decode: paged KV cache type (%(default)s)")
-    parser.add_argument("--gpu-batch", type=int, action="append", help="gpu: batch sizes, repeatable (1 8 32 64)")
-    parser.add_argument("--gpu-context", type=int, action="append", help="gpu: contexts, repeatable (2048 4096 32768)")
+    parser.add_argument(
+        "--gpu-batch", type=positive_int, action="append", help="gpu: batch sizes, repeatable (1 8 32 64)"
+    )
+    parser.add_argument(
+        "--gpu-context",
+        type=int_in(1, MAX_CONTEXT),
+        action="append",
+        help="gpu: contexts, repeatable (2048 4096 32768)",
+    )
     parser.add_argument("--gpu-kv-type", action="append", help="gpu: KV types, repeatable (f16 q8_0 q4_0)")
-    parser.add_argument("--gpu-iters", type=int, default=20, help="gpu: timed calls per point, median (%(default)s)")
-    parser.add_argument("--block-size", type=int, default=16, help="gpu: KV block size (%(default)s)")
+    parser.add_argument(
+        "--gpu-iters", type=positive_int, default=20, help="gpu: timed calls per point, median (%(default)s)"
+    )
+    parser.add_argument(
+        "--block-size", type=int_in(1, MAX_BLOCK_SIZE), default=16, help="gpu: KV block size (%(default)s)"
+    )
     parser.add_argument("--spec-ks", default="1,2,3,4,5,6,7,8", help="spec: the k values (%(default)s)")
-    parser.add_argument("--spec-tokens", type=int, default=96, help="spec: tokens per prompt (%(default)s)")
-    parser.add_argument("--spec-runs", type=int, default=3, help="spec: runs per configuration (%(default)s)")
+    parser.add_argument("--spec-tokens", type=positive_int, default=96, help="spec: tokens per prompt (%(default)s)")
+    parser.add_argument("--spec-runs", type=positive_int, default=3, help="spec: runs per configuration (%(default)s)")
     parser.add_argument("--serve-requests", type=positive_int, default=32, help="serve: requests (%(default)s)")
     parser.add_argument("--serve-prompt", type=positive_int, default=64, help="serve: prompt tokens (%(default)s)")
     parser.add_argument("--serve-output", type=positive_int, default=64, help="serve: max output tokens (%(default)s)")
@@ -138,8 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--device", default="cpu", type=torch_device, help="spec, serve: torch device; cuda runs Triton (%(default)s)"
     )
-    parser.add_argument("--threads", type=int, default=1, help="spec: torch CPU threads (%(default)s)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--threads", type=positive_int, default=1, help="spec: torch CPU threads (%(default)s)")
+    args = parse_args(parser, argv)
+    if isinstance(args, int):
+        return args
     names = [args.name] if args.name else list(DEFAULT_BENCHMARKS)
     from engine.tools.bench_gpu import CudaUnavailable
 

@@ -28,7 +28,15 @@ import sys
 from dataclasses import dataclass
 
 from engine.core.kv_cache_manager import KVCacheManager
-from engine.tools.common import non_negative_int, parse_args, positive_int
+from engine.core.limits import (
+    MAX_BLOCK_SIZE,
+    MAX_CONTEXT,
+    MAX_NUM_BLOCKS,
+    REQUEST_BOOKKEEPING_BYTES,
+    TOKEN_BOOKKEEPING_BYTES,
+    require_memory,
+)
+from engine.tools.common import ArgumentParser, int_in, parse_args, positive_int
 
 PUBLISHED_CONCURRENCY_RATIO = 9.2
 PUBLISHED_SHARING_RATIO = 11.3
@@ -100,6 +108,10 @@ def measure_concurrency(params: ConcurrencyParams) -> ConcurrencyResult:
         raise ValueError(f"a sequence of {params.sequence_tokens} tokens exceeds the max context {params.max_context}")
     if params.prompt_tokens < 1:
         raise ValueError("prompt_tokens must be positive")
+    # every admitted sequence takes at least its blocks on demand; one more is refused
+    most_admitted = params.num_blocks // -(-params.sequence_tokens // params.block_size) + 1
+    held = most_admitted * (REQUEST_BOOKKEEPING_BYTES + params.prompt_tokens * TOKEN_BOOKKEEPING_BYTES)
+    require_memory(held, "cpu", f"the requests of {most_admitted} sequences")
     paged = _admit(params, reserve_max_context=False)
     reserved = _admit(params, reserve_max_context=True)
     if reserved == 0:
@@ -132,6 +144,9 @@ def measure_prefix_sharing(params: SharingParams) -> SharingResult:
     """KV blocks held by all tenants at once, with prefix caching on and off."""
     if params.tenants < 1 or params.unique_tokens < 1:
         raise ValueError("tenants and unique_tokens must be positive")
+    prompt_tokens = params.shared_prefix_tokens + params.unique_tokens
+    held = params.tenants * (REQUEST_BOOKKEEPING_BYTES + prompt_tokens * TOKEN_BOOKKEEPING_BYTES)
+    require_memory(held, "cpu", f"the requests of {params.tenants} tenants")
     return SharingResult(params, _blocks_in_use(params, caching=True), _blocks_in_use(params, caching=False))
 
 
@@ -153,30 +168,35 @@ def _blocks_in_use(params: SharingParams, caching: bool) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     c, s = ConcurrencyParams(), SharingParams()
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m engine capacity",
         description="Concurrent sequences (on-demand paged blocks vs max-context reservation) and "
         "KV memory of tenants sharing a system prompt (prefix caching on vs off).",
     )
     parser.add_argument(
         "--num-blocks",
-        type=positive_int,
+        type=int_in(1, MAX_NUM_BLOCKS),
         default=c.num_blocks,
         help="KV budget in blocks, null block included (%(default)s)",
     )
-    parser.add_argument("--block-size", type=positive_int, default=c.block_size, help="tokens per block (%(default)s)")
+    parser.add_argument(
+        "--block-size", type=int_in(1, MAX_BLOCK_SIZE), default=c.block_size, help="tokens per block (%(default)s)"
+    )
     parser.add_argument(
         "--max-context",
-        type=positive_int,
+        type=int_in(1, MAX_CONTEXT),
         default=c.max_context,
         help="tokens a reservation holds per sequence (%(default)s)",
     )
     parser.add_argument(
-        "--prompt-tokens", type=positive_int, default=c.prompt_tokens, help="prompt tokens per sequence (%(default)s)"
+        "--prompt-tokens",
+        type=int_in(1, MAX_CONTEXT),
+        default=c.prompt_tokens,
+        help="prompt tokens per sequence (%(default)s)",
     )
     parser.add_argument(
         "--output-tokens",
-        type=non_negative_int,
+        type=int_in(0, MAX_CONTEXT),
         default=c.output_tokens,
         help="generated tokens per sequence (%(default)s)",
     )
@@ -185,13 +205,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--shared-prefix",
-        type=non_negative_int,
+        type=int_in(0, MAX_CONTEXT),
         default=s.shared_prefix_tokens,
         help="shared system-prompt tokens (%(default)s)",
     )
     parser.add_argument(
         "--unique-tokens",
-        type=positive_int,
+        type=int_in(1, MAX_CONTEXT),
         default=s.unique_tokens,
         help="each tenant's own prompt tokens (%(default)s)",
     )

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a check or a benchmark found a mismatch
@@ -17,21 +19,43 @@ EXIT_NO_DEVICE = 3  # the requested device (CUDA) is not available
 LONG_RUN_TOKENS = 256  # runs that generate at least this many tokens show progress
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
+def int_in(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer >= MINIMUM (and <= MAXIMUM when given)."""
+    wanted = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {value}")
         return value
 
     return parse
 
 
-positive_int = _int_at_least(1)
-non_negative_int = _int_at_least(0)
+positive_int = int_in(1)
+non_negative_int = int_in(0)
+
+
+def finite_float(minimum: float, maximum: float | None = None, above_minimum: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number >= MINIMUM (> with ABOVE_MINIMUM) and <= MAXIMUM when given.
+    float() takes "nan" and "inf", and NaN passes every comparison with a bound, so finiteness comes first."""
+    low = f"({minimum}" if above_minimum else f"[{minimum}"
+    wanted = f"in {low}, {maximum}]" if maximum is not None else f"{'>' if above_minimum else '>='} {minimum}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        too_low = value <= minimum if above_minimum else value < minimum
+        if not math.isfinite(value) or too_low or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"must be a finite number {wanted}, got {text}")
+        return value
+
+    return parse
 
 
 def torch_device(text: str) -> str:
@@ -43,6 +67,13 @@ def torch_device(text: str) -> str:
     except (RuntimeError, ValueError):
         raise argparse.ArgumentTypeError(f"not a torch device: {text!r} (for example cpu, cuda, cuda:0)") from None
     return text
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with a usage error in one line (`engine CMD: error: ...`), exit 2, as every other engine error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog.removeprefix('python -m ')}: error: {message}\n")
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | int:

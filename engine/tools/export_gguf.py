@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from engine.tools.common import EXIT_BAD_INPUT, EXIT_OK, parse_args
+from engine.tools.common import EXIT_BAD_INPUT, EXIT_OK, ArgumentParser, parse_args
 
 PROG = "engine export-gguf"
 
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     from engine.model.gguf import WEIGHT_TYPES
     from engine.model.gguf_vocab import VOCABS
 
-    p = argparse.ArgumentParser(prog="python -m engine export-gguf", description="Write a model as a GGUF file.")
+    p = ArgumentParser(prog="python -m engine export-gguf", description="Write a model as a GGUF file.")
     p.add_argument("out", metavar="OUT.gguf", help="where to write the file (written atomically)")
     p.add_argument("--vocab", choices=VOCABS, default=None, help="the tiny model's vocabulary (default engine-chars)")
     p.add_argument("--model", metavar="GGUF", help="re-export this llama GGUF file (its tokenizer included)")

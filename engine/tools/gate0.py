@@ -29,16 +29,18 @@ impossible configuration (one error line on stderr).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from engine.core.limits import MAX_BLOCK_SIZE, MAX_CONTEXT
 from engine.tools.common import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_OK,
+    ArgumentParser,
+    int_in,
     parse_args,
     positive_int,
     prepare_triton,
@@ -340,12 +342,16 @@ def _speculative_checks(harness: _Harness, report: Callable[[CheckResult], None]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m engine gate0", description="Gate 0: paged KV must match the contiguous reference."
     )
     parser.add_argument("--max-batch", type=positive_int, default=8, help="largest batch size checked (default 8)")
-    parser.add_argument("--max-tokens", type=positive_int, default=16, help="tokens generated per request (default 16)")
-    parser.add_argument("--block-size", type=positive_int, default=4, help="KV block size in tokens (default 4)")
+    parser.add_argument(
+        "--max-tokens", type=int_in(1, MAX_CONTEXT), default=16, help="tokens generated per request (default 16)"
+    )
+    parser.add_argument(
+        "--block-size", type=int_in(1, MAX_BLOCK_SIZE), default=4, help="KV block size in tokens (default 4)"
+    )
     parser.add_argument(
         "--backend",
         choices=("torch", "triton"),

@@ -6,9 +6,13 @@ target) or the target's first `--draft-layers` layers propose K tokens per step 
 target verifies them in one pass. Greedy output is the same as without speculation; the
 acceptance is reported on stderr.
 
+Sizes and sampling parameters are checked before anything is allocated: block size and block
+count within the engine's bounds (`engine.core.limits`), the KV cache they imply against the
+device's free memory, temperature and top-p finite.
+
 Exit codes: 0 generated; 2 bad arguments, an unusable GGUF file (target or draft), a draft
-whose vocabulary differs from the target's, or an impossible attention/KV configuration
-(one `engine generate: error: ...` line on stderr).
+whose vocabulary differs from the target's, or an impossible attention/KV configuration, a KV
+cache past the device's free memory included (one `engine generate: error: ...` line on stderr).
 """
 
 from __future__ import annotations
@@ -17,11 +21,16 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from engine.core.limits import MAX_BLOCK_SIZE, MAX_CONTEXT, MAX_NUM_BLOCKS
+from engine.runtime.sampling import MAX_SEED
 from engine.tools.common import (
     EXIT_BAD_INPUT,
     EXIT_OK,
+    ArgumentParser,
+    finite_float,
+    int_in,
+    non_negative_int,
     parse_args,
-    positive_int,
     prepare_triton,
     progress_display,
     show_warnings_on_stderr,
@@ -37,21 +46,28 @@ PROG = "engine generate"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m engine generate", description="Generate text with the paged engine.")
+    p = ArgumentParser(prog="python -m engine generate", description="Generate text with the paged engine.")
     p.add_argument("prompts", nargs="*", metavar="PROMPT", help=f"prompts (default: {DEFAULT_PROMPT!r})")
     p.add_argument("--model", metavar="GGUF", help="a llama GGUF file (default: the embedded tiny model)")
-    p.add_argument("--max-tokens", type=positive_int, default=48)
-    p.add_argument("--temperature", type=float, default=0.0, help="0 for greedy (default)")
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None, help="sampling seed (sampling is reproducible with one)")
+    p.add_argument("--max-tokens", type=int_in(1, MAX_CONTEXT), default=48)
+    p.add_argument("--temperature", type=finite_float(0.0), default=0.0, help="0 for greedy (default)")
+    p.add_argument("--top-k", type=non_negative_int, default=0, help="0: all tokens (default)")
+    p.add_argument("--top-p", type=finite_float(0.0, 1.0, above_minimum=True), default=1.0, help="in (0, 1] (1)")
+    p.add_argument(
+        "--seed", type=int_in(0, MAX_SEED), default=None, help="sampling seed (sampling is reproducible with one)"
+    )
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-tokens tokens")
     p.add_argument("--cache-type-k", default="f16", help="K cache type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1")
     p.add_argument("--cache-type-v", default="f16", help="V cache type (quantized V needs flash attention)")
     p.add_argument("--flash-attn", default=None, help="auto|enabled|disabled (default: $FLASH_ATTN, else auto)")
     p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"), help="attention kernels")
-    p.add_argument("--block-size", type=positive_int, default=16)
-    p.add_argument("--num-blocks", type=positive_int, default=256)
+    p.add_argument("--block-size", type=int_in(1, MAX_BLOCK_SIZE), default=16, help="tokens per KV block (16)")
+    p.add_argument(
+        "--num-blocks",
+        type=int_in(1, MAX_NUM_BLOCKS),
+        default=256,
+        help="KV blocks (256); their bytes are checked against the device's free memory first",
+    )
     p.add_argument("--device", default="cpu", type=torch_device)
     spec = p.add_argument_group("speculative decoding")
     spec.add_argument("--speculative", metavar="METHOD", help="ngram, draft or self (default: off)")

@@ -19,14 +19,14 @@ import os
 import sys
 from pathlib import Path
 
-from engine.tools.common import EXIT_FAILED, EXIT_OK, parse_args
+from engine.tools.common import EXIT_FAILED, EXIT_OK, ArgumentParser, parse_args
 
 EXIT_ENVIRONMENT = 3
 PROG = "engine model-gate"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m engine model-gate", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="python -m engine model-gate", description=__doc__.splitlines()[0])
     p.add_argument("--tree", type=Path, default=Path("."), help="the applied llama.cpp tree (default: .)")
     p.add_argument("--out", type=Path, default=None, help="scratch directory (default: $PATCHCTL_OUT/model-gate)")
     p.add_argument(

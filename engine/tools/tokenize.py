@@ -15,14 +15,14 @@ import re
 import sys
 
 from engine.model import gguf_tokenizer
-from engine.tools.common import EXIT_BAD_INPUT, EXIT_OK, parse_args
+from engine.tools.common import EXIT_BAD_INPUT, EXIT_OK, ArgumentParser, parse_args
 
 PROG = "engine tokenize"
 _ESCAPES = {"n": b"\n", "r": b"\r", "t": b"\t", "'": b"'", '"': b'"', "\\": b"\\"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m engine tokenize", description="Tokenize text with a GGUF vocabulary.")
+    p = ArgumentParser(prog="python -m engine tokenize", description="Tokenize text with a GGUF vocabulary.")
     p.add_argument("text", metavar="TEXT", help="text to tokenize (with --detokenize: token ids)")
     p.add_argument("--model", "-m", required=True, metavar="GGUF", help="a GGUF file (vocabulary-only files work)")
     p.add_argument("--detokenize", action="store_true", help="TEXT is token ids; print their text")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from engine.conformance.files import CHECKED_IN_DIR, build_vector_files, compare_vector_dir, write_vector_files
+from engine.tools.common import ArgumentParser, parse_args
 
 EXIT_OK = 0
 EXIT_DRIFT = 1
@@ -21,7 +22,7 @@ EXIT_USAGE = 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m engine vectors",
         description="Write or check the block manager's conformance vectors (the C++ port's bit-exact target).",
         epilog=f"The checked-in copy lives in {CHECKED_IN_DIR}."
@@ -33,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse_args(_parser(), argv)
+    if isinstance(args, int):
+        return args
     if args.out is None and args.check is None:
         print("engine vectors: give --out DIR, --check DIR, or both", file=sys.stderr)
         return EXIT_USAGE

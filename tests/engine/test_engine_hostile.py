@@ -12,9 +12,21 @@ import gguf
 import numpy as np
 import pytest
 
+from engine.__main__ import main as engine_main
 from engine.model.gguf import GGUFError, load_gguf, write_gguf
+from engine.model.gguf_tokenizer import TokenizerError, read_metadata
 
-from .hostile_gguf import GGUFTally, run_gguf_cases
+from .hostile_gguf import (
+    DEEP_NESTING,
+    GGUFTally,
+    kv_entry,
+    nested_array_entry,
+    run_gguf_cases,
+    string_payload,
+    value_position,
+    with_metadata,
+    with_value,
+)
 from .test_model_gguf import small_model, write_custom
 
 
@@ -91,23 +103,20 @@ def test_a_float_where_an_integer_belongs_is_refused(tmp_path: Path) -> None:
         load_gguf(path)
 
 
-def metadata_value_position(data: bytes, key: str) -> int:
-    encoded = key.encode()
-    return data.index(struct.pack("<Q", len(encoded)) + encoded) + 8 + len(encoded) + 4
-
-
 @pytest.mark.parametrize(
     "key, value, message",
     [
         # Found by the fuzz run: 2**31 - 1 layers made the loader list 19 billion tensor names (24 GB, OOM kill).
-        ("llama.block_count", 2**31 - 1, "llama.block_count is 2147483647 but the file holds only 12 tensors"),
+        ("llama.block_count", 2**31 - 1, r"llama.block_count is 2147483647; it must be in \[1, 1024\]"),
+        # in range, but more layers than the file has tensors for
+        ("llama.block_count", 50, "llama.block_count is 50 but the file holds only 12 tensors"),
         ("llama.attention.value_length", 8, "llama.attention.value_length is 8; only 16 .the head size."),
     ],
 )
 def test_hostile_hyperparameters_are_refused(tmp_path: Path, key: str, value: int, message: str) -> None:
     path, data = valid_file(tmp_path)
     damaged = bytearray(data)
-    struct.pack_into("<I", damaged, metadata_value_position(data, key), value)
+    struct.pack_into("<I", damaged, value_position(data, key), value)
     path.write_bytes(bytes(damaged))
     with pytest.raises(GGUFError, match=message):
         load_gguf(path)
@@ -140,15 +149,12 @@ def engine(*args: str) -> subprocess.CompletedProcess[str]:
         (["generate", "--device", "bogus", "hi"], "argument --device: not a torch device: 'bogus'"),
         (["gate0", "--device", "nope:x"], "argument --device: not a torch device: 'nope:x'"),
         (["capacity", "--num-blocks", "1"], "1 blocks cannot hold one max-context reservation"),
-        (["capacity", "--output-tokens", "-5"], "argument --output-tokens: must be >= 0, got -5"),
+        (["capacity", "--output-tokens", "-5"], "argument --output-tokens: must be in [0, 16777216], got -5"),
         (["capacity", "--tenants", "0"], "argument --tenants: must be >= 1, got 0"),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(args: list[str], message: str) -> None:
-    result = engine(*args)
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    assert message in result.stderr.strip().splitlines()[-1]
+    assert_one_line_exit_2(engine(*args), message)  # usage errors too: no usage block above the line
 
 
 def test_a_reader_that_goes_away_is_not_a_traceback() -> None:
@@ -159,3 +165,244 @@ def test_a_reader_that_goes_away_is_not_a_traceback() -> None:
     proc.stdout.close()  # as `| head -0` does, before the command writes
     assert proc.wait(timeout=120) == 0
     assert "Traceback" not in proc.stderr.read()
+
+
+# --- hyperparameters: finite, in the ranges real models have, each named by its key ------------------
+
+
+def damaged(tmp_path: Path, key: str, packed: bytes) -> Path:
+    """The small model's file with KEY's value bytes replaced."""
+    path, data = valid_file(tmp_path)
+    path.write_bytes(with_value(data, key, packed))
+    return path
+
+
+NAN, INF = float("nan"), float("inf")
+ROPE_RANGE = r"it must be a finite number in \(1, 1e\+12\]"
+EPS_RANGE = r"it must be a finite number in \(0, 0.125\]"
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("llama.rope.freq_base", NAN, f"llama.rope.freq_base is nan; {ROPE_RANGE}"),
+        ("llama.rope.freq_base", -10000.0, f"llama.rope.freq_base is -10000.0; {ROPE_RANGE}"),
+        ("llama.rope.freq_base", INF, f"llama.rope.freq_base is inf; {ROPE_RANGE}"),
+        ("llama.rope.freq_base", 0.0, f"llama.rope.freq_base is 0.0; {ROPE_RANGE}"),  # was read as "absent": 10000
+        ("llama.rope.freq_base", 1.0, f"llama.rope.freq_base is 1.0; {ROPE_RANGE}"),
+        ("llama.attention.layer_norm_rms_epsilon", NAN, f"layer_norm_rms_epsilon is nan; {EPS_RANGE}"),
+        ("llama.attention.layer_norm_rms_epsilon", -1e-5, f"layer_norm_rms_epsilon is -9.99999974.*e-06; {EPS_RANGE}"),
+        ("llama.attention.layer_norm_rms_epsilon", 0.0, f"layer_norm_rms_epsilon is 0.0; {EPS_RANGE}"),
+        ("llama.attention.layer_norm_rms_epsilon", -INF, f"layer_norm_rms_epsilon is -inf; {EPS_RANGE}"),
+    ],
+)
+def test_float_hyperparameters_must_be_finite_and_in_range(
+    tmp_path: Path, key: str, value: float, message: str
+) -> None:
+    with pytest.raises(GGUFError, match=message):
+        load_gguf(damaged(tmp_path, key, struct.pack("<f", value)))
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("llama.context_length", 0, r"llama.context_length is 0; it must be in \[1, 16777216\]"),
+        ("llama.context_length", 2**32 - 1, r"llama.context_length is 4294967295; it must be in \[1, 16777216\]"),
+        ("llama.embedding_length", 2**31 - 1, r"llama.embedding_length is 2147483647; it must be in \[1, 65536\]"),
+        ("llama.feed_forward_length", 0, r"llama.feed_forward_length is 0; it must be in \[1, 262144\]"),
+        ("llama.attention.head_count", 0, r"llama.attention.head_count is 0; it must be in \[1, 1024\]"),
+        # 0 KV heads was read as "absent", so as head_count
+        ("llama.attention.head_count_kv", 0, r"llama.attention.head_count_kv is 0; it must be in \[1, 1024\]"),
+        (
+            "llama.attention.head_count_kv",
+            3,
+            "llama.attention.head_count_kv is 3; it must be a divisor of the head count 2",
+        ),
+        ("llama.attention.key_length", 15, r"llama.attention.key_length is 15; it must be even \(RoPE rotates pairs\)"),
+        ("llama.vocab_size", 2**31 - 1, r"llama.vocab_size is 2147483647; it must be in \[1, 4194304\]"),
+        # in range, but not the vocabulary the tensors hold
+        ("llama.vocab_size", 97, r"tensor token_embd.weight has shape \(98, 32\), the config needs \(97, 32\)"),
+    ],
+)
+def test_integer_hyperparameters_must_be_in_range(tmp_path: Path, key: str, value: int, message: str) -> None:
+    with pytest.raises(GGUFError, match=message):
+        load_gguf(damaged(tmp_path, key, struct.pack("<I", value)))
+
+
+F32, STRING = gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.STRING
+
+
+@pytest.mark.parametrize(
+    "entries, message",
+    [
+        ([("llama.rope.scaling.type", STRING, string_payload("yarn"))], "llama.rope.scaling.type is 'yarn'"),
+        ([("llama.rope.scaling.factor", F32, struct.pack("<f", 4.0))], "llama.rope.scaling.factor is 4.0"),
+        ([("llama.rope.scaling.factor", F32, struct.pack("<f", NAN))], "llama.rope.scaling.factor is nan"),
+        ([("llama.rope.scale_linear", F32, struct.pack("<f", -2.0))], "llama.rope.scale_linear is -2.0"),
+        (
+            [("llama.rope.scaling.type", F32, struct.pack("<f", 1.0))],
+            "llama.rope.scaling.type holds FLOAT32, expected a string",
+        ),
+    ],
+)
+def test_rope_scaling_the_engine_does_not_compute_is_refused(
+    tmp_path: Path, entries: list[tuple[str, gguf.GGUFValueType, bytes]], message: str
+) -> None:
+    path, _ = valid_file(tmp_path)
+    path.write_bytes(with_metadata(path, *(kv_entry(*entry) for entry in entries)))
+    with pytest.raises(GGUFError, match=message):
+        load_gguf(path)
+
+
+def test_unscaled_rope_spelled_out_and_a_plain_array_still_load(tmp_path: Path) -> None:
+    """The hostile-file helpers produce loadable files: what the tests above refuse is the value alone."""
+    path, _ = valid_file(tmp_path)
+    entries = [
+        kv_entry("llama.rope.scaling.type", STRING, string_payload("linear")),
+        kv_entry("llama.rope.scaling.factor", F32, struct.pack("<f", 1.0)),
+        kv_entry("general.tags", gguf.GGUFValueType.ARRAY, struct.pack("<IQ", gguf.GGUFValueType.UINT8, 3) + b"abc"),
+    ]
+    path.write_bytes(with_metadata(path, *entries))
+    model = load_gguf(path)
+    assert model.config == small_model().config
+    assert read_metadata(path)["general.tags"] == [97, 98, 99]
+
+
+def test_non_finite_weights_are_refused(tmp_path: Path) -> None:
+    model = small_model()
+    model.weights["blk.0.ffn_up.weight"][3, 5] = NAN
+    write_gguf(tmp_path / "nan.gguf", model)
+    with pytest.raises(GGUFError, match=r"tensor blk.0.ffn_up.weight holds non-finite values \(NaN or inf\)"):
+        load_gguf(tmp_path / "nan.gguf")
+
+
+# --- metadata arrays: no nesting, no more items than the file holds ----------------------------------
+
+
+def test_deeply_nested_arrays_are_refused_by_both_parsers(tmp_path: Path) -> None:
+    path, _ = valid_file(tmp_path)
+    path.write_bytes(with_metadata(path, nested_array_entry("hostile.nest", DEEP_NESTING)))
+    with pytest.raises(GGUFError, match=r"the metadata value at byte \d+ is an array of arrays"):
+        load_gguf(path)
+    with pytest.raises(TokenizerError, match="metadata key hostile.nest holds an array of arrays"):
+        read_metadata(path)
+
+
+def test_an_array_count_past_the_file_is_refused_not_walked(tmp_path: Path) -> None:
+    # The stock reader walked a uint8 array of 2**40 items one empty view at a time past the end: a hang.
+    path, _ = valid_file(tmp_path)
+    entry = kv_entry("hostile.count", gguf.GGUFValueType.ARRAY, struct.pack("<IQ", gguf.GGUFValueType.UINT8, 2**40))
+    path.write_bytes(with_metadata(path, entry))
+    result = engine("generate", "--model", str(path), "hi")  # a process with a timeout: a hang fails the test
+    assert_one_line_exit_2(result, "claims 1099511627776 items; the file cannot hold them")
+
+
+# --- the command line: every case one line on stderr, exit 2, before anything is allocated ----------
+
+
+def assert_one_line_exit_2(result: subprocess.CompletedProcess[str], message: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert result.stdout == ""
+
+
+def small_gguf(tmp_path: Path) -> Path:
+    path, _ = valid_file(tmp_path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        # the KV cache these sizes imply (1 TB for the small model) is weighed against free memory first
+        (["--num-blocks", "1000000000"], "engine generate: error: KV cache: 1000000000 blocks of 16 tokens: "),
+        (["--block-size", "100000000"], "engine generate: error: argument --block-size: must be in [1, 1024]"),
+        (["--temperature", "nan"], "engine generate: error: argument --temperature: must be a finite number >= 0.0"),
+    ],
+)
+def test_hostile_sizes_and_sampling_parameters_in_a_real_run(tmp_path: Path, args: list[str], message: str) -> None:
+    result = engine("generate", "--model", str(small_gguf(tmp_path)), *args, "hi")
+    assert_one_line_exit_2(result, message)
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("llama.rope.freq_base", NAN, "model.gguf: llama.rope.freq_base is nan; it must be a finite number"),
+        ("llama.attention.layer_norm_rms_epsilon", -1e-5, "model.gguf: llama.attention.layer_norm_rms_epsilon is -"),
+    ],
+)
+def test_a_nan_or_negative_hyperparameter_in_a_real_run(tmp_path: Path, key: str, value: float, message: str) -> None:
+    result = engine("generate", "--model", str(damaged(tmp_path, key, struct.pack("<f", value))), "hi")
+    assert_one_line_exit_2(result, message)
+
+
+def test_deep_nesting_in_a_real_run(tmp_path: Path) -> None:
+    path, _ = valid_file(tmp_path)
+    path.write_bytes(with_metadata(path, nested_array_entry("hostile.nest", DEEP_NESTING)))
+    assert_one_line_exit_2(engine("generate", "--model", str(path), "hi"), "is an array of arrays")
+    # the tokenizer reads metadata with its own parser
+    assert_one_line_exit_2(engine("tokenize", "--model", str(path), "hi"), "holds an array of arrays")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--temperature", "inf"], "argument --temperature: must be a finite number >= 0.0, got inf"),
+        (["--temperature", "-1"], "argument --temperature: must be a finite number >= 0.0, got -1"),
+        (["--top-p", "nan"], r"argument --top-p: must be a finite number in (0.0, 1.0], got nan"),
+        (["--top-p", "0"], r"argument --top-p: must be a finite number in (0.0, 1.0], got 0"),
+        (["--top-k", "-1"], "argument --top-k: must be >= 0, got -1"),
+        (["--seed", "-1"], "argument --seed: must be in [0, 18446744073709551615], got -1"),
+        (["--seed", str(2**64)], "argument --seed: must be in [0, 18446744073709551615], got 18446744073709551616"),
+        (["--num-blocks", str(2**31)], "argument --num-blocks: must be in [1, 2147483647], got 2147483648"),
+        (["--block-size", "0"], "argument --block-size: must be in [1, 1024], got 0"),
+        (["--max-tokens", str(2**40)], "argument --max-tokens: must be in [1, 16777216], got 1099511627776"),
+        # in range for the parser; the 32 TiB they imply is not there
+        (["--num-blocks", str(2**31 - 1), "--block-size", "1024"], "KV cache: 2147483647 blocks of 1024 tokens: "),
+    ],
+)
+def test_generate_refuses_bad_sizes_and_sampling_in_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert engine_main(["generate", *args, "hi"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("engine generate: error: ") and message in lines[0], captured.err
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["capacity", "--num-blocks", "1000000000"], "engine capacity: the requests of 90909091 sequences: "),
+        (["capacity", "--block-size", "100000000"], "engine capacity: error: argument --block-size: must be in"),
+        (["capacity", "--tenants", "100000000"], "engine capacity: the requests of 100000000 tenants: "),
+        (["gate0", "--block-size", "100000000"], "engine gate0: error: argument --block-size: must be in [1, 1024]"),
+        (["bench", "gpu", "--block-size", "100000000"], "engine bench: error: argument --block-size: must be in"),
+        (["bench", "decode", "--batch", "0"], "engine bench: error: argument --batch: must be >= 1, got 0"),
+    ],
+)
+def test_other_commands_bound_their_sizes_in_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert engine_main(args) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_a_model_that_overflows_is_one_line_not_a_sampling_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # finite weights (the loader accepts them) whose products overflow float32: every logit inf or NaN
+    model = small_model()
+    model.weights["output_norm.weight"].fill_(1e30)
+    model.weights["output.weight"].fill_(1e30)
+    write_gguf(tmp_path / "overflow.gguf", model)
+    assert engine_main(["generate", "--model", str(tmp_path / "overflow.gguf"), "--temperature", "0.8", "hi"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [
+        "engine generate: error: the model computed non-finite logits (NaN or inf); its weights are unusable"
+    ]
