@@ -177,7 +177,7 @@ def test_generate_cli_produces_text_from_the_embedded_model(capsys: pytest.Captu
         (["--cache-type-k", "q3_0"], "valid types: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1"),
         (["--flash-attn", "maybe"], "valid modes: auto, enabled, disabled"),
         (["--cache-type-v", "q8_0", "--flash-attn", "disabled"], "requires flash attention"),
-        (["--temperature", "-1"], "temperature must be >= 0"),
+        (["--temperature", "-1"], "argument --temperature: must be a finite number >= 0.0, got -1"),
     ],
 )
 def test_generate_cli_rejects_bad_settings_in_one_line(
