@@ -3,18 +3,29 @@ code, never a traceback, never a model computed from garbage."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import gguf
 import numpy as np
 import pytest
+import torch
 
 from engine.__main__ import main as engine_main
+from engine.core import limits
+from engine.core.block_pool import BlockPool
+from engine.core.limits import InsufficientMemory
+from engine.kv.storage import KVCacheStorage, kv_cache_bytes
 from engine.model.gguf import GGUFError, load_gguf, write_gguf
 from engine.model.gguf_tokenizer import TokenizerError, read_metadata
+from engine.model.llama import HyperparameterError
+from engine.runtime.llm_engine import EngineConfig, LLMEngine
+from engine.runtime.model_runner import NonFiniteLogits
+from engine.runtime.sampling import SamplingParams, sample, sampling_probs
 
 from .hostile_gguf import (
     DEEP_NESTING,
@@ -406,3 +417,122 @@ def test_a_model_that_overflows_is_one_line_not_a_sampling_crash(
     assert lines == [
         "engine generate: error: the model computed non-finite logits (NaN or inf); its weights are unusable"
     ]
+
+
+# --- the same checks at library level: each a ValueError naming what is wrong ------------------------
+
+
+@pytest.mark.parametrize(
+    "changes, field, message",
+    [
+        ({"rope_theta": NAN}, "rope_theta", r"rope_theta is nan; it must be a finite number in \(1, 1e\+12\]"),
+        ({"rope_theta": 1e39}, "rope_theta", "rope_theta is inf"),  # past float32: the inf a GGUF would hold
+        ({"rms_eps": -1e-5}, "rms_eps", "rms_eps is -9.99"),
+        ({"rms_eps": 1e-50}, "rms_eps", "rms_eps is 0.0"),  # float32 holds it as 0
+        ({"num_kv_heads": 3}, "num_kv_heads", "num_kv_heads is 3; it must be a divisor of the head count 2"),
+        ({"vocab_size": 2**22 + 1}, "vocab_size", r"vocab_size is 4194305; it must be in \[1, 4194304\]"),
+        ({"max_position": 0}, "max_position", r"max_position is 0; it must be in \[1, 16777216\]"),
+    ],
+)
+def test_llama_config_refuses_what_no_real_model_has(changes: dict[str, float], field: str, message: str) -> None:
+    with pytest.raises(HyperparameterError, match=message) as refused:
+        dataclasses.replace(small_model().config, **changes)
+    assert refused.value.field == field
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"temperature": NAN}, "temperature must be a finite number >= 0, got nan"),
+        ({"temperature": INF}, "temperature must be a finite number >= 0, got inf"),
+        ({"top_p": NAN}, r"top_p must be in \(0, 1\], got nan"),
+        ({"seed": -1}, r"seed must be in \[0, 2\*\*64 - 1\], got -1"),
+        ({"seed": 2**64}, r"seed must be in \[0, 2\*\*64 - 1\], got 18446744073709551616"),
+    ],
+)
+def test_sampling_params_must_be_finite_and_in_range(changes: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        SamplingParams(**changes)  # type: ignore[arg-type]
+
+
+def test_a_tiny_temperature_samples_the_argmax_instead_of_nan() -> None:
+    # logits / 1e-300 overflowed float32 to inf and softmax to NaN: torch.multinomial then raised
+    logits = torch.tensor([1.0, 3.0, 2.0, -4.0])
+    params = SamplingParams(temperature=1e-300)
+    assert torch.equal(sampling_probs(logits, params), torch.tensor([0.0, 1.0, 0.0, 0.0]))
+    assert sample(logits, params, torch.Generator().manual_seed(0)) == 1
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"block_size": 100_000_000}, r"block_size must be in \[1, 1024\], got 100000000"),
+        ({"num_blocks": 2**31}, r"num_blocks must be in \[1, 2147483647\], got 2147483648"),
+        ({"num_blocks": 0}, r"num_blocks must be in \[1, 2147483647\], got 0"),
+    ],
+)
+def test_engine_config_bounds_its_sizes(changes: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        EngineConfig(**changes)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def host_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[int, int | None], None]:
+    """Point the host-memory probe at files of our own: MemAvailable and a cgroup v2 limit."""
+
+    def set_memory(mem_available: int, cgroup_left: int | None = None) -> None:
+        meminfo = tmp_path / "meminfo"
+        meminfo.write_text(f"MemTotal:       99999999 kB\nMemAvailable:   {mem_available // 1024} kB\n")
+        monkeypatch.setattr(limits, "_MEMINFO", meminfo)
+        (tmp_path / "cgroup").write_text("0::/box\n")
+        monkeypatch.setattr(limits, "_CGROUP", tmp_path / "cgroup")
+        group = tmp_path / "sys" / "box"
+        group.mkdir(parents=True, exist_ok=True)
+        (group / "memory.max").write_text("max\n" if cgroup_left is None else f"{cgroup_left + 4096}\n")
+        (group / "memory.current").write_text("4096\n")
+        monkeypatch.setattr(limits, "_CGROUP_ROOT", tmp_path / "sys")
+
+    return set_memory
+
+
+def test_available_memory_is_the_lower_of_meminfo_and_the_cgroup_limit(
+    host_memory: Callable[[int, int | None], None],
+) -> None:
+    host_memory(8 << 20, None)
+    assert limits.available_memory("cpu") == 8 << 20
+    host_memory(8 << 20, 3 << 20)  # a container's limit below what the host has free
+    assert limits.available_memory("cpu") == 3 << 20
+    with pytest.raises(InsufficientMemory, match=r"^the thing: 4.0 MiB needed, cpu has 3.0 MiB available$"):
+        limits.require_memory(4 << 20, "cpu", "the thing")
+    limits.require_memory(3 << 20, "cpu", "the thing")
+
+
+def test_the_kv_cache_is_weighed_before_it_is_allocated(host_memory: Callable[[int, int | None], None]) -> None:
+    # 1 layer, 1 KV head of 16 dims, f16 K and V: 64 bytes a token; 64 blocks of 16 tokens = 64 KiB
+    sizes = dict(num_layers=1, num_blocks=64, block_size=16, n_kv_heads=1, head_dim=16)
+    assert kv_cache_bytes(**sizes) == 64 * 1024
+    host_memory(1 << 20, 32 * 1024)
+    with pytest.raises(
+        InsufficientMemory, match=r"^64 blocks of 16 tokens: 64.0 KiB needed, cpu has 32.0 KiB available"
+    ):
+        KVCacheStorage(**sizes)
+    host_memory(1 << 20, None)
+    storage = KVCacheStorage(**sizes)
+    assert storage.bytes_per_block() * storage.num_blocks == kv_cache_bytes(**sizes)
+
+
+def test_the_block_pool_is_weighed_before_its_blocks_exist(host_memory: Callable[[int, int | None], None]) -> None:
+    host_memory(1 << 20, None)
+    with pytest.raises(InsufficientMemory, match=r"^the block table of 1000000000 blocks: 119.2 GiB needed"):
+        BlockPool(1_000_000_000)
+    with pytest.raises(ValueError, match="num_blocks must be at most 2147483647"):
+        BlockPool(2**31)
+    assert BlockPool(1000).num_gpu_blocks == 1000
+
+
+def test_non_finite_logits_stop_the_engine_with_a_clear_error() -> None:
+    model = small_model()
+    model.weights["output.weight"][7, 0] = NAN
+    engine = LLMEngine(model, EngineConfig(block_size=4, num_blocks=16))
+    with pytest.raises(NonFiniteLogits, match=r"non-finite logits \(NaN or inf\)"):
+        engine.generate(["hi"], SamplingParams(max_tokens=2))
