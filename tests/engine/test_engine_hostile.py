@@ -319,6 +319,13 @@ def assert_one_line_exit_2(result: subprocess.CompletedProcess[str], message: st
     assert result.stdout == ""
 
 
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> subprocess.CompletedProcess[str]:
+    """`python -m engine ARGS` through the in-process main (no interpreter start): its exit code and output."""
+    code = engine_main(args)
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, captured.out, captured.err)
+
+
 def small_gguf(tmp_path: Path) -> Path:
     path, _ = valid_file(tmp_path)
     return path
@@ -345,17 +352,19 @@ def test_hostile_sizes_and_sampling_parameters_in_a_real_run(tmp_path: Path, arg
         ("llama.attention.layer_norm_rms_epsilon", -1e-5, "model.gguf: llama.attention.layer_norm_rms_epsilon is -"),
     ],
 )
-def test_a_nan_or_negative_hyperparameter_in_a_real_run(tmp_path: Path, key: str, value: float, message: str) -> None:
-    result = engine("generate", "--model", str(damaged(tmp_path, key, struct.pack("<f", value))), "hi")
-    assert_one_line_exit_2(result, message)
+def test_a_nan_or_negative_hyperparameter_through_the_cli(
+    tmp_path: Path, key: str, value: float, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = damaged(tmp_path, key, struct.pack("<f", value))
+    assert_one_line_exit_2(run_main(["generate", "--model", str(path), "hi"], capsys), message)
 
 
-def test_deep_nesting_in_a_real_run(tmp_path: Path) -> None:
+def test_deep_nesting_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path, _ = valid_file(tmp_path)
     path.write_bytes(with_metadata(path, nested_array_entry("hostile.nest", DEEP_NESTING)))
-    assert_one_line_exit_2(engine("generate", "--model", str(path), "hi"), "is an array of arrays")
+    assert_one_line_exit_2(run_main(["generate", "--model", str(path), "hi"], capsys), "is an array of arrays")
     # the tokenizer reads metadata with its own parser
-    assert_one_line_exit_2(engine("tokenize", "--model", str(path), "hi"), "holds an array of arrays")
+    assert_one_line_exit_2(run_main(["tokenize", "--model", str(path), "hi"], capsys), "holds an array of arrays")
 
 
 @pytest.mark.parametrize(
@@ -378,11 +387,9 @@ def test_deep_nesting_in_a_real_run(tmp_path: Path) -> None:
 def test_generate_refuses_bad_sizes_and_sampling_in_one_line(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert engine_main(["generate", *args, "hi"]) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("engine generate: error: ") and message in lines[0], captured.err
-    assert captured.out == ""
+    result = run_main(["generate", *args, "hi"], capsys)
+    assert_one_line_exit_2(result, message)
+    assert result.stderr.startswith("engine generate: error: ")
 
 
 @pytest.mark.parametrize(
@@ -399,9 +406,7 @@ def test_generate_refuses_bad_sizes_and_sampling_in_one_line(
 def test_other_commands_bound_their_sizes_in_one_line(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert engine_main(args) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], lines
+    assert_one_line_exit_2(run_main(args, capsys), message)
 
 
 def test_a_model_that_overflows_is_one_line_not_a_sampling_crash(
