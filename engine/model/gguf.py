@@ -286,7 +286,10 @@ def _model(reader: gguf.GGUFReader) -> LlamaModel:
         file_shape = tuple(int(d) for d in reversed(tensor.shape.tolist()))
         if file_shape != shape:
             raise GGUFError(f"tensor {name} has shape {file_shape}, the config needs {shape}")
-        values = np.array(gguf_dequantize(np.asarray(tensor.data), tensor.tensor_type), dtype=np.float32)
+        try:
+            values = np.array(gguf_dequantize(np.asarray(tensor.data), tensor.tensor_type), dtype=np.float32)
+        except NotImplementedError:  # a ggml type gguf-py has no dequantizer for (Q8_1, some IQ types)
+            raise GGUFError(f"tensor {name} is {tensor.tensor_type.name}, a type this loader cannot read") from None
         if not np.isfinite(values).all():  # llama.cpp's --check-tensors refuses these too
             raise GGUFError(f"tensor {name} holds non-finite values (NaN or inf)")
         weights[name] = torch.from_numpy(values.reshape(shape))

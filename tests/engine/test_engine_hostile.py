@@ -75,6 +75,17 @@ def test_a_tensor_reading_another_tensors_bytes_is_refused(tmp_path: Path) -> No
         load_gguf(path)
 
 
+def test_a_tensor_type_without_a_dequantizer_is_refused(tmp_path: Path) -> None:
+    # Found by the fuzz run: the last tensor's type set to Q8_1 keeps the layout valid, and gguf-py
+    # raised NotImplementedError from its dequantizer.
+    path, data = valid_file(tmp_path)
+    damaged = bytearray(data)
+    struct.pack_into("<I", damaged, tensor_offset_position(data, "output.weight") - 4, gguf.GGMLQuantizationType.Q8_1)
+    path.write_bytes(bytes(damaged))
+    with pytest.raises(GGUFError, match="tensor output.weight is Q8_1, a type this loader cannot read"):
+        load_gguf(path)
+
+
 def test_seeded_hostile_files_are_loaded_or_refused_never_a_traceback(tmp_path: Path) -> None:
     tally = run_gguf_cases(tmp_path, 200, seed=11, tally=GGUFTally())
     assert tally.cases == 200
