@@ -88,7 +88,10 @@ def _meminfo_available() -> int | None:
 
 
 def _cgroup_available() -> int | None:
-    """What the cgroup v2 memory limit of this process leaves (a container's limit), or None."""
+    """What the cgroup v2 memory limit of this process leaves (a container's limit), or None.
+
+    The group's usage counts its page cache; inactive file pages are reclaimed before the OOM
+    killer acts, so they count as free (the "working set" container runtimes report)."""
     try:
         entries = [line.split(":", 2) for line in _CGROUP.read_text().splitlines()]
         path = next(p for hierarchy, _, p in entries if hierarchy == "0")
@@ -96,6 +99,8 @@ def _cgroup_available() -> int | None:
         limit = (group / "memory.max").read_text().strip()
         if limit == "max":
             return None
-        return max(0, int(limit) - int((group / "memory.current").read_text()))
+        stat = dict(line.split() for line in (group / "memory.stat").read_text().splitlines())
+        working_set = int((group / "memory.current").read_text()) - int(stat.get("inactive_file", 0))
+        return max(0, int(limit) - working_set)
     except (OSError, ValueError, StopIteration):
         return None

@@ -505,7 +505,8 @@ def host_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[in
         group = tmp_path / "sys" / "box"
         group.mkdir(parents=True, exist_ok=True)
         (group / "memory.max").write_text("max\n" if cgroup_left is None else f"{cgroup_left + 4096}\n")
-        (group / "memory.current").write_text("4096\n")
+        (group / "memory.current").write_text(f"{4096 + 8192}\n")  # 8 KiB of it reclaimable page cache
+        (group / "memory.stat").write_text("anon 4096\nfile 8192\ninactive_file 8192\n")
         monkeypatch.setattr(limits, "_CGROUP_ROOT", tmp_path / "sys")
 
     return set_memory
