@@ -1,7 +1,8 @@
 """`python -m engine capacity`: paged vs reserved concurrency, and prefix-sharing memory.
 
 Deterministic and CPU only: it runs the real block manager, no tensors. Prints each ratio
-with every parameter behind it. Exit codes: 0 success, 2 bad arguments.
+with every parameter behind it. Exit codes: 0 success, 2 bad arguments (a workload past the
+host's free memory included).
 
 The published figures (9.2x at a 512-block budget, 11.3x for 32 tenants sharing a
 1024-token prefix) state no workload beyond that. The defaults are the workload that
