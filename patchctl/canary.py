@@ -176,7 +176,7 @@ class CanaryReport:
                 f"The canary found a break on upstream **{md_text(self.upstream)}**.",
                 "",
                 f"- pin: {md_code(self.pin)}",
-                f"- tip: {md_code(self.tip)} ({md_code(self.rev_spec)})",
+                f"- tip: {md_code(self.tip)} ({md_prose(self.rev_spec)})",
                 f"- key: {md_code(key)}",
                 "",
                 details,

@@ -114,7 +114,7 @@ def canary_markdown(payload: dict) -> str:
         f"## canary {md_text(payload['upstream'])}: {'❌ red' if red else '✅ green'}",
         "",
         f"- pin: {_short(payload['pin'])}",
-        f"- tip: {_short(payload['tip'])} ({md_code(payload['rev_spec'])})",
+        f"- tip: {_short(payload['tip'])} ({md_prose(payload['rev_spec'])})",
     ]
     if payload.get("commits_since_pin") is not None:
         out.append(f"- upstream commits since the pin: {payload['commits_since_pin']}")

@@ -460,10 +460,10 @@ def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
             blocks.append(f"{name} (deleted on one side)")
             continue
         start = None
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if line.startswith("<<<<<<< "):
+        for number, line in enumerate(path.read_bytes().split(b"\n"), 1):  # lines as git counts them
+            if line.startswith(b"<<<<<<< "):
                 start = number
-            elif line.startswith(">>>>>>> ") and start is not None:
+            elif line.startswith(b">>>>>>> ") and start is not None:
                 blocks.append(f"{name}:{start}-{number}")
                 start = None
     return blocks
@@ -548,13 +548,13 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
     tree = Path(entry.tree)
     patch = read_series(config.get_series(entry.name))[entry.next]
     record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
-    unmerged = git.run(["diff", "--name-only", "--diff-filter=U"], tree).stdout.split()
+    unmerged = git.z_list(tree, "diff", "--name-only", "--diff-filter=U")
     if unmerged:
         raise UsageError(
             f"still unmerged in {worktree.display(config.root, tree)}: {', '.join(unmerged)}; resolve them and `git "
             "add` them, then --continue"
         )
-    changed = git.run(["diff", "HEAD", "--name-only"], tree).stdout.split()
+    changed = git.z_list(tree, "diff", "HEAD", "--name-only")
     marked = [
         name
         for name in changed
@@ -756,8 +756,10 @@ def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None,
     if not git.run(["cat-file", "-e", f"{old}^{{commit}}"], repo, check=False).ok:
         return None, f"the old pin {old[:12]} is not in the upstream's history"
     ancestor = git.run(["merge-base", "--is-ancestor", old, new], repo, check=False).ok
-    out = git.run(["log", "--reverse", "--topo-order", "--format=%H%x09%s", f"{old}..{new}"], repo).stdout
-    commits = [dict(zip(("sha", "subject"), line.split("\t", 1))) for line in out.splitlines() if line]
+    # NUL-separated: a subject may hold any other character (a \r must not make an entry).
+    out = git.run(["log", "-z", "--reverse", "--topo-order", "--format=%H%x00%s", f"{old}..{new}"], repo).stdout
+    fields = out.split("\0")
+    commits = [{"sha": sha, "subject": subject} for sha, subject in zip(fields[0::2], fields[1::2])]
     note = (
         ""
         if ancestor
