@@ -86,7 +86,9 @@ def md_code(value: object, *, table: bool = False) -> str:
     text = visible(value)
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
-    if not text or text[0] in "` " or text[-1] in "` ":
+    if not text.strip(" "):  # only spaces (or nothing): a span keeps them as they are
+        return f"`{text or ' '}`"
+    if text[0] in "` " or text[-1] in "` ":
         text = f" {text} "
     if table:
         text = text.replace("|", "\\|")
