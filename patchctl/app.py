@@ -15,6 +15,7 @@ import click
 
 from . import progress
 from .errors import CheckFailed, UsageError
+from .escape import log_block, log_line
 
 # Imported where used, not here: every command imports this module, and `patchctl --help` or
 # `lint` must not pay for the store's, the lock's or the recovery's imports (patchctl.lazy).
@@ -60,7 +61,7 @@ class AppContext:
             # A killed run's half-written state is put right before anything reads the repository.
             lock = self._lock or ProjectLock(path.parent, "recovery", lock_timeout())
             for line in recover_project(path.parent, lock):
-                click.echo(f"patchctl: {line}", err=True)
+                click.echo(log_line(f"patchctl: {line}"), err=True)
             loaded = config_mod.load(path)
             loaded = loaded.with_upstream_source(self.upstream_source)
             self._config = loaded.with_url_overrides(config_mod.parse_url_overrides(self.url_overrides))
@@ -146,9 +147,19 @@ def emit_json(payload: Any) -> None:
     click.echo(json.dumps(to_json(payload), indent=2, sort_keys=True, default=str))
 
 
-def echo_lines(lines: list[str]) -> None:
+def echo_lines(lines: list[str], *, err: bool = False) -> None:
+    """LINES of plain output, each one line that no upstream name can split or turn into a
+    workflow command (patchctl.escape.log_line)."""
     for line in lines:
-        click.echo(line)
+        click.echo(log_line(line), err=err)
+
+
+def echo_report(markdown: str) -> None:
+    """A Markdown report on stdout. It quotes upstream text verbatim in its code blocks (a
+    build log's tail): under GitHub Actions, with workflow commands off while it prints."""
+    from .findings import under_github_actions
+
+    click.echo(log_block(markdown) if under_github_actions() else markdown, nl=False)
 
 
 def print_findings(findings: list[Finding], as_json: bool, bases: tuple[Path, ...] = ()) -> None:
@@ -160,7 +171,7 @@ def print_findings(findings: list[Finding], as_json: bool, bases: tuple[Path, ..
         emit_json({"ok": not findings, "findings": findings})
     else:
         for finding in findings:
-            click.echo(finding.format())
+            click.echo(log_line(finding.format()))
             if under_github_actions():
                 click.echo(finding.annotation(bases))
     if findings:

@@ -241,7 +241,7 @@ def _offsets(output: str) -> list[HunkOffset]:
     """Offsets reported by `git apply -v`, attributed to the file being checked."""
     offsets = []
     current = None
-    for line in output.splitlines():
+    for line in output.split("\n"):  # git C-quotes a name with a line break; splitlines() would split on more
         if m := _CHECKING_RE.match(line):
             current = m.group(1)
         elif (m := _OFFSET_RE.match(line)) and current:
@@ -312,7 +312,7 @@ def three_way_reasons(stderr: str) -> str:
     necessary blob to perform 3-way merge"), without the direct-application noise after them."""
     reasons: list[str] = []
     current = None
-    for line in stderr.splitlines():
+    for line in stderr.split("\n"):  # as git writes lines (splitlines() would split a name at \x1c or U+2028)
         if m := _CHECKING_RE.match(line):
             current = m.group(1)
         elif line.startswith("error: ") and not re.match(

@@ -48,6 +48,7 @@ from .applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, seed
 from .config import BuildStep, Config, Series
 from .confine import inside_repository
 from .errors import GitError, UsageError
+from .escape import marker_token, md_code, md_fence, md_prose, md_text, visible
 from .jsonout import json_field, to_json
 from .patchset import PatchFile, read_series
 from .rangediff import series_range_diff
@@ -152,7 +153,7 @@ class CanaryReport:
                 if patch.verdict == "ok" or patch.blocked_by is not None:
                     continue  # a cascade is reported in its blocker's issue
                 first = patch.breaking_commit["sha"] if patch.breaking_commit else "unbisected"
-                key = f"{self.upstream}/apply/{series.name}/{patch.patch}/{first}"
+                key = _key(self.upstream, "apply", series.name, patch.patch, first)
                 blocked = [p.patch for p in series.patches if p.blocked_by == patch.patch]
                 found.setdefault(
                     key, self._issue(key, f"{series.name}/{patch.patch} no longer applies", _patch_body(patch, blocked))
@@ -161,22 +162,22 @@ class CanaryReport:
             if record.state != "failed":
                 continue
             first = record.breaking_commit["sha"] if record.breaking_commit else "unbisected"
-            key = f"{self.upstream}/compile/{record.toolchain}/{record.series}/{first}"
+            key = _key(self.upstream, "compile", record.toolchain, record.series, first)
             found.setdefault(
                 key, self._issue(key, f"{record.series} does not build with {record.toolchain}", _compile_body(record))
             )
         return list(found.values())
 
     def _issue(self, key: str, what: str, details: str) -> CanaryIssue:
-        title = f"canary {self.upstream}: {what}"
+        title = visible(f"canary {self.upstream}: {what}")  # a title is plain text, on one line
         body = "\n".join(
             [
-                f"<!-- {ISSUE_MARKER}: {key} -->",
-                f"The canary found a break on upstream **{self.upstream}**.",
+                f"<!-- {ISSUE_MARKER}: {key} -->",  # the key's words are marker tokens (_key)
+                f"The canary found a break on upstream **{md_text(self.upstream)}**.",
                 "",
-                f"- pin: `{self.pin}`",
-                f"- tip: `{self.tip}` ({self.rev_spec})",
-                f"- key: `{key}`",
+                f"- pin: {md_code(self.pin)}",
+                f"- tip: {md_code(self.tip)} ({md_prose(self.rev_spec)})",
+                f"- key: {md_code(key)}",
                 "",
                 details,
                 "",
@@ -187,32 +188,39 @@ class CanaryReport:
         return CanaryIssue(key, title[:250], body)
 
 
+def _key(*words: str) -> str:
+    """A break's key: its words (a patch's name among them) as marker tokens, joined by `/`."""
+    return "/".join(marker_token(word) for word in words)
+
+
+# An issue body is Markdown that GitHub renders: what comes from the upstream or the series
+# (subjects, names, git's and the build's words) is escaped for where it stands (patchctl.escape).
 def _commit_line(commit: dict | None, note: str) -> str:
     if commit:
-        return f"- first bad upstream commit: `{commit['sha']}` {commit['subject']}"
-    return f"- first bad upstream commit: not found ({note or 'not bisected'})"
+        return f"- first bad upstream commit: {md_code(commit['sha'])} {md_code(commit['subject'])}"
+    return f"- first bad upstream commit: not found ({md_prose(note or 'not bisected')})"
 
 
 def _patch_body(patch: CanaryPatch, blocked: list[str]) -> str:
+    strict = f"{patch.strict} {patch.strict_detail}".rstrip()
     lines = [
-        f"Patch `{patch.patch}` fails to apply strictly: {patch.strict} {patch.strict_detail}".rstrip(),
-        f"- 3-way trial: {patch.trial} (pin-sync {patch.verdict})",
+        f"Patch {md_code(patch.patch)} fails to apply strictly: {md_prose(strict)}",
+        f"- 3-way trial: {md_prose(patch.trial)} (pin-sync {md_text(patch.verdict)})",
         _commit_line(patch.breaking_commit, patch.bisect_note),
     ]
     if blocked:
-        lines.append(f"- blocked behind it: {', '.join(f'`{b}`' for b in blocked)}")
+        lines.append(f"- blocked behind it: {', '.join(md_code(b) for b in blocked)}")
     return "\n".join(lines)
 
 
 def _compile_body(record: CompileRecord) -> str:
     lines = [
-        f"Series `{record.series}` does not build with toolchain `{record.toolchain}` (image `{record.image}`): "
-        f"{record.detail}",
+        f"Series {md_code(record.series)} does not build with toolchain {md_code(record.toolchain)} "
+        f"(image {md_code(record.image or 'as declared')}): {md_prose(record.detail)}",
         _commit_line(record.breaking_commit, record.bisect_note),
     ]
     if record.log_tail:
-        fence = "````" if "```" in record.log_tail else "```"
-        lines += ["", "Tail of the failing build log:", "", fence, record.log_tail, fence]
+        lines += ["", "Tail of the failing build log:", "", *md_fence(record.log_tail)]
     return "\n".join(lines)
 
 

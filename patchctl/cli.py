@@ -19,6 +19,7 @@ import click
 from . import __version__, progress
 from .app import AppContext
 from .errors import ExitCode, PatchctlError
+from .escape import log_line
 from .lazy import LazyGroup
 from .upstream_source import UPSTREAM_SOURCE_ENV, UPSTREAM_SOURCES
 
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     except PatchctlError as exc:
         if debug:
             raise
-        click.echo(f"patchctl: error: {exc}", err=True)
+        click.echo(log_line(f"patchctl: error: {exc}"), err=True)  # one line, whatever names it quotes
         return int(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("patchctl: aborted", err=True)
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         if type(exc).__name__ == "NoArgsIsHelpError":  # `patchctl`, `patchctl matrix`: the help, as git does
             exc.show()
             return int(ExitCode.USAGE)
-        click.echo(f"patchctl: error: {usage_line(exc)}", err=True)
+        click.echo(log_line(f"patchctl: error: {usage_line(exc)}"), err=True)
         return int(ExitCode.USAGE) if exc.exit_code == 2 else exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -22,9 +22,11 @@ class Finding:
         """A GitHub Actions workflow command; the message is escaped as the runner expects.
         GitHub places it by a path from the repository root: the finding's file is taken
         relative to the first of BASES that holds it (the directory of matrix.yaml, `-C`)."""
-        message = self.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-        file = repository_path(self.file, bases).replace("%", "%25").replace(",", "%2C").replace(":", "%3A")
-        return f"::error file={file},line={self.line},title={self.rule}::{message}"
+        from .escape import workflow_command
+
+        return workflow_command(
+            "error", self.message, file=repository_path(self.file, bases), line=self.line, title=self.rule
+        )
 
 
 def repository_path(file: str, bases: tuple[Path, ...]) -> str:

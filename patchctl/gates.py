@@ -34,6 +34,7 @@ from . import gate_env, progress, worktree
 from .config import Config, Gate, Series
 from .confine import inside_repository
 from .errors import CheckFailed, ConfigError, UsageError
+from .escape import shell_word
 from .jsonout import json_field
 from .patchset import read_series
 from .paths import atomic_write_text
@@ -83,11 +84,12 @@ class GatesFailed(CheckFailed):
 def check_tree(tree: Path, series: Series) -> None:
     """The tree must be one `patchctl apply` made for this series."""
     if not tree.is_dir():
-        raise UsageError(f"{tree} does not exist: run `patchctl apply {series.name}` first")
+        raise UsageError(f"{tree} does not exist: run `patchctl apply {shell_word(series.name)}` first")
     marker = worktree.read_marker(tree)
     if marker is None or series.name not in marker.series:
         raise UsageError(
-            f"{tree} is not a tree patchctl applied {series.name} to: run `patchctl apply {series.name}` first"
+            f"{tree} is not a tree patchctl applied {series.name} to: "
+            f"run `patchctl apply {shell_word(series.name)}` first"
         )
 
 
@@ -108,7 +110,7 @@ def run_gates(
     if skip_slow and all(gate.slow for gate in series.gates):
         raise UsageError(
             f"every gate of series {series.name} is marked slow: --skip-slow would check nothing "
-            f"(run `patchctl gate {series.name}`, or mark a gate slow: false)"
+            f"(run `patchctl gate {shell_word(series.name)}`, or mark a gate slow: false)"
         )
     read_series(series)  # fail closed: a missing or empty series directory is an error here too
     tree = (tree or worktree.applied_tree(config.root, series.name)).resolve()

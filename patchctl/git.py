@@ -136,6 +136,12 @@ def explain(stderr: str) -> str:
     return line
 
 
+def z_list(repo: Path, *args: str) -> list[str]:
+    """The entries of `git ARGS -z` in REPO (paths, names): NUL-separated, so that a name
+    holding a space, a line break or a quote is one entry, unquoted."""
+    return [entry for entry in run([*args, "-z"], repo).stdout.split("\0") if entry]
+
+
 def first_line(text: str) -> str:
     for line in text.splitlines():
         if line.strip():

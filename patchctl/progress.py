@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from .escape import log_line
+
 QUIET_ENV = "PATCHCTL_QUIET"
 INTERVAL_ENV = "PATCHCTL_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL_S = 60.0
@@ -170,7 +172,7 @@ class Reporter:
 
     def _log_locked(self, text: str) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self._write_locked(f"[{stamp}] patchctl: {text}\n")
+        self._write_locked(log_line(f"[{stamp}] patchctl: {text}") + "\n")  # a name in TEXT stays on its line
 
     def _write_locked(self, text: str) -> None:
         with contextlib.suppress(OSError, ValueError):

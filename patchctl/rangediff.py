@@ -56,11 +56,11 @@ def _one_sided(repo: Path, base: str, tip: str, *, new_side: bool) -> str:
     """range-diff's lines for commits on one side only: `N:  <id> < -:  ----` (dropped) or
     `-:  ---- > N:  <id>` (added)."""
     log = git.run(
-        [*RANGE_DIFF_CONFIG, "log", "--reverse", "--no-color", "--format=%h %s", f"{base}..{tip}"], repo
+        [*RANGE_DIFF_CONFIG, "log", "-z", "--reverse", "--no-color", "--format=%h%x00%s", f"{base}..{tip}"], repo
     ).stdout
+    fields = log.split("\0")  # NUL-separated: a \r in a subject must not make an entry
     lines = []
-    for number, entry in enumerate(log.splitlines(), 1):
-        sha, _, subject = entry.partition(" ")
+    for number, (sha, subject) in enumerate(zip(fields[0::2], fields[1::2]), 1):
         dashes = "-" * len(sha)
         left, right = (f"-:  {dashes}", f"{number}:  {sha}") if new_side else (f"{number}:  {sha}", f"-:  {dashes}")
         lines.append(f"{left} {'>' if new_side else '<'} {right} {subject}")

@@ -5,23 +5,26 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
-from typing import Any
 
+from .escape import html_text, md_cell, md_code, md_fence, md_prose, md_text
 from .paths import atomic_write_text
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 MAX_COMMITS_SHOWN = 50
 
 
-def _cell(value: Any) -> str:
-    """Table cells must not break the row: escape pipes, fold newlines."""
-    return str(value if value is not None else "").replace("|", "\\|").replace("\n", " ").strip() or "–"
+# Everything in a report but its own words is escaped for where it goes (patchctl.escape):
+# names as text, subjects and paths as code spans, messages as prose, blocks fenced.
 
 
 def _short(sha: str | None) -> str:
-    return f"`{sha[:12]}`" if sha else "–"
+    return md_code(sha[:12]) if sha else "–"
+
+
+def _commit(commit: dict, *, table: bool = False) -> str:
+    """An upstream commit: its short id and its subject, both as code."""
+    return f"{_short(commit.get('sha'))} {md_code(commit.get('subject') or '', table=table)}"
 
 
 def sync_markdown(payload: dict) -> str:
@@ -36,27 +39,28 @@ def sync_markdown(payload: dict) -> str:
         "aborted": "⏹ aborted",
     }.get(state, state)
     out = [
-        f"## pin-sync {payload['upstream']}: {headline}",
+        f"## pin-sync {md_text(payload['upstream'])}: {headline}",
         "",
         f"- old pin: {_short(payload['old_pin'])}",
-        f"- new pin: {_short(payload['new_pin'])} (target: `{payload['target_spec']}`)",
+        f"- new pin: {_short(payload['new_pin'])} (target: {md_code(payload['target_spec'])})",
     ]
-    out += [f"- ⚠️ **warning**: {_cell(warning)}" for warning in payload.get("warnings") or []]
+    out += [f"- ⚠️ **warning**: {md_prose(warning)}" for warning in payload.get("warnings") or []]
     moved = payload.get("moved_upstreams") or []
     if len(moved) > 1:
-        out.append(f"- upstreams moved together: {', '.join(moved)}")
+        out.append(f"- upstreams moved together: {', '.join(md_text(name) for name in moved)}")
     commits = payload.get("commits")
     if commits is None:
-        out.append(f"- upstream commits in between: not available ({payload.get('commits_note') or 'no history'})")
+        note = payload.get("commits_note") or "no history"
+        out.append(f"- upstream commits in between: not available ({md_prose(note)})")
     else:
         out.append(
             f"- upstream commits in between: {len(commits)}"
-            + (f" ({payload['commits_note']})" if payload.get("commits_note") else "")
+            + (f" ({md_prose(payload['commits_note'])})" if payload.get("commits_note") else "")
         )
     if commits:
         out += ["", "<details><summary>Upstream commits</summary>", ""]
         for commit in commits[-MAX_COMMITS_SHOWN:]:
-            out.append(f"- {_short(commit['sha'])} {_cell(commit.get('subject'))}")
+            out.append(f"- {_commit(commit)}")
         if len(commits) > MAX_COMMITS_SHOWN:
             out.append(f"- … and {len(commits) - MAX_COMMITS_SHOWN} older")
         out += ["", "</details>"]
@@ -67,8 +71,8 @@ def sync_markdown(payload: dict) -> str:
             if record.get("conflicts"):
                 detail = (detail + "; " if detail else "") + "markers at " + ", ".join(record["conflicts"])
             out.append(
-                f"| {_cell(record['series'])} | {_cell(record['patch'])} | {_cell(record['classification'])} | "
-                f"{_cell(detail)} |"
+                f"| {md_cell(record['series'])} | {md_cell(record['patch'])} | {md_cell(record['classification'])} | "
+                f"{md_cell(detail)} |"
             )
     for series, text in sorted((payload.get("range_diffs") or {}).items()):
         out += ["", *range_diff_section(f"series {series}: the patches on the old pin against the new pin", text)]
@@ -83,39 +87,34 @@ def sync_markdown(payload: dict) -> str:
         for gate in payload["gates"]:
             result = "pass" if gate["ok"] else "**FAIL**"
             out.append(
-                f"| {_cell(gate['series'])} | {_cell(gate['name'])} | {gate['kind']} | {result} | "
-                f"{gate['duration_s']:.1f} s | {_cell(gate.get('detail'))} |"
+                f"| {md_cell(gate['series'])} | {md_cell(gate['name'])} | {md_cell(gate['kind'])} | {result} | "
+                f"{gate['duration_s']:.1f} s | {md_cell(gate.get('detail'))} |"
             )
     if payload.get("files_changed"):
         verb = "would change" if state == "dry-run" else "changed"
-        out += ["", f"### Files {verb}", ""] + [f"- `{name}`" for name in payload["files_changed"]]
+        out += ["", f"### Files {verb}", ""] + [f"- {md_code(name)}" for name in payload["files_changed"]]
     if payload.get("next_steps"):
-        out += ["", "### Next steps", ""] + [f"- {step}" for step in payload["next_steps"]]
+        out += ["", "### Next steps", ""] + [f"- {md_prose(step)}" for step in payload["next_steps"]]
     return "\n".join(out) + "\n"
 
 
 def range_diff_section(summary: str, text: str) -> list[str]:
     """A folded `git range-diff` block; the fence is longer than any backtick run in TEXT."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [
-        f"<details><summary>git range-diff: {_cell(summary)}</summary>",
-        "",
-        fence + "text",
-        text.rstrip("\n"),
-        fence,
-        "",
-        "</details>",
-    ]
+    return _folded(f"git range-diff: {summary}", md_fence(text, "text"))
+
+
+def _folded(summary: str, block: list[str]) -> list[str]:
+    """BLOCK (Markdown lines) in a fold titled SUMMARY (HTML: Markdown is not read there)."""
+    return [f"<details><summary>{html_text(summary)}</summary>", "", *block, "", "</details>"]
 
 
 def canary_markdown(payload: dict) -> str:
     red = payload["red"]
     out = [
-        f"## canary {payload['upstream']}: {'❌ red' if red else '✅ green'}",
+        f"## canary {md_text(payload['upstream'])}: {'❌ red' if red else '✅ green'}",
         "",
         f"- pin: {_short(payload['pin'])}",
-        f"- tip: {_short(payload['tip'])} ({_cell(payload['rev_spec'])})",
+        f"- tip: {_short(payload['tip'])} ({md_prose(payload['rev_spec'])})",
     ]
     if payload.get("commits_since_pin") is not None:
         out.append(f"- upstream commits since the pin: {payload['commits_since_pin']}")
@@ -126,7 +125,7 @@ def canary_markdown(payload: dict) -> str:
             "needs a hand": "fails; a pin-sync needs a hand",
             "blocked": "fails; a pin-sync needs a hand",
         }[series["verdict"]]
-        out += ["", f"### series {series['name']}: {verdict}", ""]
+        out += ["", f"### series {md_text(series['name'])}: {verdict}", ""]
         if not series["patches"]:
             out.append("(no patches)")
             continue
@@ -134,14 +133,10 @@ def canary_markdown(payload: dict) -> str:
         for patch in series["patches"]:
             strict = patch["strict"] + (f": {patch['strict_detail']}" if patch.get("strict_detail") else "")
             breaking = patch.get("breaking_commit")
-            first = (
-                f"{_short(breaking['sha'])} {_cell(breaking['subject'])}"
-                if breaking
-                else _cell(patch.get("bisect_note"))
-            )
+            first = _commit(breaking, table=True) if breaking else md_cell(patch.get("bisect_note"))
             out.append(
-                f"| {_cell(patch['patch'])} | {_cell(strict)} | {_cell(patch.get('trial'))} | {patch['verdict']} | "
-                f"{first} |"
+                f"| {md_cell(patch['patch'])} | {md_cell(strict)} | {md_cell(patch.get('trial'))} | "
+                f"{md_cell(patch['verdict'])} | {first} |"
             )
         if series.get("range_diff"):
             out += ["", *range_diff_section("the patches on the pin against the tip", series["range_diff"])]
@@ -158,31 +153,18 @@ def canary_markdown(payload: dict) -> str:
             durations = ", ".join(f"{s['name']} {s['duration_s']:.1f} s" for s in record.get("steps", []))
             detail = "; ".join(x for x in (record.get("detail"), durations) if x)
             breaking = record.get("breaking_commit")
-            first = (
-                f"{_short(breaking['sha'])} {_cell(breaking['subject'])}"
-                if breaking
-                else _cell(record.get("bisect_note"))
-            )
+            first = _commit(breaking, table=True) if breaking else md_cell(record.get("bisect_note"))
+            image = md_code(record["image"], table=True) if record.get("image") else "as declared"
             out.append(
-                f"| {_cell(record['toolchain'])} | {_cell(record['series'])} | "
-                f"{_cell(record.get('image') or 'as declared')} | {result} | {_cell(detail)} | {first} |"
+                f"| {md_cell(record['toolchain'])} | {md_cell(record['series'])} | "
+                f"{image} | {result} | {md_cell(detail)} | {first} |"
             )
         for record in payload["compiles"]:
             if record.get("log_tail"):
-                fence = "````" if "```" in record["log_tail"] else "```"
-                out += [
-                    "",
-                    f"<details><summary>{_cell(record['toolchain'])} / {_cell(record['series'])}: "
-                    "tail of the failing build log</summary>",
-                    "",
-                    fence,
-                    record["log_tail"],
-                    fence,
-                    "",
-                    "</details>",
-                ]
+                summary = f"{record['toolchain']} / {record['series']}: tail of the failing build log"
+                out += ["", *_folded(summary, md_fence(record["log_tail"]))]
     if payload.get("work_dir"):
-        out += ["", f"Logs: `{payload.get('work_dir')}`"]
+        out += ["", f"Logs: {md_code(payload.get('work_dir'))}"]
     return "\n".join(out) + "\n"
 
 

@@ -238,8 +238,9 @@ def prefetch_blobs(repo: Path, rev: str, paths: list[str]) -> None:
     if not blobs:
         return
     # rev-list marks what is absent without fetching it (naming an absent blob directly is an error).
-    listing = git.run(["rev-list", "--objects", "--no-walk", "--missing=print", rev], repo).stdout
-    absent = {line[1:].split()[0] for line in listing.splitlines() if line.startswith("?")}
+    # Ids only: a path printed beside an id could hold a line break and a forged `?<id>` line.
+    listing = git.run(["rev-list", "--objects", "--no-object-names", "--no-walk", "--missing=print", rev], repo).stdout
+    absent = {line[1:].strip() for line in listing.split("\n") if line.startswith("?")}
     missing = sorted(absent.intersection(blobs))
     if missing:
         progress.note(f"fetching {len(missing)} blob(s) the series patches")

@@ -45,6 +45,7 @@ from .apply_job import ApplyJob, apply_job
 from .config import Config, Series
 from .confine import all_inside_repository
 from .errors import CheckFailed, GitError, PatchctlError, UsageError
+from .escape import shell_command, shell_word
 from .gates import GatesFailed, run_gates
 from .jsonout import json_field
 from .patchset import QUILT_SERIES_FILE, PatchFile, read_series, series_digest
@@ -165,7 +166,7 @@ def pin_sync(
     if up.tracks is not None:
         raise UsageError(
             f"upstream {name} tracks {up.tracks}: its pin must equal {up.tracks}'s, so it moves only with it; "
-            f"run `patchctl pin-sync {up.tracks}` (that moves {name} too)"
+            f"run `patchctl pin-sync {shell_word(up.tracks)}` (that moves {name} too)"
         )
     state_path = worktree.sync_state_file(config.root, name)
     if state_path.exists():
@@ -365,7 +366,7 @@ def _run(
         if not patches and not config.get_series(name).allow_empty
     ]
     report.next_steps = (
-        [f"review and commit: git add {' '.join(report.files_changed)} && git commit"] if changes else []
+        [f"review and commit: git add {shell_command(report.files_changed)} && git commit"] if changes else []
     )
     return report
 
@@ -382,7 +383,7 @@ def _refuse_vendored_edits(config: Config, store: Store, series_list: list[Serie
             raise UsageError(
                 f"the vendored copy of series {series.name} differs from {copy.rev[:12]} + series "
                 f"({differences[0].line()}{f' and {len(differences) - 1} more' if len(differences) > 1 else ''}): "
-                f"turn the edits into a patch (`patchctl export {series.name} --from-vendor`) or drop them "
+                f"turn the edits into a patch (`patchctl export {shell_word(series.name)} --from-vendor`) or drop them "
                 "(`patchctl vendor`) before moving the pin"
             ) from None
 
@@ -460,10 +461,10 @@ def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
             blocks.append(f"{name} (deleted on one side)")
             continue
         start = None
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if line.startswith("<<<<<<< "):
+        for number, line in enumerate(path.read_bytes().split(b"\n"), 1):  # lines as git counts them
+            if line.startswith(b"<<<<<<< "):
                 start = number
-            elif line.startswith(">>>>>>> ") and start is not None:
+            elif line.startswith(b">>>>>>> ") and start is not None:
                 blocks.append(f"{name}:{start}-{number}")
                 start = None
     return blocks
@@ -474,8 +475,8 @@ def _conflict_steps(config: Config, state: SyncState) -> list[str]:
     tree = worktree.display(config.root, Path(entry.tree))
     return [
         f"resolve the conflict in {tree} (edit the files named above and remove the markers)",
-        f"then `git -C {tree} add <files>` and either commit yourself or let --continue commit with the patch's "
-        "message",
+        f"then `git -C {shell_word(tree)} add <files>` and either commit yourself or let --continue commit with the "
+        "patch's message",
         "then run `patchctl pin-sync --continue`; or `patchctl pin-sync --abort` to drop the sync",
         "matrix.yaml and patches/ are unchanged until every gate has passed",
     ]
@@ -488,7 +489,8 @@ def _by_hand_steps(config: Config, state: SyncState) -> list[str]:
     return [
         f"{patch.name} does not apply to the target and git could not merge it 3-way (see its detail above); "
         f"nothing of it was applied in {tree}",
-        f"apply it by hand there (e.g. `git -C {tree} apply --reject {worktree.display(config.root, patch.path)}`, "
+        f"apply it by hand there (e.g. `git -C {shell_word(tree)} apply --reject "
+        f"{shell_word(worktree.display(config.root, patch.path))}`, "
         "then fix the .rej hunks), `git add` the files, then run `patchctl pin-sync --continue` (it commits with the "
         "patch's message)",
         "to drop the patch from the series on purpose: `patchctl pin-sync --continue --drop`",
@@ -548,13 +550,13 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
     tree = Path(entry.tree)
     patch = read_series(config.get_series(entry.name))[entry.next]
     record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
-    unmerged = git.run(["diff", "--name-only", "--diff-filter=U"], tree).stdout.split()
+    unmerged = git.z_list(tree, "diff", "--name-only", "--diff-filter=U")
     if unmerged:
         raise UsageError(
             f"still unmerged in {worktree.display(config.root, tree)}: {', '.join(unmerged)}; resolve them and `git "
             "add` them, then --continue"
         )
-    changed = git.run(["diff", "HEAD", "--name-only"], tree).stdout.split()
+    changed = git.z_list(tree, "diff", "HEAD", "--name-only")
     marked = [
         name
         for name in changed
@@ -570,7 +572,8 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
     shown = worktree.display(config.root, tree)
     if drop and (changed or head != entry.head_before):
         raise UsageError(
-            f"--drop: {shown} has changes for {patch.name}; discard them first (`git -C {shown} reset --hard "
+            f"--drop: {shown} has changes for {patch.name}; discard them first "
+            f"(`git -C {shell_word(shown)} reset --hard "
             f"{entry.head_before[:12]}`) or run --continue without --drop to keep them"
         )
     if head == entry.head_before:
@@ -756,8 +759,10 @@ def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None,
     if not git.run(["cat-file", "-e", f"{old}^{{commit}}"], repo, check=False).ok:
         return None, f"the old pin {old[:12]} is not in the upstream's history"
     ancestor = git.run(["merge-base", "--is-ancestor", old, new], repo, check=False).ok
-    out = git.run(["log", "--reverse", "--topo-order", "--format=%H%x09%s", f"{old}..{new}"], repo).stdout
-    commits = [dict(zip(("sha", "subject"), line.split("\t", 1))) for line in out.splitlines() if line]
+    # NUL-separated: a subject may hold any other character (a \r must not make an entry).
+    out = git.run(["log", "-z", "--reverse", "--topo-order", "--format=%H%x00%s", f"{old}..{new}"], repo).stdout
+    fields = out.split("\0")
+    commits = [{"sha": sha, "subject": subject} for sha, subject in zip(fields[0::2], fields[1::2])]
     note = (
         ""
         if ancestor

@@ -8,7 +8,7 @@ import click
 
 from .. import canary
 from .. import report as report_mod
-from ..app import AppContext, complete_upstreams, emit_json, json_options, pass_app, progress_display
+from ..app import AppContext, complete_upstreams, echo_report, emit_json, json_options, pass_app, progress_display
 from ..errors import CheckFailed, UsageError
 from ..jsonout import to_json
 
@@ -125,6 +125,6 @@ def canary_cmd(
     if as_json:
         emit_json(payload)
     else:
-        click.echo(markdown, nl=False)
+        echo_report(markdown)
     if report.red:
         raise CheckFailed(report.red_reason())

@@ -9,6 +9,7 @@ import click
 from .. import apply_job, exporter, vendor, worktree
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
 from ..errors import UsageError
+from ..escape import shell_word
 
 
 @click.command("export")
@@ -82,7 +83,7 @@ def export_cmd(
         if not check:
             raise UsageError(
                 f"no applied tree for {series} at {worktree.display(config.root, source)}: run "
-                f"`patchctl apply {series}`, commit your changes in it, then export"
+                f"`patchctl apply {shell_word(series)}`, commit your changes in it, then export"
             )
         click.echo(f"patchctl: no applied tree for {series} yet: applying the series first", err=True)
         apply_job.apply(config, app.store, (series,))

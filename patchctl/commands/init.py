@@ -10,6 +10,7 @@ from .. import init_layout, journal, templates_dir
 from ..app import AppContext, pass_app
 from ..confine import all_inside_repository
 from ..errors import UsageError
+from ..escape import log_line
 
 
 @click.command("init")
@@ -77,11 +78,11 @@ def init_cmd(
     all_inside_repository(root, targets)
     journal.commit(root / ".patchctl", [journal.FileChange(root / p, data) for p, data in result.files.items()])
     for line in result.found:
-        click.echo(f"found: {line}")
+        click.echo(log_line(f"found: {line}"))
     for line in result.unmapped:
-        click.echo(f"not mapped: {line}")
+        click.echo(log_line(f"not mapped: {line}"))
     for path in result.files:
-        click.echo(f"wrote {path}")
+        click.echo(log_line(f"wrote {path}"))
     if not result.pre_commit_written:
         click.echo(f"{init_layout.PRE_COMMIT_NAME} exists; add these hooks to it:")
         click.echo(result.pre_commit, nl=False)

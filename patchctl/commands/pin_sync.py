@@ -8,7 +8,16 @@ import click
 
 from .. import report as report_mod
 from .. import sync
-from ..app import AppContext, complete_upstreams, emit_json, json_options, pass_app, progress_display
+from ..app import (
+    AppContext,
+    complete_upstreams,
+    echo_lines,
+    echo_report,
+    emit_json,
+    json_options,
+    pass_app,
+    progress_display,
+)
 from ..errors import UsageError
 from ..jsonout import to_json
 
@@ -109,6 +118,5 @@ def pin_sync_cmd(
             if as_json:
                 emit_json(payload)
             else:
-                click.echo(markdown, nl=False)
-            for warning in report.warnings:
-                click.echo(f"patchctl: warning: {warning}", err=True)
+                echo_report(markdown)
+            echo_lines([f"patchctl: warning: {warning}" for warning in report.warnings], err=True)

@@ -70,7 +70,7 @@ def test_mechanical_drift_is_red_and_bisect_names_the_breaking_commit(
     assert payload["series"][0]["verdict"] == "mechanical"
     assert payload["series"][0]["patches"][1]["verdict"] == "ok"
     markdown = (project.path.parent / "canary.md").read_text()
-    assert "pin-sync would be mechanical" in markdown and f"`{breaking[:12]}` Edit near line 20" in markdown
+    assert "pin-sync would be mechanical" in markdown and f"`{breaking[:12]}` `Edit near line 20`" in markdown
     assert summary.read_text() == "earlier step\n" + markdown  # appended, not overwritten
     assert project.snapshot() == before
 

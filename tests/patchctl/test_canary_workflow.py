@@ -241,7 +241,7 @@ def test_canary_workflow_steps_file_comment_and_close_one_issue_per_break(setup)
     assert create["args"][:2] == ["issue", "create"] and create["repo"] == "example/patchctl" and create["token"]
     assert create["args"][create["args"].index("--title") + 1] == "canary up: main does not build with cpu"
     assert create["body"].startswith(f"<!-- patchctl-canary-key: {key} -->")
-    assert f"`{breaking}` Break b" in create["body"] and "no_such_symbol" in create["body"]
+    assert f"`{breaking}` `Break b`" in create["body"] and "no_such_symbol" in create["body"]
     assert f"tip: `{first_tip}`" in create["body"]
     assert f"new issue: `{key}`" in red["issues_log"]
 

@@ -41,7 +41,7 @@ def test_sync_markdown_has_every_section_and_escapes_cells() -> None:
     assert f"- old pin: `{OLD[:12]}`" in lines and f"- new pin: `{NEW[:12]}` (target: `v2`)" in lines
     assert "- upstreams moved together: llama.cpp, ggml" in lines
     assert "- upstream commits in between: 3" in lines
-    assert f"- `{2:012x}` commit 2" in lines
+    assert f"- `{2:012x}` `commit 2`" in lines  # a subject is upstream text: a code span
     assert "| llama.cpp | 0002-b.patch | conflict | x \\| y; markers at src/a.c:3-9 |" in lines
     assert "| llama.cpp | 0001-a.patch | clean | – |" in lines
     assert "| llama.cpp | replay | gate | **FAIL** | 1.3 s | FAIL case 3 see log |" in lines
@@ -95,8 +95,9 @@ def test_canary_markdown_from_a_real_report() -> None:
     assert "- upstream commits since the pin: 12" in lines
     assert "### series llama.cpp: fails strictly; a pin-sync would be mechanical" in lines
     assert (
-        "| 0002-b.patch | context-drift: src/a.c hunk #1 | merged-3way | mechanical | "
-        "`333333333333` Rename \\| things |" in lines
+        # `#1` in prose would link issue 1: a zero-width joiner after `#` keeps it text
+        "| 0002-b.patch | context-drift: src/a.c hunk #\u200d1 | merged-3way | mechanical | "
+        "`333333333333` `Rename \\| things` |" in lines
     )
     assert "### series empty: applies strictly" in lines and "(no patches)" in lines
     assert "| cpu | llama.cpp | as declared | **FAIL** | cmake: exit 2; cmake 3.0 s | – |" in lines
