@@ -29,7 +29,7 @@ from typing import ClassVar
 
 from . import git
 from .diffblocks import SYMLINK_MODE, ParsedDiff, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
-from .gitpath import invalid_path_reason
+from .confined.names import invalid_path_reason
 from .jsonout import json_field
 from .patchset import MalformedPatch, PatchFile
 from .store import prefetch_blobs

@@ -290,7 +290,7 @@ def test_a_path_git_refuses_is_an_invalid_path_with_gits_reason(
 
 @pytest.mark.parametrize("path", [".gitignore", ".github/x", "git~2/x", "a.git/x", "src/.gitkeep"])
 def test_paths_git_accepts_are_not_refused(path: str) -> None:
-    from patchctl.gitpath import invalid_path_reason
+    from patchctl.confined.names import invalid_path_reason
 
     assert invalid_path_reason(path) is None
 
