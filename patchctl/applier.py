@@ -28,8 +28,8 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from . import git
-from .diffblocks import SYMLINK_MODE, ParsedDiff, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
 from .confined.names import invalid_path_reason
+from .diffblocks import SYMLINK_MODE, ParsedDiff, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
 from .jsonout import json_field
 from .patchset import MalformedPatch, PatchFile
 from .store import prefetch_blobs

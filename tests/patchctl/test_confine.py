@@ -125,7 +125,8 @@ def test_export_through_a_link_that_stays_inside_is_refused_too(project: Project
     result = cli("-C", project.path, "export", "main")
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "patches/main is a symlink to ../vendor-patches/main; patchctl goes through no link" in lines[0]
+    assert len(lines) == 1, result.output
+    assert "patches/main is a symlink to ../vendor-patches/main; patchctl goes through no link" in lines[0]
     assert sorted(p.name for p in real.iterdir()) == before
 
 
