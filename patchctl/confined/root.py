@@ -332,3 +332,9 @@ class Root:
                     raise Refused(f"refusing to write {self.shown(parts)}: it is a directory")
                 os.unlink(name, dir_fd=fd)
             os.symlink(target, name, dir_fd=fd)
+
+    def describe_link(self, path: Path | str) -> str:
+        """What the link PATH says, and where it leads when that matters (outside, into .git,
+        nowhere, a loop): for messages that refuse it."""
+        with self._parent(path, "read") as (fd, name, parts):
+            return self.link_target(fd, name, parts)
