@@ -14,7 +14,9 @@ Two ways to apply, one set of rules:
 Paths are checked before anything runs: a patch that names an absolute path, a `..`
 component, `.git`, a path too long for a file system, a path through a symlink, or that
 leaves a symlink pointing out of the tree (in any of its diff blocks) is refused up front;
-after an index-only apply, the symlinks in the result are checked again.
+after each apply, in an index or a work tree, every symlink of the result is resolved through
+the others (`patchctl.confined.links`): a patch that leaves one pointing out of the tree, into
+.git or into a loop, alone or as the last link of a chain, is refused and undone.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from . import git
-from .diffblocks import SYMLINK_MODE, ParsedDiff, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
-from .gitpath import invalid_path_reason
+from .confined.links import index_links, new_bad_link
+from .confined.names import invalid_path_reason
+from .diffblocks import ParsedDiff, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
 from .jsonout import json_field
 from .patchset import MalformedPatch, PatchFile
 from .store import prefetch_blobs
@@ -216,24 +219,6 @@ def _moved_symlink_reason(tree: Path, parsed: ParsedDiff) -> str | None:
     return None
 
 
-def escaping_symlinks_in_index(repo: Path, base: str, env: dict[str, str]) -> str | None:
-    """After an index-only apply: a symlink the patch left in the index (created, retargeted,
-    renamed, or a file turned into one) that points outside the tree. This checks the result
-    itself, so no way of spelling a symlink in a patch gets past it."""
-    raw = git.run(["diff-index", "--cached", "-z", "--no-renames", base], repo, env=env).stdout
-    fields = raw.split("\0")
-    links: list[tuple[str, str]] = []
-    for meta, path in zip(fields[0::2], fields[1::2]):
-        parts = meta.lstrip(":").split(" ")
-        if len(parts) >= 5 and parts[1] == SYMLINK_MODE and parts[4] != "D":
-            links.append((path, parts[3]))
-    for path, blob in links:
-        target = git.run(["cat-file", "blob", blob], repo).stdout
-        if symlink_target_escapes(path, target):
-            return f"creates a symlink pointing outside the tree: {path!r} -> {target!r}"
-    return None
-
-
 # ---------------------------------------------------------------- classification
 
 
@@ -377,6 +362,8 @@ class IndexBuilder:
         self._dir = tempfile.TemporaryDirectory(prefix="patchctl-index-")
         self.env = {"GIT_INDEX_FILE": str(Path(self._dir.name) / "index")}
         git.run(["read-tree", base], self.repo, env=self.env)
+        self._links: dict[str, str] | None = None  # the index's symlinks before the next patch
+        self._link_targets: dict[str, str] = {}  # blob id -> target, read once
 
     def close(self) -> None:
         self._dir.cleanup()
@@ -392,14 +379,19 @@ class IndexBuilder:
             return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
         if (bad := _malformed_before_git(patch)) is not None:
             return bad
+        if self._links is None:
+            self._links = index_links(self.repo, self.env, self._link_targets)
         result = self._git_apply(patch, [])
         if not result.ok:
             reverse = self._git_apply(patch, ["--check", "-R"]).ok
             every_hunk = "" if reverse else self._git_apply(patch, ["--check", "--reject"]).stderr
             return _classify_failure(patch, result.stderr, reverse, every_hunk)
-        if (reason := escaping_symlinks_in_index(self.repo, self.head, self.env)) is not None:
+        links = index_links(self.repo, self.env, self._link_targets)
+        if (link := new_bad_link(self._links, links)) is not None:
             git.run(["read-tree", self.head], self.repo, env=self.env)  # undo this patch in the private index
-            return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
+            self._links = None
+            return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=f"leaves {link.describe()}")
+        self._links = links
         offsets = _offsets(result.stdout + result.stderr)
         outcome = PatchOutcome(patch.name, Status.OFFSET if offsets else Status.APPLIED, offsets=offsets)
         if commit:
@@ -486,6 +478,7 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
     if (bad := _malformed_before_git(patch)) is not None:
         return bad
+    links = index_links(tree)
     strict = git.run([*APPLY_CONFIG, "apply", "-v", "--index", "-"], tree, check=False, input=patch.data)
     if strict.ok:
         offsets = _offsets(strict.stdout + strict.stderr)
@@ -525,6 +518,9 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         outcome = _merged_outcome(tree, patch)
         if outcome.status == Status.ALREADY_APPLIED:
             return outcome  # nothing to commit: the merge changed nothing
+    if (link := new_bad_link(links, index_links(tree))) is not None:
+        git.run(["reset", "-q", "--hard", "HEAD"], tree)  # the tree as it was before this patch
+        return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=f"leaves {link.describe()}")
     if commit:
         outcome.commit = commit_worktree(tree, patch)
     return outcome

@@ -20,7 +20,7 @@ from pathlib import Path
 from . import git, progress, treeswap, worktree
 from .applier import PatchOutcome, apply_series_to_index, is_clean
 from .config import Config, Series
-from .confine import inside_repository
+from .confined import confined_path
 from .errors import CheckFailed, UsageError
 from .jsonout import json_field
 from .patchset import PatchFile, read_series, series_digest
@@ -78,7 +78,7 @@ def plan(config: Config, names: tuple[str, ...], into: Path | None) -> list[Appl
     if not selected:
         raise UsageError("matrix.yaml defines no series to apply")
     if into is None:
-        trees = [inside_repository(config.root, worktree.applied_tree(config.root, s.name)) for s in selected]
+        trees = [confined_path(config.root, worktree.applied_tree(config.root, s.name)) for s in selected]
         return [ApplyJob([s], s.upstream, tree) for s, tree in zip(selected, trees)]
     upstreams = {s.upstream for s in selected}
     if len(upstreams) > 1:

@@ -46,7 +46,7 @@ from typing import ClassVar
 from . import git, worktree
 from .applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, seed_three_way_objects
 from .config import BuildStep, Config, Series
-from .confine import inside_repository
+from .confined import confined_path
 from .errors import GitError, UsageError
 from .escape import marker_token, md_code, md_fence, md_prose, md_text, visible
 from .jsonout import json_field, to_json
@@ -261,7 +261,7 @@ def canary(
         Path(work_dir).mkdir(parents=True, exist_ok=True)
     logs = Path(work_dir) / "logs" if work_dir else worktree.canary_logs(config.root, name)
     if not work_dir:
-        logs = inside_repository(config.root, logs)
+        logs = confined_path(config.root, logs)
     # Trees are scratch: a temporary directory removed at the end, whatever happens.
     scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="patchctl-canary-"))
     report = CanaryReport(
@@ -485,7 +485,7 @@ def _toolchains(config: Config, upstream: str, names: tuple[str, ...] = ()) -> l
             t.name,
             t.build_image,
             t.command,
-            inside_repository(config.root, config.root / t.dockerfile) if t.dockerfile else None,
+            confined_path(config.root, config.root / t.dockerfile, "read") if t.dockerfile else None,
             t.image if t.dockerfile else None,
         )
         for t in section.toolchains

@@ -37,12 +37,16 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
+from .confined.links import bad_links
+
 SYMLINK_MODE = "120000"
 DEV_NULL = "/dev/null"
 _DIFF_GIT_RE = re.compile(r"^diff --git (?P<rest>.+)$")
 _HUNK_RE = re.compile(r"^@@ -(?P<os>\d+)(?:,(?P<ol>\d+))? \+(?P<ns>\d+)(?:,(?P<nl>\d+))? @@(?P<section>.*)$")
-_MODE_RE = re.compile(r"^(?P<kind>old mode|new mode|new file mode|deleted file mode) (?P<mode>\d{6})$")
-_INDEX_MODE_RE = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+ (?P<mode>\d{6})$")
+# git matches these headers by their prefix and reads the rest with `parse_mode_line` (apply.c).
+_MODE_RE = re.compile(r"^(?P<kind>old mode|new mode|new file mode|deleted file mode) (?P<mode>.*)$")
+_INDEX_MODE_RE = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+ (?P<mode>.*)$")
+_OCTAL_RE = re.compile(r"^[ \t\n\v\f\r]*(?P<sign>[+-]?)(?P<digits>[0-7]+)(?:[ \t\n\v\f\r]|$)")
 _RENAME_RE = re.compile(r"^(?P<kind>rename|copy) (?P<side>from|to) (?P<path>.+)$")
 _OTHER_HEADER_RE = re.compile(r"^(?:index [0-9a-f]+\.\.[0-9a-f]+$|(?:dis)?similarity index \d+%$)")
 _BINARY_RE = re.compile(r"^(?:GIT binary patch|Binary files .* differ)$")
@@ -333,16 +337,18 @@ def read_blocks(text: str | ParsedDiff) -> tuple[Block, ...]:
 def _read_header_line(block: Block, line: str) -> bool:
     """Take LINE of BLOCK's extended header; whether git recognizes it as one."""
     if m := _MODE_RE.match(line):
+        mode = git_mode(m["mode"])
         if m["kind"] == "deleted file mode":
             block.deleted = True
         elif m["kind"] == "old mode":
-            block.old_mode = m["mode"]
+            block.old_mode = mode
         else:
-            block.new_mode = m["mode"]
+            block.new_mode = mode
             block.created = block.created or m["kind"] == "new file mode"
     elif m := _INDEX_MODE_RE.match(line):
-        block.new_mode = block.new_mode or m["mode"]
-        block.old_mode = block.old_mode or m["mode"]
+        mode = git_mode(m["mode"])
+        block.new_mode = block.new_mode or mode
+        block.old_mode = block.old_mode or mode
     elif m := _RENAME_RE.match(line):
         path = unquote(m["path"])
         if m["side"] == "to":
@@ -357,6 +363,28 @@ def _read_header_line(block: Block, line: str) -> bool:
     else:
         return _OTHER_HEADER_RE.match(line) is not None
     return True
+
+
+def git_mode(text: str) -> str | None:
+    """The mode git reads from TEXT (the rest of a mode header line), canonical as git keeps it
+    ("100644", "100755", "120000", "040000", "160000"), or None where git refuses the line.
+
+    git's `parse_mode_line` takes `strtoul(text, &end, 8)` (leading blanks, a sign and any
+    number of digits: `0120000`), wants a blank or the end of the line after it (` 120000 junk`
+    is 120000), then `canon_mode` keeps only the file type and the executable bit."""
+    m = _OCTAL_RE.match(text)
+    if m is None:
+        return None
+    value = int(m["digits"], 8)
+    value = (-value if m["sign"] == "-" else value) % (1 << 64) % (1 << 32)  # unsigned long, into an unsigned int
+    kind = value & 0o170000
+    if kind == 0o100000:
+        return "100755" if value & 0o100 else "100644"
+    if kind == 0o120000:
+        return SYMLINK_MODE
+    if kind == 0o040000:
+        return "040000"
+    return "160000"  # git's S_IFGITLINK for anything else
 
 
 def symlink_target_escapes(link_path: str, target: str) -> bool:
@@ -387,6 +415,14 @@ def unsafe_symlink_reason(text: str | ParsedDiff) -> str | None:
         for target in targets:
             if symlink_target_escapes(block.new_path, target):
                 return f"creates a symlink pointing outside the tree: {block.new_path!r} -> {target!r}"
+    # Links that each stay inside can still lead out through one another (`s -> d/..`, `d -> ..`).
+    created = {
+        block.new_path: block.hunks[-1].added[-1]
+        for block in read_blocks(text)
+        if block.makes_symlink and block.hunks and block.hunks[-1].added
+    }
+    if (bad := next(iter(bad_links(created)), None)) is not None:
+        return f"creates {bad.describe()}"
     return None
 
 

@@ -32,7 +32,7 @@ from typing import ClassVar
 from . import git, journal, worktree
 from .applier import IndexBuilder, apply_series_to_index, is_clean, write_tree_listing
 from .config import Config, Series
-from .confine import inside_repository
+from .confined import confined_path
 from .errors import CheckFailed, UsageError
 from .journal import FileChange
 from .jsonout import json_field
@@ -205,7 +205,7 @@ def export(
     upstream = config.get_upstream(series.upstream)
     read_existing(config, series_name, check=check)
     if not check:
-        inside_repository(config.root, series.dir)
+        confined_path(config.root, series.dir)
     tree = _work_tree(Path(from_dir))
     base_id = _resolve_base(tree, base or upstream.pin)
     planned, result = plan_export(series, tree, base_id, check=check)

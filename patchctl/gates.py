@@ -32,7 +32,7 @@ from pathlib import Path
 
 from . import gate_env, progress, worktree
 from .config import Config, Gate, Series
-from .confine import inside_repository
+from .confined import confined_path
 from .errors import CheckFailed, ConfigError, UsageError
 from .escape import shell_word
 from .jsonout import json_field
@@ -115,7 +115,7 @@ def run_gates(
     read_series(series)  # fail closed: a missing or empty series directory is an error here too
     tree = (tree or worktree.applied_tree(config.root, series.name)).resolve()
     check_tree(tree, series)
-    log_dir = log_dir or inside_repository(config.root, worktree.gate_logs(config.root, series.name))
+    log_dir = log_dir or confined_path(config.root, worktree.gate_logs(config.root, series.name))
     log_dir.mkdir(parents=True, exist_ok=True)
     results: list[GateResult] = []
     with tempfile.TemporaryDirectory(prefix="patchctl-gate-") as out:

@@ -14,6 +14,10 @@ Three layouts are read without moving a file:
 
 The result is a `Plan`: the files to write (contents as bytes), what was found and what
 could not be mapped, one line each. Nothing here writes or prints.
+
+The repository is untrusted input: every file is read through `patchctl.confined.Root` (no
+link followed, bounded), every directory a layout names must be inside the repository (no
+`..`, no `.git`), and Makefile expansion is bounded in depth, size and work (`MakeBudget`).
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import git
 from .config import VendorCopy
+from .confined import Refused, Root, is_dotgit
 from .errors import UsageError
 from .globs import glob_match
 from .patchset import FORMAT_PATCH_SLUG_MAX, PATCH_NAME_RE, STRICT_NAME_RE, PatchFile
@@ -38,6 +44,7 @@ _HEX_RE = re.compile(r"^[0-9a-f]{7,40}$")
 _FULL_RE = re.compile(r"^[0-9a-f]{40}$")
 _PLAIN_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./@+-]*$")
 _YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
+MAX_LAYOUT_FILE_BYTES = 16 * 1024 * 1024  # a Makefile, a filter or series file, a patch: far below this
 
 
 @dataclass(frozen=True)
@@ -207,65 +214,98 @@ def _split_args(text: str) -> list[str]:
     return parts
 
 
+MAX_EXPANSION_DEPTH = 64  # make itself stops a variable that refers to itself; real Makefiles nest a few levels
+MAX_EXPANSION_BYTES = 1024 * 1024  # a value far past any URL, pin or path a vendoring Makefile holds
+MAX_EXPANSION_STEPS = 100_000  # references and calls in one expansion: `A2=$(A1)$(A1)` doubles at each level
+
+
+class ExpansionBound(Exception):  # noqa: N818 - a bound reached, not an error of the Makefile's syntax
+    """A Makefile whose expansion goes past a bound (a variable that refers to itself, or that
+    doubles at each level): `patchctl init` stops in one line."""
+
+
 def expand(text: str, variables: dict[str, str], target: str = "", prereqs: list[str] | None = None) -> str:
     """Make's expansion of TEXT, for the variables and the few functions vendoring Makefiles
-    use; raises ValueError naming anything else."""
-    prereqs = prereqs or []
-    out, i = "", 0
-    while i < len(text):
-        char = text[i]
-        if char != "$" or i + 1 >= len(text):
-            out += char
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt in "({":
-            close = ")" if nxt == "(" else "}"
-            depth, j = 1, i + 2
-            while j < len(text) and depth:
-                depth += {nxt: 1, close: -1}.get(text[j], 0)
-                j += 1
-            if depth:
-                raise ValueError(f"unbalanced {text[i:]!r}")
-            out += _call(text[i + 2 : j - 1], variables, target, prereqs)
-            i = j
-            continue
-        auto = {"@": target, "<": prereqs[0] if prereqs else "", "^": " ".join(prereqs), "$": "$"}
-        if nxt in auto:
-            out += auto[nxt]
-        elif nxt.isalnum():
-            out += expand(variables.get(nxt, ""), variables, target, prereqs)
-        else:
-            raise ValueError(f"make variable ${nxt} is not supported")
-        i += 2
-    return out
+    use; raises ValueError naming anything else, ExpansionBound past the bounds above."""
+    return _Expansion(variables, target, prereqs or []).expand(text, 0)
 
 
-def _call(body: str, variables: dict[str, str], target: str, prereqs: list[str]) -> str:
-    def ex(value: str) -> str:
-        return expand(value, variables, target, prereqs)
+@dataclass
+class _Expansion:
+    variables: dict[str, str]
+    target: str
+    prereqs: list[str]
+    steps: int = 0
 
-    function, _, rest = body.partition(" ")
-    if not rest and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", body):
-        return ex(variables.get(body, ""))
-    args = _split_args(rest)
-    words = [w for a in args for w in ex(a).split()] if function in ("realpath", "abspath", "strip") else []
-    if function == "addprefix" and len(args) == 2:
-        return " ".join(ex(args[0]).strip() + w for w in ex(args[1]).split())
-    if function == "addsuffix" and len(args) == 2:
-        return " ".join(w + ex(args[0]).strip() for w in ex(args[1]).split())
-    if function in ("realpath", "abspath", "strip"):
-        return " ".join(words)
-    if function in ("lastword", "firstword") and len(args) == 1:
-        items = ex(args[0]).split()
-        return (items[-1] if function == "lastword" else items[0]) if items else ""
-    if function == "notdir" and len(args) == 1:
-        return " ".join(posixpath.basename(w) for w in ex(args[0]).split())
-    if function == "dir" and len(args) == 1:
-        return " ".join(posixpath.dirname(w) + "/" for w in ex(args[0]).split())
-    if function == "wildcard" and len(args) == 1:
-        return ex(args[0])
-    raise ValueError(f"make function $({function} ...) is not supported")
+    def expand(self, text: str, depth: int) -> str:
+        out, i = "", 0
+        while i < len(text):
+            char = text[i]
+            if char != "$" or i + 1 >= len(text):
+                out += char
+                i += 1
+                continue
+            nxt = text[i + 1]
+            if nxt in "({":
+                close = ")" if nxt == "(" else "}"
+                level, j = 1, i + 2
+                while j < len(text) and level:
+                    level += {nxt: 1, close: -1}.get(text[j], 0)
+                    j += 1
+                if level:
+                    raise ValueError(f"unbalanced {text[i:]!r}")
+                out += self.call(text[i + 2 : j - 1], depth)
+                i = j
+            else:
+                auto = {"@": self.target, "<": self.prereqs[0] if self.prereqs else "", "^": " ".join(self.prereqs)}
+                if nxt in auto or nxt == "$":
+                    out += auto.get(nxt, "$")
+                elif nxt.isalnum():
+                    out += self.variable(nxt, depth)
+                else:
+                    raise ValueError(f"make variable ${nxt} is not supported")
+                i += 2
+            if len(out) > MAX_EXPANSION_BYTES:
+                raise ExpansionBound(f"expanding it gives more than {MAX_EXPANSION_BYTES:,} bytes")
+        return out
+
+    def variable(self, name: str, depth: int) -> str:
+        self.steps += 1
+        if depth >= MAX_EXPANSION_DEPTH:
+            raise ExpansionBound(
+                f"$({name}) nests more than {MAX_EXPANSION_DEPTH} levels deep (a variable that refers to itself?)"
+            )
+        if self.steps > MAX_EXPANSION_STEPS:
+            raise ExpansionBound(f"expanding $({name}) takes more than {MAX_EXPANSION_STEPS:,} steps")
+        return self.expand(self.variables.get(name, ""), depth + 1)
+
+    def call(self, body: str, depth: int) -> str:
+        def ex(value: str) -> str:
+            return self.expand(value, depth + 1)
+
+        function, _, rest = body.partition(" ")
+        if not rest and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", body):
+            return self.variable(body, depth)
+        self.steps += 1
+        if depth >= MAX_EXPANSION_DEPTH or self.steps > MAX_EXPANSION_STEPS:
+            raise ExpansionBound(f"$({function} ...) nests more than {MAX_EXPANSION_DEPTH} levels or takes too long")
+        args = _split_args(rest)
+        if function == "addprefix" and len(args) == 2:
+            return " ".join(ex(args[0]).strip() + w for w in ex(args[1]).split())
+        if function == "addsuffix" and len(args) == 2:
+            return " ".join(w + ex(args[0]).strip() for w in ex(args[1]).split())
+        if function in ("realpath", "abspath", "strip"):
+            return " ".join(w for a in args for w in ex(a).split())
+        if function in ("lastword", "firstword") and len(args) == 1:
+            items = ex(args[0]).split()
+            return (items[-1] if function == "lastword" else items[0]) if items else ""
+        if function == "notdir" and len(args) == 1:
+            return " ".join(posixpath.basename(w) for w in ex(args[0]).split())
+        if function == "dir" and len(args) == 1:
+            return " ".join(posixpath.dirname(w) + "/" for w in ex(args[0]).split())
+        if function == "wildcard" and len(args) == 1:
+            return ex(args[0])
+        raise ValueError(f"make function $({function} ...) is not supported")
 
 
 @dataclass(frozen=True)
@@ -296,9 +336,10 @@ def parse_rule(text: str) -> Rule:
     return Rule("other", pattern.strip(), text)
 
 
-def read_filter_file(path: Path) -> list[Rule]:
+def filter_rules(text: str) -> list[Rule]:
+    """The rules of an rsync filter file's TEXT (comments and blank lines dropped)."""
     rules = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in text.splitlines():
         if line.strip() and not line.lstrip().startswith(("#", ";")):
             rules.append(parse_rule(line))
     return rules
@@ -440,10 +481,18 @@ def _parse_rsync(words: list[str]) -> tuple[list[str], list[Rule], list[str], bo
 
 
 def detect_makefile_sync(root: Path, file: str, url_override: str | None, pin_override: str | None) -> Layout:
-    makefile_path = root / file
-    if not makefile_path.is_file():
+    try:
+        return _detect_makefile_sync(root, file, url_override, pin_override)
+    except ExpansionBound as exc:
+        raise UsageError(f"{file}: {exc}; patchctl stops there") from None
+
+
+def _detect_makefile_sync(root: Path, file: str, url_override: str | None, pin_override: str | None) -> Layout:
+    file = _inside(root, file, "--file")
+    text = _text(root, file)
+    if text is None:
         raise UsageError(f"{file}: no such file (give the vendoring Makefile with --file PATH)")
-    make = parse_makefile(makefile_path.read_text(encoding="utf-8", errors="replace"))
+    make = parse_makefile(text)
     found: list[str] = []
     notes: list[str] = []
     var = make.variables
@@ -478,7 +527,11 @@ def detect_makefile_sync(root: Path, file: str, url_override: str | None, pin_ov
     for name, raw in var.items():
         match = re.search(r"\$\(wildcard\s+(\S+?)/\*\.(?:patch|diff)\s*\)", raw)
         if match:
-            patch_dir = expand(match.group(1), var).strip().rstrip("/")
+            try:
+                patch_dir = expand(match.group(1), var).strip().rstrip("/")
+            except ValueError as exc:
+                raise UsageError(f"{file}: {name}: {exc}") from None
+            patch_dir = _inside(root, patch_dir, f"{file}: {name}")
             found.append(f"patches: {patch_dir} ({file}: {name})")
             break
     if not patch_dir:
@@ -487,7 +540,10 @@ def detect_makefile_sync(root: Path, file: str, url_override: str | None, pin_ov
     if not workdir:
         for target, _prereqs, recipe in make.rules:
             if any(re.search(r"\bgit clone\b", line) for line in recipe):
-                workdir = expand(target, var).strip().rstrip("/")
+                try:
+                    workdir = expand(target, var).strip().rstrip("/")
+                except ValueError as exc:
+                    raise UsageError(f"{file}: rule {target}: {exc}") from None
         if not workdir:
             raise UsageError(f"{file}: no WORKDIR= line nor a `git clone` rule: cannot tell the upstream checkout")
     found.append(f"upstream checkout: {workdir}")
@@ -545,10 +601,13 @@ def _rsync_copies(
     dest = sources.pop().rstrip("/")
     rules = list(cli_rules)
     for merge in merges:
-        path = root / merge
-        if path.is_file():
-            merged = read_filter_file(path)
-            rules += merged
+        try:
+            text = _text(root, merge)
+        except Refused as exc:
+            notes.append(f"{file}: rule {target}: filter file not read ({exc}): its rules are missing")
+            continue
+        if text is not None:
+            rules += filter_rules(text)
         else:
             notes.append(f"{file}: rule {target}: filter file {merge} does not exist: its rules are missing")
     include, exclude, protect, rule_notes = map_filter(rules)
@@ -600,10 +659,10 @@ def _looks_like_a_file(name: str, included_names: set[str]) -> bool:
 def detect_quilt(root: Path, directory: str | None, url: str | None, pin: str | None, name: str | None) -> Layout:
     if directory is None:
         candidates = ["debian/patches", "patches"]
-        directory = next((c for c in candidates if (root / c / "series").is_file()), "debian/patches")
-    directory = directory.strip("/")
-    series_file = root / directory / "series"
-    if not series_file.is_file():
+        directory = next((c for c in candidates if _kind(root, f"{c}/series") == "regular file"), "debian/patches")
+    directory = _inside(root, directory.strip("/"), "--from quilt DIR")
+    series_text = _text(root, f"{directory}/series")
+    if series_text is None:
         raise UsageError(f"{directory}/series: no such file (give the quilt directory: --from quilt DIR)")
     if url is None or pin is None:
         raise UsageError(
@@ -612,13 +671,13 @@ def detect_quilt(root: Path, directory: str | None, url: str | None, pin: str | 
         )
     entries = []
     notes = []
-    for words in _quilt_lines(series_file.read_text(encoding="utf-8", errors="replace")):
+    for words in _quilt_lines(series_text):
         if len(words) > 1:
             notes.append(f"{directory}/series: {words[0]} has quilt options {' '.join(words[1:])!r}: ignored")
         if words[1:] and words[1:] != ["-p1"]:
             notes.append(f"{directory}/series: {words[0]}: patchctl applies every patch with -p1")
         entries.append(words[0])
-        if not (root / directory / words[0]).is_file():
+        if _kind(root, f"{directory}/{words[0]}") != "regular file":
             notes.append(f"{directory}/series: {words[0]} is listed but missing")
     package = name or _debian_package(root) or root.resolve().name
     upstream = _safe_name(package)
@@ -640,9 +699,9 @@ def _quilt_lines(text: str) -> list[list[str]]:
 
 
 def _debian_package(root: Path) -> str | None:
-    changelog = root / "debian" / "changelog"
-    if changelog.is_file():
-        first = changelog.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
+    changelog = _text(root, "debian/changelog")
+    if changelog is not None:
+        first = changelog.split("\n", 1)[0]
         match = re.match(r"^([a-z0-9][a-z0-9.+-]+) \(", first)
         if match:
             return match.group(1)
@@ -666,31 +725,26 @@ _URL_VAR_RE = re.compile(
 def _makefiles(root: Path, directory: str) -> list[str]:
     names = []
     for folder in _unique([".", posixpath.dirname(directory) or "."]):
-        base = root / folder
-        if not base.is_dir():
-            continue
-        for path in sorted(base.iterdir()):
-            if path.is_file() and (path.name in ("Makefile", "GNUmakefile", "makefile") or path.suffix == ".mk"):
-                names.append(posixpath.normpath(f"{folder}/{path.name}"))
+        for name in _files(root, folder):
+            if name in ("Makefile", "GNUmakefile", "makefile") or name.endswith(".mk"):
+                names.append(posixpath.normpath(f"{folder}/{name}"))
     return names
 
 
 def _version_files(root: Path, directory: str) -> list[str]:
     names = []
     for folder in _unique([".", posixpath.dirname(directory) or "."]):
-        base = root / folder
-        if not base.is_dir():
-            continue
-        for path in sorted(base.iterdir()):
-            if path.is_file() and re.fullmatch(r"[A-Za-z0-9_.-]*(VERSION|COMMIT|REV|PIN)[A-Za-z0-9_.-]*", path.name):
-                if path.stat().st_size <= 200:
-                    names.append(posixpath.normpath(f"{folder}/{path.name}"))
+        for name in _files(root, folder):
+            if re.fullmatch(r"[A-Za-z0-9_.-]*(VERSION|COMMIT|REV|PIN)[A-Za-z0-9_.-]*", name):
+                info = Root(root).lstat(f"{folder}/{name}")
+                if info is not None and info.st_size <= 200:
+                    names.append(posixpath.normpath(f"{folder}/{name}"))
     return names
 
 
 def detect_git_dir(root: Path, directory: str, url: str | None, pin: str | None, name: str | None) -> Layout:
-    directory = directory.strip("/")
-    if not (root / directory).is_dir():
+    directory = _inside(root, directory.strip("/"), "--from git-dir DIR")
+    if _kind(root, directory) != "directory":
         raise UsageError(f"{directory}: no such directory (--from git-dir DIR)")
     found: list[str] = []
     notes: list[str] = []
@@ -698,7 +752,7 @@ def detect_git_dir(root: Path, directory: str, url: str | None, pin: str | None,
     candidates: list[tuple[str, int, str, str, str]] = []  # file, line, variable, value, prefix
     url_found: tuple[str, str] | None = None
     for makefile in _makefiles(root, directory):
-        text = (root / makefile).read_text(encoding="utf-8", errors="replace")
+        text = _text(root, makefile) or ""
         for number, line in enumerate(text.splitlines(), 1):
             if match := _PIN_VAR_RE.match(line):
                 candidates.append((makefile, number, match["name"], match["value"], line[: match.start("value")]))
@@ -708,7 +762,7 @@ def detect_git_dir(root: Path, directory: str, url: str | None, pin: str | None,
             if url_found is None and (clone := re.search(r"\bgit clone\s+(?:-\S+\s+)*(\S+://\S+|git@\S+)", line)):
                 url_found = (clone.group(1), f"{makefile}:{number} (git clone)")
     for version_file in _version_files(root, directory):
-        words = (root / version_file).read_text(encoding="utf-8", errors="replace").split()
+        words = (_text(root, version_file) or "").split()
         if len(words) == 1:
             candidates.append((version_file, 1, "", words[0], ""))
     hex_first = sorted(candidates, key=lambda c: (not _FULL_RE.match(c[3]), not _HEX_RE.match(c[3])))
@@ -761,10 +815,9 @@ def detect_git_dir(root: Path, directory: str, url: str | None, pin: str | None,
 def _naming(root: Path, directory: str) -> tuple[str, list[str], dict[str, bytes]]:
     """The `naming:` the directory's files follow, notes, and a `series` file to add when
     only `quilt` (with a series file written in name order) describes them."""
-    base = root / directory
-    if (base / "series").is_file():
+    if _kind(root, f"{directory}/series") == "regular file":
         return "quilt", [], {}
-    names = sorted(p.name for p in base.iterdir() if p.is_file() and p.suffix in (".patch", ".diff"))
+    names = [n for n in _files(root, directory) if n.endswith((".patch", ".diff"))]
     if not names:
         return "format-patch", [f"{directory}: no *.patch file (allow_empty: true until the first one)"], {}
     numbers = [int(n[:4]) for n in names if PATCH_NAME_RE.match(n)]
@@ -786,26 +839,59 @@ def _naming(root: Path, directory: str) -> tuple[str, list[str], dict[str, bytes
 
 def _undescribed(root: Path, layout: Layout) -> tuple[int, int]:
     """(patches, those without a subject or a description) in the layout's patch directory."""
-    base = root / layout.dir
     listed = layout.extra_files.get(f"{layout.dir}/series")
-    if layout.naming == "quilt" and listed is None and (base / "series").is_file():
-        listed = (base / "series").read_bytes()
+    if layout.naming == "quilt" and listed is None:
+        listed = (_text(root, f"{layout.dir}/series") or "").encode()
     if layout.naming == "quilt" and listed is not None:
         names = [words[0] for words in _quilt_lines(listed.decode(errors="replace"))]
     else:
-        names = sorted(p.name for p in base.glob("*.patch")) if base.is_dir() else []
+        names = [n for n in _files(root, layout.dir) if n.endswith(".patch")]
     count = 0
+    confined = Root(root)
     for name in names:
-        path = base / name
-        if path.is_file() and not path.is_symlink():
-            message = PatchFile(path, path.read_bytes()).message
+        try:
+            data = confined.read_bytes(f"{layout.dir}/{name}", MAX_LAYOUT_FILE_BYTES)
+        except Refused:
+            continue  # a link, a FIFO or a giant: lint names it; the count is only a hint
+        if data is not None:
+            message = PatchFile(root / layout.dir / name, data).message
             count += not (message.subject and message.description)
     return len(names), count
 
 
 def _has_patches(root: Path, directory: str) -> bool:
-    base = root / directory
-    return base.is_dir() and any(p.is_file() and p.suffix in (".patch", ".diff") for p in base.iterdir())
+    return any(n.endswith((".patch", ".diff")) for n in _files(root, directory))
+
+
+def _inside(root: Path, path: str, what: str) -> str:
+    """PATH (named by WHAT) as a path inside the repository ROOT, or UsageError: a layout
+    never makes patchctl read or write outside it (`../victim`) or in `.git`."""
+    if not path or path.startswith("/"):
+        raise UsageError(f"{what}: {path!r} is not a path inside the repository")
+    try:
+        return "/".join(Root(root).parts(path, "use")) or "."
+    except Refused as exc:
+        raise UsageError(f"{what}: {exc}; a layout lives inside the repository") from None
+
+
+def _text(root: Path, path: str) -> str | None:
+    """The text of the repository file PATH (read through `Root`: no link, bounded), or None."""
+    data = Root(root).read_bytes(path, MAX_LAYOUT_FILE_BYTES)
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def _kind(root: Path, path: str) -> str | None:
+    try:
+        return Root(root).kind(path)
+    except Refused:
+        return None
+
+
+def _files(root: Path, directory: str) -> list[str]:
+    """The names of the regular files in the repository directory DIRECTORY, sorted ([] when absent)."""
+    confined = Root(root)
+    names = [n for n in confined.listdir(directory) or [] if not is_dotgit(n)]
+    return [n for n in names if (info := confined.lstat(f"{directory}/{n}")) and stat.S_ISREG(info.st_mode)]
 
 
 def _expand_pin(value: str, url: str) -> tuple[str, str | None]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import worktree
-from .confine import inside_repository
+from .confined import confined_path
 from .errors import EnvironmentFailure, UsageError
 
 LOCK_NAME = "lock"
@@ -64,7 +64,7 @@ class ProjectLock:
         worktree.check_state_path(self.root, self.path.parent, "state directory", expected="directory", follow=True)
         # A directory, a FIFO, a device or a symlink where the lock belongs: one line, never opened.
         worktree.check_state_path(self.root, self.path, "lock")
-        inside_repository(self.root, self.path)
+        confined_path(self.root, self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)

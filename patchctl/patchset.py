@@ -40,7 +40,6 @@ _DIFF_START_RE = re.compile(r"^(?:diff --git |Index: |diff -|={20,}$)")
 _HEADER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*):(?:\s|$)")
 _PATH_HEADER_RE = re.compile(r"^(?:---|\+\+\+) (?P<path>\S+)")
 _RENAME_RE = re.compile(r"^(?:rename|copy) (?:from|to) (?P<path>.+)$")
-_SYMLINK_MODE_RE = re.compile(r"^(?:new file mode|new mode) 120000$")
 
 
 @dataclass(frozen=True)
@@ -265,10 +264,6 @@ def raw_paths(text: str) -> list[str]:
         elif m := _RENAME_RE.match(line):
             paths.append(unquote(m["path"].strip()))
     return paths
-
-
-def creates_symlink(text: str) -> bool:
-    return any(_SYMLINK_MODE_RE.match(line) for line in patch_lines(text))
 
 
 _strip_prefix = strip_prefix

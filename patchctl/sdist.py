@@ -28,7 +28,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from . import git, progress, safetar
+from . import git, progress
+from .confined import tar as safetar
 from .errors import EnvironmentFailure, UsageError
 from .paths import atomic_write_bytes, cache_dir
 

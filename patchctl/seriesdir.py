@@ -1,13 +1,13 @@
 """Listing and reading a series' directory, as untrusted input, and failing closed.
 
 A series directory comes with the repository: anyone who can open a pull request can put
-anything there. So:
+anything there. So everything is read through `patchctl.confined.Root`:
 
-* only regular files are read as patches, decided by `lstat` before anything is opened:
-  a FIFO, a device, a socket or a directory named like a patch is refused in one line
-  (opening a FIFO would block forever, reading `/dev/zero` would never end);
-* a symlink is followed only when it leads to a regular file inside the repository;
-  one leading out (`/etc/passwd`) is refused before it is read;
+* only regular files are read as patches: a FIFO, a device, a socket or a directory named
+  like a patch is refused in one line (opening a FIFO would block forever, reading
+  `/dev/zero` would never end);
+* no link is followed, neither on the way to the directory nor as an entry: a link is
+  refused in one line naming where it points, before anything is read;
 * every read is bounded: at most `MAX_PATCH_BYTES` a file, and the whole directory within
   `READ_TIMEOUT_S` seconds (a hung network file system cannot hang the command);
 * a series that checks nothing fails: a directory that is missing, is not a directory or
@@ -22,13 +22,12 @@ import os
 import stat
 import threading
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from .config import Series
-from .confine import OutsideRepository, inside_repository
+from .confined import Refused, Root
+from .confined.regular import file_kind as _kind
 from .errors import ConfigError, EnvironmentFailure, UsageError
-from .regular import NotRegular, TooLarge, read_regular
-from .regular import file_kind as _kind
 
 MAX_PATCH_BYTES = 64 * 1024 * 1024  # far above any real patch (llama.cpp's largest are a few MiB)
 READ_TIMEOUT_S = 60.0
@@ -43,38 +42,31 @@ class UnsafeSeriesEntry(ConfigError):
 
 def series_entries(series: Series, *, allow_empty_dir: bool = False) -> list[Path]:
     """The patch files of SERIES in application order, each checked to be a regular file
-    inside the repository (nothing is read but the quilt `series` file). Fails closed:
+    reached through no link (nothing is read but the quilt `series` file). Fails closed:
     ConfigError when the directory is missing, not a directory, or holds no patch, unless
     the series has `allow_empty: true` (ALLOW_EMPTY_DIR: an existing empty directory is
     fine, for the command that fills it)."""
     directory = series.dir
     shown = _shown(series, directory)
-    if series.root is not None:
-        try:  # the directory, or a directory above it, linked outside the repository
-            inside_repository(series.root, directory)
-        except OutsideRepository as exc:
-            raise UnsafeSeriesEntry(str(exc).replace("refusing to write", "refusing to read", 1)) from None
-    try:
-        info = os.lstat(directory)
-    except FileNotFoundError:
+    root = _root(series)
+    kind = root.kind(directory)  # Refused (one line) when a directory above it is a link
+    if kind is None:
         if series.allow_empty:
             return []
-        raise ConfigError(f"{_where(series)}: {shown}: no such directory{_did_you_mean(series)}") from None
-    except OSError as exc:
-        raise ConfigError(f"{_where(series)}: {shown}: cannot read it ({exc.strerror})") from None
-    if stat.S_ISLNK(info.st_mode):
-        _check_inside(series, directory)
-        info = os.stat(directory)
-    if not stat.S_ISDIR(info.st_mode):
-        raise ConfigError(
-            f"{_where(series)}: {shown} is not a directory ({_kind(info.st_mode)}){_did_you_mean(series)}"
+        raise ConfigError(f"{_where(series)}: {shown}: no such directory{_did_you_mean(series)}")
+    if kind == "symlink":
+        raise UnsafeSeriesEntry(
+            f"refusing to read {shown}: {shown} is a symlink to {root.describe_link(directory)}; "
+            "patchctl goes through no link"
         )
+    if kind != "directory":
+        raise ConfigError(f"{_where(series)}: {shown} is not a directory ({kind}){_did_you_mean(series)}")
     if series.naming == "quilt":
         paths = [directory / name for name in quilt_names(directory, series)]
     else:
-        paths = sorted(directory / name for name in os.listdir(directory) if name.endswith(PATCH_SUFFIX))
+        paths = [directory / name for name in root.listdir(directory) or [] if name.endswith(PATCH_SUFFIX)]
     for path in paths:
-        _check_entry(series, path)
+        _check_entry(series, root, path)
     if not paths and not series.allow_empty and not allow_empty_dir:
         what = f"no patch listed in its {QUILT_SERIES_FILE} file" if series.naming == "quilt" else "no *.patch file"
         raise ConfigError(
@@ -114,35 +106,28 @@ def read_entries(series: Series, paths: list[Path]) -> list[bytes]:
     return results
 
 
-def read_bounded(series: Series, path: Path, deadline: float | None = None) -> bytes:
-    """PATH's bytes, opened without following a last symlink that `_check_entry` did not vet,
-    without blocking, and refused when it is no longer a regular file or grows past the limit."""
-    real = _check_entry(series, path)
+def read_bounded(series: Series | None, path: Path, deadline: float | None = None) -> bytes:
+    """PATH's bytes, read through `Root` (no link, no FIFO), refused past MAX_PATCH_BYTES."""
+    root = _root(series) if series is not None else Root(Path(path).parent)
+    _check_entry(series, root, path)
     try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise UnsafeSeriesEntry(f"{_shown(series, path)}: cannot open it ({exc.strerror}); remove it") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):  # swapped between the check and the open
-            raise UnsafeSeriesEntry(_not_regular(series, path, info.st_mode))
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            chunk = os.read(fd, _CHUNK)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > MAX_PATCH_BYTES:
-                raise UnsafeSeriesEntry(
-                    f"{_shown(series, path)}: larger than {MAX_PATCH_BYTES:,} bytes; not a patch patchctl reads"
-                )
-            chunks.append(chunk)
-            if deadline is not None and time.monotonic() > deadline:
-                raise EnvironmentFailure(f"{_shown(series, path)}: reading it took more than {READ_TIMEOUT_S:g} s")
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+        with root.open_regular(path) as (handle, _):
+            chunks: list[bytes] = []
+            size = 0
+            while chunk := handle.read(_CHUNK):
+                size += len(chunk)
+                if size > MAX_PATCH_BYTES:
+                    raise UnsafeSeriesEntry(
+                        f"{_shown(series, path)}: larger than {MAX_PATCH_BYTES:,} bytes; not a patch patchctl reads"
+                    )
+                chunks.append(chunk)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise EnvironmentFailure(f"{_shown(series, path)}: reading it took more than {READ_TIMEOUT_S:g} s")
+            return b"".join(chunks)
+    except FileNotFoundError:
+        raise UnsafeSeriesEntry(f"{_shown(series, path)}: no such file") from None
+    except Refused as exc:
+        raise UnsafeSeriesEntry(f"{_shown(series, path)}: {exc}; remove it") from None
 
 
 def quilt_names(directory: Path, series: Series | None = None) -> list[str]:
@@ -150,22 +135,20 @@ def quilt_names(directory: Path, series: Series | None = None) -> list[str]:
     No `series` file is an empty list. A listed file that does not exist is a usage error:
     quilt itself would refuse the series."""
     path = directory / QUILT_SERIES_FILE
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
+    root = _root(series) if series is not None else Root(directory)
+    if root.kind(path) is None:
         return []
-    if series is not None:
-        _check_entry(series, path)
-    elif not stat.S_ISREG(info.st_mode):
-        raise UnsafeSeriesEntry(_not_regular(None, path, info.st_mode))
-    data = read_bounded(series, path) if series is not None else _read_plain(path)
+    data = read_bounded(series, path)
     names = []
     for number, line in enumerate(data.decode(errors="replace").splitlines(), 1):
         name = line.split("#", 1)[0].split()
         if not name:
             continue
-        parts = PurePosixPath(name[0]).parts
-        if name[0].startswith("/") or ".." in parts or not _lexists(directory / name[0]):
+        try:
+            present = not name[0].startswith("/") and root.kind(directory / name[0]) is not None
+        except Refused:
+            present = False
+        if not present:
             raise UsageError(f"{path}:{number}: {name[0]!r} is not a file in {directory}")
         names.append(name[0])
     return names
@@ -174,45 +157,29 @@ def quilt_names(directory: Path, series: Series | None = None) -> list[str]:
 # ---------------------------------------------------------------- checks
 
 
-def _check_entry(series: Series | None, path: Path) -> Path:
-    """PATH when it is a regular file, or the regular file inside the repository its symlink
-    leads to; raises UnsafeSeriesEntry (one line, saying what to remove) otherwise."""
+def _root(series: Series | None) -> Root:
+    """What the series' paths are confined to: its repository (or its directory's parent)."""
+    if series is not None and series.root is not None:
+        return Root(series.root)
+    return Root(series.dir.parent if series is not None else Path.cwd())
+
+
+def _check_entry(series: Series | None, root: Root, path: Path) -> None:
+    """Nothing when PATH is a regular file reached through no link; UnsafeSeriesEntry (one
+    line, saying what to remove) otherwise."""
     try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        raise UnsafeSeriesEntry(f"{_shown(series, path)}: no such file") from None
-    if stat.S_ISREG(info.st_mode):
-        return path
-    if not stat.S_ISLNK(info.st_mode):
+        info = root.lstat(path)
+    except Refused as exc:
+        raise UnsafeSeriesEntry(f"{_shown(series, path)}: {exc}") from None
+    if info is None:
+        raise UnsafeSeriesEntry(f"{_shown(series, path)}: no such file")
+    if stat.S_ISLNK(info.st_mode):
+        raise UnsafeSeriesEntry(
+            f"{_shown(series, path)}: a symlink to {root.describe_link(path)}; patchctl reads no patch through a "
+            "link: remove it or replace it with the file"
+        )
+    if not stat.S_ISREG(info.st_mode):
         raise UnsafeSeriesEntry(_not_regular(series, path, info.st_mode))
-    real = _check_inside(series, path)
-    try:
-        target = os.lstat(real)
-    except OSError:
-        raise UnsafeSeriesEntry(
-            f"{_shown(series, path)}: a symlink to {os.readlink(path)}, which does not exist; remove it"
-        ) from None
-    if not stat.S_ISREG(target.st_mode):
-        raise UnsafeSeriesEntry(
-            f"{_shown(series, path)}: a symlink to {os.readlink(path)}, a {_kind(target.st_mode)}, "
-            "not a regular file; patchctl reads only regular files as patches: remove it"
-        )
-    return real
-
-
-def _check_inside(series: Series | None, path: Path) -> Path:
-    """Where the symlink PATH leads, when that is inside the repository."""
-    root = series.root.resolve() if series is not None and series.root is not None else None
-    try:
-        real = path.resolve(strict=False)
-    except (RuntimeError, OSError):
-        raise UnsafeSeriesEntry(f"{_shown(series, path)}: a symlink loop; remove it") from None
-    if root is not None and real != root and root not in real.parents:
-        raise UnsafeSeriesEntry(
-            f"{_shown(series, path)}: a symlink to {os.readlink(path)}, outside the repository {root}; "
-            "patchctl does not read it: remove it or replace it with the file"
-        )
-    return real
 
 
 def _not_regular(series: Series | None, path: Path, mode: int) -> str:
@@ -220,19 +187,6 @@ def _not_regular(series: Series | None, path: Path, mode: int) -> str:
         f"{_shown(series, path)}: a {_kind(mode)}, not a regular file; "
         f"patchctl reads only regular files as patches: remove it"
     )
-
-
-def _lexists(path: Path) -> bool:
-    return os.path.lexists(path)
-
-
-def _read_plain(path: Path) -> bytes:
-    try:
-        return read_regular(path, MAX_PATCH_BYTES) or b""
-    except NotRegular as exc:
-        raise UnsafeSeriesEntry(_not_regular(None, path, os.lstat(path).st_mode)) from exc
-    except TooLarge:
-        raise UnsafeSeriesEntry(f"{path}: larger than {MAX_PATCH_BYTES:,} bytes") from None
 
 
 def _where(series: Series) -> str:

@@ -43,7 +43,7 @@ from .applier import (
 )
 from .apply_job import ApplyJob, apply_job
 from .config import Config, Series
-from .confine import all_inside_repository
+from .confined import all_confined
 from .errors import CheckFailed, GitError, PatchctlError, UsageError
 from .escape import shell_command, shell_word
 from .gates import GatesFailed, run_gates
@@ -814,7 +814,7 @@ def _confine_outputs(config: Config, upstream: str | None) -> None:
             paths += [config.root / entry.path for entry in moved.pin_files]
             for series in config.series_on(moved.name):
                 paths += [series.dir, worktree.sync_logs(config.root, name, series.name)]
-    all_inside_repository(config.root, paths)
+    all_confined(config.root, paths)
 
 
 def _mirror_of(config: Config, store: Store, upstream: str) -> Mirror:

@@ -12,6 +12,10 @@ lacks is stale and deleted. Every other file in TO (build glue, bindings) is lef
 The patched tree is built in the upstream's mirror with a private index (no work tree is
 checked out); vendored files are compared by their git blob ids, hashed here, so a check needs
 no blob of the mirror. Writes go through the journal: all or nothing.
+
+Every read, write and delete in a copy goes through `patchctl.confined.Root`: a link anywhere
+on the way to a vendored file (`third_party -> .git`, a linked subdirectory inside the copy)
+refuses the command before anything is written, naming the link (exit 2).
 """
 
 from __future__ import annotations
@@ -25,15 +29,16 @@ from pathlib import Path
 from . import git, journal, progress, worktree
 from .applier import apply_series_to_index, is_clean
 from .config import Config, Series, VendorCopy
-from .confine import inside_repository
+from .confined import Root
+from .confined.regular import file_kind
 from .errors import CheckFailed, UsageError
 from .globs import any_match
 from .jsonout import json_field
 from .patchset import read_series
-from .regular import file_kind
 from .store import Store, prefetch_blobs
 
 REGULAR_MODES = {"100644": 0o644, "100755": 0o755}
+MAX_VENDORED_FILE_BYTES = 512 * 1024 * 1024  # far above any source file; a bound on what a copy makes patchctl read
 DEFAULT_MESSAGE = "Changes made in the vendored copy"
 
 
@@ -212,11 +217,11 @@ def managed(copy: VendorCopy, relative: str) -> bool:
 
 def compare(config: Config, series: Series, wanted: dict[str, Wanted]) -> list[Difference]:
     """Every managed path of SERIES' copies that does not hold what WANTED says, sorted."""
-    root = config.root
+    root = Root(config.root)
     differences: dict[str, Difference] = {}
     present: set[str] = set()
     for copy in series.vendor:
-        for relative, info in _walk(root / copy.dest):
+        for relative, info in root.walk(copy.dest):
             path = f"{copy.dest}/{relative}"
             if not managed(copy, relative):
                 continue
@@ -226,7 +231,7 @@ def compare(config: Config, series: Series, wanted: dict[str, Wanted]) -> list[D
                 differences[path] = Difference(path, "extra" if stat.S_ISREG(info.st_mode) else _kind(info))
             elif not stat.S_ISREG(info.st_mode):
                 differences[path] = Difference(path, _kind(info))
-            elif _blob_id(root / path, info.st_size, want.blob) != want.blob:
+            elif _blob_id(root, path, want.blob) != want.blob:
                 differences[path] = Difference(path, "differs")
             elif bool(info.st_mode & 0o111) != (want.mode == "100755"):
                 differences[path] = Difference(path, "mode")
@@ -240,13 +245,14 @@ def changes_for(
 ) -> list[journal.FileChange]:
     """The journal changes that make the copies hold WANTED (COMMIT's files, read from REPO)."""
     root = config.root
+    confined = Root(root)
     for difference in differences:
         if difference.kind not in ("differs", "mode", "missing", "extra"):
             raise UsageError(
                 f"{difference.path} is a {difference.kind} in a vendored directory, where patchctl writes regular "
                 f"files: remove it, then run `patchctl vendor` again"
             )
-        inside_repository(root, root / difference.path)
+        confined.check(difference.path, "delete" if difference.kind == "extra" else "write")
     rewrite = [wanted[d.path] for d in differences if d.kind != "extra"]
     contents = read_blobs(repo, commit, rewrite)
     changes = []
@@ -285,13 +291,10 @@ def read_blobs(repo: Path, commit: str, files: list[Wanted]) -> dict[str, bytes]
 
 def prune_empty_dirs(config: Config, deleted: list[Path]) -> None:
     """Remove the directories that deleting DELETED left empty (git keeps no empty directory)."""
+    root = Root(config.root)
     for path in sorted({p.parent for p in deleted}, key=lambda p: len(p.parts), reverse=True):
         for directory in (path, *path.parents):
-            if directory == config.root or config.root not in directory.parents:
-                break
-            try:
-                directory.rmdir()
-            except OSError:
+            if directory == config.root or config.root not in directory.parents or not root.rmdir(directory):
                 break
 
 
@@ -307,9 +310,15 @@ def take_back(config: Config, series: Series, tree: Path, message: str) -> list[
             "taking the vendored copy's edits back"
         )
     changed: list[str] = []
+    repository, applied = Root(config.root), Root(tree, "the applied tree")
     for copy in series.vendor:
         prefix = f"{copy.source}/" if copy.source else ""
-        vendored = {rel: info for rel, info in _walk(config.root / copy.dest) if managed(copy, rel)}
+        if repository.kind(copy.dest) != "directory":  # a missing copy is no edit that deletes every file
+            raise UsageError(
+                f"{copy.where}: the vendored copy {copy.dest} is {repository.kind(copy.dest) or 'missing'}, not a "
+                "directory: nothing to take back (run `patchctl vendor` to write it)"
+            )
+        vendored = {rel: info for rel, info in repository.walk(copy.dest) if managed(copy, rel)}
         # Tracked files only: an untracked file in the tree (a build's output) is never deleted.
         scope = ["--", copy.source] if copy.source else []
         tracked = git.run(["ls-files", "-z", "--full-name", *scope], tree).stdout.split("\0")
@@ -317,23 +326,23 @@ def take_back(config: Config, series: Series, tree: Path, message: str) -> list[
         for relative, info in sorted(vendored.items()):
             if not stat.S_ISREG(info.st_mode):
                 raise UsageError(f"{copy.dest}/{relative} is a {_kind(info)}: a vendored copy holds regular files only")
-            data = (config.root / copy.dest / relative).read_bytes()
-            target = inside_repository(config.root, tree / (prefix + relative))  # not out through a symlink
+            data = repository.read_bytes(f"{copy.dest}/{relative}", MAX_VENDORED_FILE_BYTES) or b""
+            target = prefix + relative
             executable = bool(info.st_mode & 0o111)
+            current = applied.lstat(target)
             if (
-                target.is_file()
-                and not target.is_symlink()
-                and target.read_bytes() == data
-                and bool(target.stat().st_mode & 0o111) == executable
+                current is not None
+                and stat.S_ISREG(current.st_mode)
+                and bool(current.st_mode & 0o111) == executable
+                and applied.read_bytes(target, MAX_VENDORED_FILE_BYTES) == data
             ):
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.unlink(missing_ok=True)
-            target.write_bytes(data)
-            os.chmod(target, 0o755 if executable else 0o644)
-            changed.append(prefix + relative)
+            if current is not None and stat.S_ISLNK(current.st_mode):
+                applied.unlink(target)  # the upstream's link becomes the vendored file, as the copy says
+            applied.write_bytes(target, data, 0o755 if executable else 0o644)
+            changed.append(target)
         for relative in sorted(in_tree - vendored.keys()):
-            (tree / (prefix + relative)).unlink()
+            applied.unlink(prefix + relative)
             changed.append(prefix + relative)
     if not changed:
         raise UsageError(f"the vendored copies of {series.name} hold no edit: nothing to take back")
@@ -350,33 +359,16 @@ def take_back(config: Config, series: Series, tree: Path, message: str) -> list[
 # ---------------------------------------------------------------- files on disk
 
 
-def _walk(directory: Path):
-    """(path relative to DIRECTORY, lstat) of everything below it that is not a directory, and
-    of symlinks to directories; nothing when DIRECTORY does not exist. `.git` is skipped."""
-    if not directory.is_dir() or directory.is_symlink():
-        return
-    for current, dirs, files in os.walk(directory):
-        base = Path(current)
-        relative_base = base.relative_to(directory).as_posix()
-        dirs[:] = sorted(d for d in dirs if d != ".git" or base != directory)
-        for name in sorted(files) + [d for d in dirs if (base / d).is_symlink()]:
-            relative = name if relative_base == "." else f"{relative_base}/{name}"
-            yield relative, os.lstat(base / name)
-
-
 def _kind(info: os.stat_result) -> str:
     return file_kind(info.st_mode)
 
 
-def _blob_id(path: Path, size: int, like: str) -> str:
-    """PATH's git blob id (SIZE: its lstat size), in the object format of the id LIKE (sha1 or
-    sha256). Opened without following a symlink or blocking on a FIFO swapped in since the lstat."""
+def _blob_id(root: Root, path: str, like: str) -> str:
+    """The git blob id of the file PATH (below ROOT), in the object format of the id LIKE (sha1
+    or sha256); opened through `Root`, so never through a link nor blocking on a FIFO."""
     digest = hashlib.sha256() if len(like) == 64 else hashlib.sha1()  # noqa: S324 - git's object ids
-    digest.update(b"blob %d\0" % size)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ""
+    with root.open_regular(path) as (handle, info):
+        digest.update(b"blob %d\0" % info.st_size)
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()

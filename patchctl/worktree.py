@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import git
+from .confined.regular import NotRegular, TooLarge, file_kind, kind_of, read_regular
 from .errors import EnvironmentFailure, GitError
 from .paths import atomic_write_text
-from .regular import NotRegular, TooLarge, file_kind, kind_of, read_regular
 
 STATE_DIR = ".patchctl"
 MAX_STATE_BYTES = 16 * 1024 * 1024  # journals, markers and sync states are a few KiB

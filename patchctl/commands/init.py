@@ -8,7 +8,7 @@ import click
 
 from .. import init_layout, journal, templates_dir
 from ..app import AppContext, pass_app
-from ..confine import all_inside_repository
+from ..confined import all_confined
 from ..errors import UsageError
 from ..escape import log_line
 
@@ -75,7 +75,7 @@ def init_cmd(
     if existing and not force:
         raise UsageError(f"refusing to overwrite {', '.join(existing)} (use --force)")
     targets = [root / p for p in result.files]
-    all_inside_repository(root, targets)
+    all_confined(root, targets)
     journal.commit(root / ".patchctl", [journal.FileChange(root / p, data) for p, data in result.files.items()])
     for line in result.found:
         click.echo(log_line(f"found: {line}"))

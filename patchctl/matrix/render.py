@@ -27,7 +27,7 @@ import yaml
 
 from .. import templates_dir as default_templates_dir
 from ..config import Config
-from ..confine import inside_repository
+from ..confined import confined_path
 from ..errors import ConfigError
 from ..jsonout import json_field
 from .actions import UnpinnedAction, resolver
@@ -233,7 +233,7 @@ def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = Non
                 f"templates/{template}: rendered output is not valid YAML (line {mark.line + 1 if mark else '?'}): "
                 f"{getattr(exc, 'problem', exc)}"
             ) from None
-        path = inside_repository(config.root, config.root / relative)
+        path = confined_path(config.root, config.root / relative)
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         files.append(RenderedFile(path, relative.as_posix(), text, current))
     return RenderResult(files)

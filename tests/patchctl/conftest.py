@@ -220,3 +220,35 @@ def tree_files(tree: Path) -> dict[str, bytes]:
         for p in sorted(tree.rglob("*"))
         if p.is_file() and ".git" not in p.relative_to(tree).parts
     }
+
+
+def disk_snapshot(path: Path, skip: tuple[str, ...] = (".patchctl",)) -> dict[str, tuple]:
+    """Everything under PATH as it is on disk, `.git` included, no link followed, but the
+    top-level names SKIP (patchctl's own state): relative path -> ("dir",), ("file", bytes,
+    mode), ("link", target) or (the kind,)."""
+    found: dict[str, tuple] = {}
+    for current, dirs, files in os.walk(path):
+        if Path(current) == Path(path):
+            dirs[:] = [d for d in dirs if d not in skip]
+        for name in dirs + files:
+            full = Path(current) / name
+            relative = full.relative_to(path).as_posix()
+            info = full.lstat()
+            if full.is_symlink():
+                found[relative] = ("link", os.readlink(full))
+            elif full.is_dir():
+                found[relative] = ("dir",)
+            elif full.is_file():
+                found[relative] = ("file", full.read_bytes(), info.st_mode & 0o7777)
+            else:
+                found[relative] = (oct(info.st_mode),)
+    return found
+
+
+def one_line_error(result: CliResult, code: int) -> str:
+    """The one `patchctl: error:` line of RESULT, which exited CODE without a traceback."""
+    assert result.exit_code == code, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("patchctl: error: "), result.output
+    assert "Traceback" not in result.output
+    return lines[0]

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from patchctl import git
-from patchctl.confine import OutsideRepository, inside_repository
+from patchctl.confined import Refused as OutsideRepository
+from patchctl.confined import confined_path as inside_repository
 
 from .conftest import Project, Repo
 from .fixtures_sync import add_line20_patch, main_c, write_config
@@ -64,22 +65,29 @@ def edited_tree(project: Project, upstream: Repo, cli) -> Path:
 # ---------------------------------------------------------------- the helper
 
 
-def test_helper_names_the_first_link_out_and_follows_links_that_stay_inside(tmp_path: Path, outside: Path) -> None:
+def test_helper_refuses_every_link_on_the_way_naming_it_and_where_it_leads(tmp_path: Path, outside: Path) -> None:
     root = tmp_path / "repo"
     (root / "real").mkdir(parents=True)
-    (root / "inside").symlink_to("real")
-    assert inside_repository(root, root / "inside" / "x") == (root / "real" / "x").resolve()
-    (root / "hop").symlink_to("inside")  # a chain that stays inside is fine
-    assert inside_repository(root, Path("hop/y")) == (root / "real" / "y").resolve()
+    assert inside_repository(root, root / "real" / "x") == root / "real" / "x"  # absent: it will be created
+    (root / "inside").symlink_to("real")  # a link that stays inside is refused too: patchctl follows none
+    with pytest.raises(OutsideRepository, match="refusing to write inside/x: inside is a symlink to real;"):
+        inside_repository(root, root / "inside" / "x")
     (root / "real" / "out").symlink_to(outside)
-    with pytest.raises(OutsideRepository, match=f"real/out is a symlink to {outside},"):
-        inside_repository(root, root / "inside" / "out" / "file")
-    (root / "dangling").symlink_to(tmp_path / "nowhere" / "deep")
-    with pytest.raises(OutsideRepository, match="dangling is a symlink to"):
-        inside_repository(root, root / "dangling" / "file")
+    with pytest.raises(OutsideRepository, match=f"real/out is a symlink to {outside}, outside the repository"):
+        inside_repository(root, root / "real" / "out" / "file")
+    (root / "dangling").symlink_to("nowhere/deep")
+    with pytest.raises(OutsideRepository, match="dangling is a symlink to nowhere/deep, which does not exist"):
+        inside_repository(root, Path("dangling/file"))
     (root / "loop").symlink_to("loop")
-    with pytest.raises(OutsideRepository):
+    with pytest.raises(OutsideRepository, match="loop is a symlink to loop, a symlink loop"):
         inside_repository(root, root / "loop" / "file")
+    (root / ".git").mkdir()
+    (root / "git-link").symlink_to(".git")
+    with pytest.raises(OutsideRepository, match="git-link is a symlink to .*, inside .git"):
+        inside_repository(root, root / "git-link" / "hooks" / "pre-commit")
+    for spelled in ("../elsewhere", "real/../../elsewhere", ".git/x", ".GIT/x", "real/git~1/x", "real/.git. /x"):
+        with pytest.raises(OutsideRepository, match="refusing to write"):
+            inside_repository(root, Path(spelled))
     with pytest.raises(OutsideRepository, match="outside the repository"):
         inside_repository(root, tmp_path / "elsewhere")
 
@@ -105,15 +113,21 @@ def test_export_refuses_a_patches_dir_linked_outside(project: Project, upstream:
     assert listing(outside) == before
 
 
-def test_export_through_a_link_that_stays_inside_writes_inside(project: Project, upstream: Repo, cli) -> None:
+def test_export_through_a_link_that_stays_inside_is_refused_too(project: Project, upstream: Repo, cli) -> None:
+    """A link inside the repository can be retargeted by the next commit (into .git, say):
+    patchctl writes through none, and says which."""
     edited_tree(project, upstream, cli)
     real = project.path / "vendor-patches" / "main"
     real.parent.mkdir()
     shutil.copytree(project.series_dir, real)
     replace_with_link(project.series_dir, Path("../vendor-patches/main"))
+    before = sorted(p.name for p in real.iterdir())
     result = cli("-C", project.path, "export", "main")
-    assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in real.glob("*.patch")) == ["0001-patch-line-twenty.patch", "0002-Change-util.patch"]
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert "patches/main is a symlink to ../vendor-patches/main; patchctl goes through no link" in lines[0]
+    assert sorted(p.name for p in real.iterdir()) == before
 
 
 # ---------------------------------------------------------------- apply and gate

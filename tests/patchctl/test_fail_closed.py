@@ -202,12 +202,18 @@ def test_hostile_series_entries_are_refused_in_one_line(
     assert "root:" not in result.stdout + result.stderr, "nothing of /etc/passwd is read"
 
 
-def test_a_symlink_to_a_patch_inside_the_repository_is_read(project: Project, upstream: Repo, cli) -> None:
+def test_a_symlink_to_a_patch_inside_the_repository_is_refused_too(project: Project, upstream: Repo, cli) -> None:
+    """patchctl follows no link in a checkout (the next commit may retarget it into .git):
+    a linked patch is refused in one line saying to replace it with the file."""
     seeded(project, upstream)
     (project.path / "kept").mkdir()
     (project.series_dir / "0001-tune-main.patch").rename(project.path / "kept" / "tune.patch")
     (project.series_dir / "0001-tune-main.patch").symlink_to(Path("..") / ".." / "kept" / "tune.patch")
-    assert cli("-C", project.path, "apply").exit_code == 0
+    result = cli("-C", project.path, "apply")
+    assert result.exit_code == 2
+    line = one_line_error(result.stderr)
+    assert "patches/main/0001-tune-main.patch: a symlink to ../../kept/tune.patch; patchctl reads no patch" in line
+    assert "replace it with the file" in line
 
 
 def test_a_symlinked_device_inside_the_repository_is_refused(project: Project, upstream: Repo) -> None:
@@ -216,7 +222,7 @@ def test_a_symlinked_device_inside_the_repository_is_refused(project: Project, u
     (project.series_dir / "0002-x.patch").symlink_to(Path("..") / ".." / "pipe")
     result = run_patchctl(project, "lint", "--no-apply")
     assert result.returncode == 2
-    assert "a symlink to ../../pipe, a FIFO, not a regular file" in one_line_error(result.stderr)
+    assert "a symlink to ../../pipe; patchctl reads no patch through a link" in one_line_error(result.stderr)
 
 
 # ---------------------------------------------------------------- .patchctl/ is patchctl's, not anyone's
@@ -290,7 +296,7 @@ def test_a_path_git_refuses_is_an_invalid_path_with_gits_reason(
 
 @pytest.mark.parametrize("path", [".gitignore", ".github/x", "git~2/x", "a.git/x", "src/.gitkeep"])
 def test_paths_git_accepts_are_not_refused(path: str) -> None:
-    from patchctl.gitpath import invalid_path_reason
+    from patchctl.confined.names import invalid_path_reason
 
     assert invalid_path_reason(path) is None
 

@@ -11,15 +11,7 @@ import pytest
 
 from patchctl import git
 
-from .conftest import Project, Repo, make_patch
-
-
-def one_line_error(result, code: int) -> str:
-    assert result.exit_code == code, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("patchctl: error: "), result.output
-    assert "Traceback" not in result.output
-    return lines[0]
+from .conftest import Project, Repo, make_patch, one_line_error
 
 
 def non_utf8_patch(upstream: Repo) -> bytes:

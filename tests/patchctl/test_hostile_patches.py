@@ -7,6 +7,7 @@ error, that nothing was applied and that the project is unchanged.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,11 @@ def test_a_clean_patch_with_signature_is_not_flagged(project: Project, upstream:
     assert cli("-C", project.path, "apply").exit_code == 0
 
 
-@pytest.mark.parametrize("mode_line", ["new file mode 120000", "new mode 120000"])
+@pytest.mark.parametrize(
+    "mode_line",
+    # git reads a mode with strtoul(..., 8) and wants a blank after it: every spelling is a link to git.
+    ["new file mode 120000", "new mode 120000", "new file mode 0120000", "new file mode 120000 ", "new mode  0120000"],
+)
 def test_worktree_apply_refuses_the_same_tricks(project: Project, upstream: Repo, mode_line: str) -> None:
     from patchctl.applier import Status, apply_in_worktree
     from patchctl.patchset import PatchFile
@@ -165,3 +170,89 @@ def test_nul_in_the_message_is_a_malformed_patch(project: Project, upstream: Rep
     apply = cli("-C", project.path, "apply")
     assert apply.exit_code == 1 and "NUL byte in the patch's message" in apply.stderr, apply.output
     assert not tree_of(project).exists() and project.snapshot() == before
+
+
+# ---------------------------------------------------------------- links judged through each other
+
+
+def _chain_files(clone: Path, links: dict[str, str]) -> None:
+    for path, target in links.items():
+        (clone / path).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, clone / path)
+
+
+CHAIN = {"d0": ".", "d1": ".", "d2": ".", "s1": "d0/d1/d2/../../.."}  # each inside alone; s1 leads 3 levels out
+
+
+def test_a_chain_of_links_that_leads_out_is_refused_by_lint_and_apply(project: Project, upstream: Repo, cli) -> None:
+    text = make_patch(upstream, upstream.head, {}, "Add links", edit=lambda clone: _chain_files(clone, CHAIN))
+    project.add_patch("0001-add-links.patch", text)
+    assert_refused(
+        project, cli, "a symlink pointing outside the tree: 's1' -> 'd0/d1/d2/../../..' (through 'd0' -> '.')"
+    )
+
+
+def _inside_chain(upstream: Repo) -> None:
+    """An upstream whose link s1 -> d0/d1/d2/../../.. leads to its root through real directories."""
+    _chain_files(upstream.path, {"s1": "d0/d1/d2/../../.."})
+    upstream.commit({"d0/d1/d2/keep": "k\n"}, "a link that stays inside")
+
+
+def _complete(clone: Path) -> None:
+    """The patch: d0 becomes a link to `.`, so s1 climbs two levels above the tree."""
+    shutil.rmtree(clone / "d0")
+    os.symlink(".", clone / "d0")
+
+
+def test_the_patch_that_completes_a_chain_out_is_refused(tmp_path: Path, upstream: Repo, cli) -> None:
+    _inside_chain(upstream)
+    complete = _complete
+
+    project = Project(tmp_path / "project", upstream, upstream.head)
+    project.add_patch("0001-complete.patch", make_patch(upstream, upstream.head, {}, "Complete", edit=complete))
+    before = project.snapshot()
+    lint = cli("-C", project.path, "lint")
+    assert (
+        lint.exit_code == 1
+        and "PC012" in lint.stdout
+        and "leaves a symlink pointing outside the tree: 's1'" in (lint.stdout)
+    ), lint.output
+    apply = cli("-C", project.path, "apply")
+    assert apply.exit_code == 1 and "'s1' -> 'd0/d1/d2/../../..'" in apply.stderr, apply.output
+    assert apply.stderr.count("\n") == 1 and "Traceback" not in apply.output
+    assert not tree_of(project).exists() and project.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("links", "said"),
+    [
+        ({"a": "b", "b": "a"}, "a symlink loop: 'a' -> 'b'"),
+        ({"h": "d/../.git/hooks", "d/x": "y"}, "a symlink into .git: 'h'"),
+        ({"h": ".GIT"}, "a symlink into .git: 'h'"),
+    ],
+    ids=["loop", "into-git", "into-GIT"],
+)
+def test_loops_and_links_into_git_are_refused(project: Project, upstream: Repo, cli, links, said: str) -> None:
+    text = make_patch(upstream, upstream.head, {}, "Add links", edit=lambda clone: _chain_files(clone, links))
+    project.add_patch("0001-add-links.patch", text)
+    assert_refused(project, cli, said)
+
+
+def test_canary_and_pin_sync_refuse_a_chain_completed_in_their_worktrees(tmp_path: Path, upstream: Repo, cli) -> None:
+    """The worktree applies (3-way capable) judge the result too: a patch that completes a chain
+    out, applied where the pin moved, is refused there as apply refuses it."""
+    _inside_chain(upstream)
+    complete = _complete
+
+    pin = upstream.head
+    project = Project(tmp_path / "project", upstream, pin)
+    project.add_patch("0001-complete.patch", make_patch(upstream, pin, {}, "Complete", edit=complete))
+    upstream.commit({"src/util.c": "util rewritten\n"}, "upstream moves on")
+    canary = cli("-C", project.path, "canary", "--json")
+    assert canary.exit_code == 1 and "Traceback" not in canary.output, canary.output
+    assert "symlink pointing outside the tree" in canary.stdout
+    sync = cli("-C", project.path, "pin-sync", "up", "--latest")
+    assert sync.exit_code != 0 and "Traceback" not in sync.output, sync.output
+    assert "symlink pointing outside the tree" in sync.output
+    outside = [p for p in (project.path / ".patchctl").rglob("s1") if p.is_symlink()]
+    assert all(os.path.realpath(p).startswith(str(project.path)) for p in outside)

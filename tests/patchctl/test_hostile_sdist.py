@@ -148,6 +148,15 @@ def _hostile(name: str, kind: bytes, **fields) -> tuple[tarfile.TarInfo, bytes |
     return info, data
 
 
+def _chain(climb: int = 4) -> list[tuple[tarfile.TarInfo, bytes | None]]:
+    """s1 first, while d0..d3 do not exist yet (its target then reads as inside), then the links
+    d0..d3 -> `.` that make it climb CLIMB levels."""
+    target = "d0/d1/d2/d3/" + "../" * climb
+    return [_hostile("s1", tarfile.SYMTYPE, linkname=target)] + [
+        _hostile(f"d{k}", tarfile.SYMTYPE, linkname=".") for k in range(4)
+    ]
+
+
 FAILURES = {
     "no file on the index": dict(publish=False),
     "no digest": dict(digest=None),
@@ -161,6 +170,20 @@ FAILURES = {
     "dir symlink then file below it": dict(
         extra=[_hostile("d", tarfile.SYMTYPE, linkname="src/.."), _hostile("d/../x", tarfile.REGTYPE)]
     ),
+    # Each link stays inside read alone; through one another s1 climbs four levels, to the sandbox.
+    "chain of links out of the tree": dict(extra=_chain() + [_hostile("s1/made-outside/f", tarfile.REGTYPE)]),
+    "chain of links, no file below it": dict(extra=_chain()),
+    "symlink loop": dict(
+        extra=[
+            _hostile("a", tarfile.SYMTYPE, linkname="b"),
+            _hostile("b", tarfile.SYMTYPE, linkname="a"),
+            _hostile("a/x", tarfile.REGTYPE),
+        ]
+    ),
+    "link to the root": dict(extra=[_hostile("root", tarfile.SYMTYPE, linkname="/")]),
+    "link to the root by dots": dict(extra=_chain(climb=40)),
+    "link into .git": dict(extra=[_hostile("hooks", tarfile.SYMTYPE, linkname="src/../.git/hooks")]),
+    "a .GIT directory": dict(extra=[_hostile(".GIT/hooks/pre-commit", tarfile.REGTYPE)]),
     "device file": dict(extra=[_hostile("dev", tarfile.CHRTYPE, devmajor=1, devminor=3)]),
     "hard link": dict(extra=[_hostile("hard", tarfile.LNKTYPE, linkname="/etc/passwd")]),
     "fifo": dict(extra=[_hostile("fifo", tarfile.FIFOTYPE)]),

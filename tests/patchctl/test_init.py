@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from patchctl import config as config_mod
 from patchctl import git, templates_dir
 
 from . import realseries
-from .conftest import Repo, numbered, ok, run_cli
+from .conftest import Repo, disk_snapshot, numbered, ok, one_line_error, run_cli
 
 OLLAMA_MIRROR = Path("/work/.mirror/ollama+ollama/repo")
 OLLAMA_COMMIT = "f63eea3d2"
@@ -476,3 +477,88 @@ def test_makefile_sync_on_ollamas_last_vendoring_commit(tmp_path: Path) -> None:
     assert second["exclude"] == ["CMakeLists.txt", "include/ggml-webgpu.h"]
     assert second["protect"] == ["**/.rsync-filter", "**/*.go", "**/*-embed.*", "**/ollama-*"]
     assert re.search(r"not mapped: ml/backend/ggml/ggml: rsync also copies the upstream file LICENSE", out)
+
+
+# ------------------------------------------------------------------ hostile Makefiles
+
+
+def _hostile_sync_project(tmp_path: Path, upstream: Repo, makefile: str) -> tuple[Path, Path]:
+    """A repository whose Makefile.sync is MAKEFILE, and a victim directory beside it."""
+    root = tmp_path / "proj"
+    git.init_repo(root)
+    (root / "Makefile.sync").write_text(makefile.replace("URL", str(upstream.path)).replace("PIN", upstream.head))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "0001-theirs.patch").write_text("not ours\n")
+    (victim / "x.patch").write_text("not ours either\n")  # a name no numbering fits: init would add a series file
+    return root, victim
+
+
+@pytest.mark.parametrize(
+    ("patches", "said"),
+    [
+        ("../victim", "'..' component"),
+        ("sub/../../victim", "'..' component"),
+        (".git/hooks", "a path inside .git"),
+        (".Git/hooks", "is .git in another case"),
+    ],
+)
+def test_a_patch_directory_outside_the_repository_or_in_git_is_refused(
+    tmp_path: Path, upstream: Repo, patches: str, said: str
+) -> None:
+    makefile = f"UPSTREAM=URL\nWORKDIR=work\nFETCH_HEAD=PIN\nPATCHES=$(wildcard {patches}/*.patch)\n"
+    root, victim = _hostile_sync_project(tmp_path, upstream, makefile)
+    before_root, before_victim = disk_snapshot(root), disk_snapshot(victim)
+    line = one_line_error(run_cli("-C", root, "init", "--from", "makefile-sync"), 2)
+    assert f"Makefile.sync: PATCHES: refusing to use {patches}" in line and said in line, line
+    assert disk_snapshot(root) == before_root and disk_snapshot(victim) == before_victim
+
+
+@pytest.mark.parametrize(
+    ("variables", "said"),
+    [
+        ("A=$(A)\nUPSTREAM=$(A)", "$(A) nests more than 64 levels deep (a variable that refers to itself?)"),
+        ("A=$(B)x\nB=$(A)y\nUPSTREAM=$(A)", "nests more than 64 levels deep"),
+        ("UPSTREAM=$(UPSTREAM)/more", "$(UPSTREAM) nests more than 64 levels deep"),
+        (
+            "A0="
+            + "x" * 64
+            + "\n"
+            + "".join(f"A{i}=$(A{i - 1})$(A{i - 1})\n" for i in range(1, 60))
+            + "UPSTREAM=$(A59)",
+            "expanding it gives more than 1,048,576 bytes",
+        ),
+        (
+            "A0=\n" + "".join(f"A{i}=$(A{i - 1}) $(A{i - 1})\n" for i in range(1, 60)) + "UPSTREAM=$(strip $(A59))",
+            "takes more than 100,000 steps",
+        ),
+    ],
+    ids=["self", "mutual", "appended-to-itself", "doubling", "doubling-empty"],
+)
+def test_makefile_expansion_past_its_bounds_is_one_line(
+    tmp_path: Path, upstream: Repo, variables: str, said: str
+) -> None:
+    makefile = f"{variables}\nWORKDIR=work\nFETCH_HEAD=PIN\nPATCHES=$(wildcard patches/*.patch)\n"
+    root, victim = _hostile_sync_project(tmp_path, upstream, makefile)
+    before = disk_snapshot(root)
+    start = time.monotonic()
+    line = one_line_error(run_cli("-C", root, "init", "--from", "makefile-sync"), 2)
+    assert time.monotonic() - start < 10
+    assert line.startswith("patchctl: error: Makefile.sync: ") and said in line, line
+    assert disk_snapshot(root) == before
+
+
+def test_a_linked_makefile_or_filter_file_is_not_read(tmp_path: Path, upstream: Repo) -> None:
+    root = _sync_project(tmp_path, upstream)
+    secret = tmp_path / "secret-filter"
+    secret.write_text("include /secret/\n")
+    filter_file = root / "vendored" / "lib" / ".rsync-filter"
+    filter_file.unlink()
+    filter_file.symlink_to(secret)
+    out = ok("-C", root, "init", "--from", "makefile-sync")
+    assert "vendored/lib/.rsync-filter is a symlink to" in out and "its rules are missing" in out
+    assert "secret" not in (root / "matrix.yaml").read_text()
+    (root / "Makefile.sync").rename(tmp_path / "Makefile.sync")
+    (root / "Makefile.sync").symlink_to(tmp_path / "Makefile.sync")
+    line = one_line_error(run_cli("-C", root, "init", "--from", "makefile-sync", "--force"), 2)
+    assert "Makefile.sync is a symlink to" in line and "outside the repository" in line

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import yaml
 
 from patchctl import git
 
-from .conftest import Project, Repo, make_patch, numbered, ok, run_cli
+from .conftest import Project, Repo, disk_snapshot, make_patch, numbered, ok, one_line_error, run_cli
 
 VENDOR_YAML = """\
     vendor:
@@ -308,3 +309,72 @@ def test_the_rendered_ci_workflow_checks_each_vendored_copy(tmp_path: Path, upst
     assert {"command": "vendor main", "args": "--check", "pip-cache": "false"} in steps
     commands = [s.get("command") for s in steps]
     assert commands.index("vendor main") > commands.index("apply")
+
+
+# ---------------------------------------------------------------- hostile checkouts: links on the way
+
+
+def _git_dir_link_project(tmp_path: Path, upstream: Repo) -> Project:
+    """A project whose copy lives at `vendor/objects`, with a committed link `vendor -> .git`:
+    followed, the copy's stale files would be .git's objects."""
+    project = vendored_project(tmp_path, upstream)
+    text = (project.path / "matrix.yaml").read_text()
+    text = text.replace("to: third_party/up/src", "to: vendor/objects").replace(
+        "to: third_party/up/include", "to: vendor/info"
+    )
+    (project.path / "matrix.yaml").write_text(text.replace("include: ['**/*.c', '**/*.sh']", "include: ['**']"))
+    git.commit_all(project.path, "a project")
+    (project.path / "vendor").symlink_to(".git")
+    return project
+
+
+def test_vendor_through_a_committed_link_into_git_touches_nothing(tmp_path: Path, upstream: Repo) -> None:
+    project = _git_dir_link_project(tmp_path, upstream)
+    before = disk_snapshot(project.path)
+    for args in (["vendor"], ["vendor", "--check"], ["export", "main", "--from-vendor"]):
+        line = one_line_error(run_cli("-C", project.path, *args), 2)
+        assert "vendor is a symlink to .git" in line and "inside .git; patchctl goes through no link" in line, line
+    assert disk_snapshot(project.path) == before
+    assert git.run(["fsck", "--no-progress"], project.path).ok
+
+
+def test_vendor_through_a_linked_subdirectory_of_the_copy_writes_no_hook(tmp_path: Path, upstream: Repo) -> None:
+    upstream.commit({"src/hooks/pre-commit.sh": "#!/bin/sh\ntouch owned\n"}, "a script named like a hook")
+    project = vendored_project(tmp_path, upstream)
+    ok("-C", project.path, "vendor")
+    hooks = project.path / "third_party/up/src/hooks"
+    for path in hooks.iterdir():
+        path.unlink()
+    hooks.rmdir()
+    hooks.symlink_to("../../../.git/hooks")  # inside the repository, into .git
+    before = disk_snapshot(project.path)
+    line = one_line_error(run_cli("-C", project.path, "vendor"), 2)
+    assert "refusing to write third_party/up/src/hooks/pre-commit.sh: third_party/up/src/hooks is a symlink" in line
+    assert disk_snapshot(project.path) == before
+    assert not (project.path / ".git/hooks/pre-commit.sh").exists()
+
+
+def test_export_from_vendor_reads_nothing_through_a_link_out(tmp_path: Path, upstream: Repo) -> None:
+    project = vendored_project(tmp_path, upstream)
+    ok("-C", project.path, "vendor")
+    outside = tmp_path / "outside"
+    (project.path / "third_party").rename(outside)
+    (outside / "up/src/id_rsa.c").write_text("PRIVATE KEY\n")
+    (project.path / "third_party").symlink_to(outside)
+    before_outside, before_project = disk_snapshot(outside), disk_snapshot(project.path)
+    line = one_line_error(run_cli("-C", project.path, "export", "main", "--from-vendor", "-m", "Steal"), 2)
+    assert f"third_party is a symlink to {outside}, outside the repository" in line, line
+    assert disk_snapshot(outside) == before_outside and disk_snapshot(project.path) == before_project
+    assert project.patch_names() == ["0001-Add-feature.patch", "0002-Patch-util.patch"]
+
+
+def test_export_from_vendor_with_the_copy_missing_refuses_instead_of_deleting_everything(
+    tmp_path: Path, upstream: Repo
+) -> None:
+    project = vendored_project(tmp_path, upstream)
+    ok("-C", project.path, "vendor")
+    shutil.rmtree(project.path / "third_party/up/include")
+    before = project.snapshot()
+    line = one_line_error(run_cli("-C", project.path, "export", "main", "--from-vendor", "-m", "Oops"), 2)
+    assert "the vendored copy third_party/up/include is missing, not a directory: nothing to take back" in line
+    assert project.snapshot() == before

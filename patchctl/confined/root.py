@@ -1,0 +1,340 @@
+"""`Root`: reading and writing below one directory, a component at a time, never through a link.
+
+Every operation takes a path relative to the root (or absolute below it), checks its spelling
+(`names.component_reason`: no `..`, no `.git` in any spelling git refuses), then opens the
+root and each directory on the way from its parent's descriptor with O_NOFOLLOW|O_DIRECTORY.
+A symlink on the way, the last component included, stops it with `Refused`, naming the link and
+where it points; so does a file where a directory is needed, or a FIFO, device or socket where a
+file is. What is finally opened, written, renamed or removed is named relative to that last
+descriptor (`dir_fd=`): nothing swapped into the path after the check can redirect it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+from ..errors import ConfigError
+from .names import component_reason, is_dotgit
+from .regular import file_kind
+
+_ROOT_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_DIR_FLAGS = _ROOT_FLAGS | os.O_NOFOLLOW
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+TEMP_INFIX = ".patchctl-tmp-"  # `.NAME.patchctl-tmp-XXXX`: an atomic write's file before its rename
+
+
+class Refused(ConfigError):
+    """A path patchctl does not read or write (exit 2); the message is one line naming it."""
+
+
+class TooLarge(Refused):
+    """A file past the bound its reader set."""
+
+
+class Root:
+    """The directory PATH (reached however the caller named it) as the root of every path given
+    to its methods. LABEL names it in messages ("the repository", "the applied tree")."""
+
+    def __init__(self, path: Path | str, label: str = "the repository"):
+        self.given = Path(path).absolute()
+        self.path = self.given.resolve()
+        self.label = label
+
+    # ------------------------------------------------------------ names
+
+    def parts(self, path: Path | str, verb: str = "use") -> tuple[str, ...]:
+        """PATH's components below the root; Refused for a path outside it, `..`, or `.git`."""
+        given = Path(path)
+        if given.is_absolute():
+            for base in (self.path, self.given):
+                with contextlib.suppress(ValueError):
+                    given = given.relative_to(base)
+                    break
+            else:
+                raise Refused(f"refusing to {verb} {path}: it is outside {self.label} {self.path}")
+        parts = PurePosixPath(given.as_posix()).parts
+        for part in parts:
+            if (reason := component_reason(part)) is not None:
+                raise Refused(f"refusing to {verb} {self.shown(parts)}: {reason}")
+        return parts
+
+    def shown(self, path: Path | str | tuple[str, ...]) -> str:
+        """PATH as the user sees it: relative to the root."""
+        if isinstance(path, tuple):
+            return "/".join(path) or "."
+        try:
+            return Path(path).relative_to(self.path).as_posix()
+        except ValueError:
+            try:
+                return Path(path).relative_to(self.given).as_posix()
+            except ValueError:
+                return str(path)
+
+    def absolute(self, path: Path | str) -> Path:
+        return self.path.joinpath(*self.parts(path))
+
+    # ------------------------------------------------------------ the walk from the root
+
+    def _open_dir(self, parts: tuple[str, ...], whole: tuple[str, ...], verb: str, *, create: bool = False) -> int:
+        """A descriptor of the directory PARTS; FileNotFoundError when a component is missing
+        (and CREATE is off), Refused when one is a link or no directory."""
+        fd = os.open(self.path, _ROOT_FLAGS)
+        try:
+            for index, part in enumerate(parts):
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                    try:
+                        child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    except OSError:
+                        raise self._refusal(fd, part, parts[: index + 1], whole, verb) from None
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EACCES):
+                        raise
+                    raise self._refusal(fd, part, parts[: index + 1], whole, verb) from None
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @contextlib.contextmanager
+    def _parent(self, path: Path | str, verb: str, *, create: bool = False) -> Iterator[tuple[int, str, tuple]]:
+        """(descriptor of PATH's directory, PATH's last name, PATH's parts)."""
+        parts = self.parts(path, verb)
+        if not parts:
+            raise Refused(f"refusing to {verb} {self.path}: it is {self.label} itself")
+        fd = self._open_dir(parts[:-1], parts, verb, create=create)
+        try:
+            yield fd, parts[-1], parts
+        finally:
+            os.close(fd)
+
+    def _refusal(
+        self, fd: int, name: str, upto: tuple[str, ...], whole: tuple[str, ...], verb: str, wanted: str = "a directory"
+    ) -> Refused:
+        """Why NAME (in the directory FD; UPTO from the root) stops the way to WHOLE: it is a link,
+        or not WANTED."""
+        head = f"refusing to {verb} {self.shown(whole)}: {self.shown(upto)}"
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError as exc:
+            return Refused(f"{head}: cannot open it ({exc.strerror})")
+        if stat.S_ISLNK(info.st_mode):
+            return Refused(f"{head} is a symlink to {self.link_target(fd, name, upto)}; patchctl goes through no link")
+        return Refused(f"{head} is a {file_kind(info.st_mode)}, not {wanted}")
+
+    def link_target(self, fd: int, name: str, upto: tuple[str, ...]) -> str:
+        """What the link NAME says, and where that leads when it is elsewhere than it reads."""
+        written = os.readlink(name, dir_fd=fd)
+        link = self.path.joinpath(*upto)
+        real = Path(os.path.realpath(link))
+        where = written if written == str(real) else f"{written} ({real})"
+        if real != self.path and self.path not in real.parents:
+            return f"{where}, outside {self.label} {self.path}"
+        try:
+            os.path.realpath(link, strict=True)
+        except FileNotFoundError:
+            return f"{written}, which does not exist"
+        except OSError:  # ELOOP
+            return f"{written}, a symlink loop"
+        if any(is_dotgit(part) for part in real.relative_to(self.path).parts):
+            return f"{where}, inside .git"
+        return written
+
+    # ------------------------------------------------------------ looking
+
+    def lstat(self, path: Path | str) -> os.stat_result | None:
+        """PATH's lstat, or None when it (or a directory above it) does not exist."""
+        try:
+            with self._parent(path, "read") as (fd, name, _):
+                return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def kind(self, path: Path | str) -> str | None:
+        """What PATH is ("regular file", "directory", "symlink", "FIFO", ...), or None when absent."""
+        info = self.lstat(path)
+        return None if info is None else file_kind(info.st_mode)
+
+    def check(self, path: Path | str, verb: str = "write") -> Path:
+        """PATH, absolute, once every part of it that exists is a real directory and its last
+        component is absent, a regular file or a directory: for writers that hand the path on
+        (the journal, git)."""
+        parts = self.parts(path, verb)
+        if not parts:
+            return self.path
+        try:
+            with self._parent(path, verb) as (fd, name, _):
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+                    raise self._refusal(fd, name, parts, parts, verb, "a regular file or a directory")
+        except FileNotFoundError:
+            pass
+        return self.path.joinpath(*parts)
+
+    def listdir(self, path: Path | str = "") -> list[str] | None:
+        """The names in directory PATH, sorted; None when it does not exist."""
+        parts = self.parts(path, "list")
+        try:
+            fd = self._open_dir(parts, parts, "list")
+        except FileNotFoundError:
+            return None
+        try:
+            return sorted(os.listdir(fd))
+        finally:
+            os.close(fd)
+
+    def walk(self, path: Path | str = "") -> Iterator[tuple[str, os.stat_result]]:
+        """(name relative to PATH, lstat) of everything below directory PATH that is not a
+        directory, symlinks included and never followed, in sorted order; nothing when PATH does
+        not exist. A `.git` (in any spelling) is not entered."""
+        parts = self.parts(path, "read")
+        try:
+            fd = self._open_dir(parts, parts, "read")
+        except FileNotFoundError:
+            return
+        yield from self._walk_fd(fd, parts, ())
+
+    def _walk_fd(self, fd: int, base: tuple[str, ...], relative: tuple[str, ...]):
+        try:
+            names = sorted(os.listdir(fd))
+            for name in names:
+                if is_dotgit(name):
+                    continue
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if not stat.S_ISDIR(info.st_mode):
+                    yield "/".join((*relative, name)), info
+                    continue
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:  # swapped for a link or a file since the stat
+                    raise self._refusal(fd, name, (*base, *relative, name), (*base, *relative, name), "read") from None
+                yield from self._walk_fd(child, base, (*relative, name))
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------ reading
+
+    @contextlib.contextmanager
+    def open_regular(self, path: Path | str) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+        """PATH opened for reading (never blocking on a FIFO) with its fstat, when it is a regular
+        file; FileNotFoundError when absent, Refused for anything else (a link included)."""
+        with self._parent(path, "read") as (fd, name, parts):
+            try:
+                file_fd = os.open(name, _READ_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                raise
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EACCES, errno.EPERM):
+                    raise
+                raise self._refusal(fd, name, parts, parts, "read", "a regular file") from None
+            handle = os.fdopen(file_fd, "rb")
+        with handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                kind = file_kind(info.st_mode)
+                raise Refused(f"refusing to read {self.shown(parts)}: it is a {kind}, not a regular file")
+            os.set_blocking(handle.fileno(), True)
+            yield handle, info
+
+    def read_bytes(self, path: Path | str, limit: int) -> bytes | None:
+        """PATH's bytes, or None when it does not exist; TooLarge past LIMIT bytes."""
+        try:
+            with self.open_regular(path) as (handle, _):
+                data = handle.read(limit + 1)
+        except FileNotFoundError:
+            return None
+        if len(data) > limit:
+            raise TooLarge(f"refusing to read {self.shown(self.parts(path))}: larger than {limit:,} bytes")
+        return data
+
+    # ------------------------------------------------------------ writing
+
+    def mkdirs(self, path: Path | str) -> None:
+        """Directory PATH and those above it, made where missing (never through a link)."""
+        parts = self.parts(path, "write")
+        os.close(self._open_dir(parts, parts, "write", create=True))
+
+    def write_bytes(self, path: Path | str, data: bytes, mode: int | None = None) -> None:
+        """PATH holds DATA, all or nothing: a temporary file beside it, synced, renamed over it.
+        MODE: its permission bits (default: the old file's, else 0644)."""
+        with self._parent(path, "write", create=True) as (fd, name, parts):
+            try:
+                old = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                old = None
+            if old is not None and not stat.S_ISREG(old.st_mode):
+                raise self._refusal(fd, name, parts, parts, "write", "a regular file")
+            bits = mode if mode is not None else (stat.S_IMODE(old.st_mode) if old is not None else 0o644)
+            temp = f".{name[:200]}{TEMP_INFIX}{secrets.token_hex(4)}"
+            temp_fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=fd)
+            try:
+                with os.fdopen(temp_fd, "wb") as out:
+                    out.write(data)
+                    out.flush()
+                    os.fchmod(out.fileno(), bits)
+                    os.fsync(out.fileno())
+                os.replace(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=fd)
+                raise
+            with contextlib.suppress(OSError):  # some file systems cannot sync a directory
+                os.fsync(fd)
+
+    def unlink(self, path: Path | str, *, missing_ok: bool = True) -> bool:
+        """Remove the file PATH (a link is removed, never followed); whether one was removed."""
+        try:
+            with self._parent(path, "delete") as (fd, name, parts):
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    raise Refused(f"refusing to delete {self.shown(parts)}: it is a directory, not a file")
+                os.unlink(name, dir_fd=fd)
+                return True
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+            return False
+
+    def rmdir(self, path: Path | str) -> bool:
+        """Remove directory PATH when it is empty; whether it was removed."""
+        try:
+            with self._parent(path, "delete") as (fd, name, _):
+                os.rmdir(name, dir_fd=fd)
+                return True
+        except OSError:  # not empty, absent, or not a directory (a link is never followed)
+            return False
+
+    def symlink(self, path: Path | str, target: str) -> None:
+        """Make PATH a symlink to TARGET (what it says is not judged here), replacing a file or
+        link of that name; never a directory."""
+        with self._parent(path, "write", create=True) as (fd, name, parts):
+            try:
+                old = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                old = None
+            if old is not None:
+                if stat.S_ISDIR(old.st_mode):
+                    raise Refused(f"refusing to write {self.shown(parts)}: it is a directory")
+                os.unlink(name, dir_fd=fd)
+            os.symlink(target, name, dir_fd=fd)
+
+    def describe_link(self, path: Path | str) -> str:
+        """What the link PATH says, and where it leads when that matters (outside, into .git,
+        nowhere, a loop): for messages that refuse it."""
+        with self._parent(path, "read") as (fd, name, parts):
+            return self.link_target(fd, name, parts)
