@@ -353,7 +353,7 @@ def _run(
                 "dry run: every gate passed; nothing was written (run without --dry-run to write the files listed)"
             ]
             return report
-        commit_pin_update(config.root, changes)
+        commit_pin_update(config.path, changes)
         vendor.prune_empty_dirs(config, [c.path for _, _, vendored in planned.values() for c in vendored if c.deletes])
         _remove_sync_root(config, store, worktree.sync_root(config.root, state.upstream), state)
     report.state = "synced"
