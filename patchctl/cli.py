@@ -169,7 +169,8 @@ def _stopped(exc: BaseException) -> int:
         name = signal.Signals(cause.signum).name
         click.echo(f"patchctl: terminated by {name}; its containers and temporary trees were removed", err=True)
         return 128 + cause.signum
-    click.echo("patchctl: interrupted" if isinstance(exc, KeyboardInterrupt) else "patchctl: aborted", err=True)
+    interrupted = isinstance(exc, KeyboardInterrupt) or isinstance(cause, KeyboardInterrupt)
+    click.echo("patchctl: interrupted" if interrupted else "patchctl: aborted", err=True)
     return 130
 
 

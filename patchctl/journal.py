@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import managed, statehome, worktree
-from .errors import EnvironmentFailure
+from .errors import ConfigError, EnvironmentFailure
 from .paths import atomic_write_text
 from .regular import kind_of
 
@@ -64,14 +64,21 @@ def commit(config_file: Path, changes: list[FileChange]) -> None:
     """Apply CHANGES to files of the repository whose matrix.yaml is CONFIG_FILE all together:
     after a crash at any point, `recover` leaves all of them or none. An error (not a crash)
     part-way rolls back at once and re-raises."""
+    if os.path.isdir(config_file):
+        raise ValueError(f"journal.commit takes the path of matrix.yaml, not a directory: {config_file}")
     config_file = _real(config_file)
     root = config_file.parent
     recover(config_file)
     changes = [c for c in changes if not (c.deletes and not os.path.lexists(c.path))]
     if not changes:
         return
-    journal = statehome.ensure(root) / JOURNAL_NAME
     entries = [_plan(index, change) for index, change in enumerate(changes)]
+    # What recovery would refuse is never written: the same checks, before the first byte.
+    new_config = [c.new for c in changes if c.new is not None and str(c.path) == str(config_file)]
+    problem = _untrusted(config_file, "staging", entries, new_config)
+    if problem is not None:
+        raise ConfigError(f"refusing to write through the journal: {problem}")
+    journal = statehome.ensure(root) / JOURNAL_NAME
     _write_journal(journal, "staging", entries)
     try:
         for change, entry in zip(changes, entries, strict=True):
@@ -160,10 +167,11 @@ def _recover_one(config_file: Path, path: Path) -> str | None:
     return "rolled-back"
 
 
-def _untrusted(config_file: Path, state: object, entries: object) -> str | None:
+def _untrusted(config_file: Path, state: object, entries: object, new_config: list[bytes] | None = None) -> str | None:
     """Why STATE and ENTRIES are not what `commit` writes for this repository, or None.
     Recovery renames and deletes the files a journal names, so each target must be a file
-    patchctl manages, reached through real directories, with its own staged and backup names."""
+    patchctl manages, reached through real directories, with its own staged and backup names.
+    NEW_CONFIG: the text of matrix.yaml being committed (what it will manage once written)."""
     root = config_file.parent
     if state not in ("staging", "prepared", "committed"):
         return f"state {str(state)[:40]!r}"
@@ -200,7 +208,7 @@ def _untrusted(config_file: Path, state: object, entries: object) -> str | None:
             return problem
         if target == str(config_file):
             versions += [Path(n) for n in names if n is not None]
-    rules = managed.managed_paths(config_file, versions)
+    rules = managed.managed_paths(config_file, [*versions, *(new_config or [])])
     for relative in sorted(targets):
         problem = rules.why_not(relative)
         if problem is not None:

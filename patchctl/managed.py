@@ -65,14 +65,14 @@ def unsafe(relative: str) -> str | None:
     return None
 
 
-def managed_paths(config_file: Path, versions: Iterable[Path] = ()) -> Managed:
+def managed_paths(config_file: Path, versions: Iterable[Path | bytes] = ()) -> Managed:
     """What CONFIG_FILE (matrix.yaml, in the repository's root) and its other VERSIONS (the
-    staged and backup copies a journal names) make patchctl write. A version that is not
-    readable YAML adds nothing: its own name is still managed."""
+    staged and backup copies a journal names, or the new text being committed) make patchctl
+    write. A version that is not readable YAML adds nothing: its own name is still managed."""
     files = {Path(config_file).name, PRE_COMMIT_NAME}
     dirs = {WORKFLOWS_DIR, TEMPLATES_DIR}
     for config in (Path(config_file), *versions):
-        data = _raw(config)
+        data = _raw(config, Path(config_file))
         if data is None:
             continue
         series = data.get("series")
@@ -91,12 +91,12 @@ def managed_paths(config_file: Path, versions: Iterable[Path] = ()) -> Managed:
     return Managed(frozenset(files - {""}), frozenset(dirs - {""}))
 
 
-def _raw(config: Path) -> dict[str, Any] | None:
+def _raw(config: Path | bytes, name: Path) -> dict[str, Any] | None:
     try:
-        data = read_regular(config, _MAX_CONFIG_BYTES)
-        if data is None:
+        data = config if isinstance(config, bytes) else read_regular(config, _MAX_CONFIG_BYTES)
+        if data is None or len(data) > _MAX_CONFIG_BYTES:
             return None
-        parsed = yamlloc.parse(data.decode("utf-8"), config).data
+        parsed = yamlloc.parse(data.decode("utf-8"), name).data
     except (NotRegular, TooLarge, OSError, UnicodeDecodeError, ConfigError, RecursionError):
         return None
     return parsed if isinstance(parsed, dict) else None

@@ -56,6 +56,7 @@ from .sync_state import (
     SeriesProgress,
     SyncState,
     commit_pin_update,
+    drop_state,
     load_state,
     save_state,
 )
@@ -818,6 +819,7 @@ def _mirror_of(config: Config, store: Store, upstream: str) -> Mirror:
 
 def _remove_sync_root(config: Config, store: Store, root: Path, state: SyncState) -> None:
     if not root.exists():
+        drop_state(config.root, state.upstream)
         return
     for entry in state.series:
         try:
@@ -828,3 +830,4 @@ def _remove_sync_root(config: Config, store: Store, root: Path, state: SyncState
             if tree.exists():
                 store.remove_worktree(mirror, tree)
     shutil.rmtree(root, ignore_errors=True)
+    drop_state(config.root, state.upstream)  # last: trees without a state are what a start cleans up

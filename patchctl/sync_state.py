@@ -12,7 +12,9 @@ the next command reads the repository.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -73,6 +75,16 @@ def save_state(root: Path, state: SyncState) -> None:
     text = json.dumps(asdict(state), indent=2, sort_keys=True) + "\n"
     statehome.ensure(root)
     atomic_write_text(worktree.sync_state_file(root, state.upstream), text)
+
+
+def drop_state(root: Path, upstream: str) -> None:
+    """Forget UPSTREAM's stopped sync (its trees are removed by the caller)."""
+    path = worktree.sync_state_file(root, upstream)
+    if os.path.lexists(path):
+        worktree.check_state_path(root, path, "pin-sync state")
+        path.unlink()
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # only when empty
 
 
 def load_state(root: Path, upstream: str) -> SyncState:
