@@ -18,8 +18,10 @@ file is left: every name the transaction could create is in the journal before i
 
 Recovery trusts a journal only when it is one `commit` could have written: every target a
 file patchctl manages (`patchctl.managed`: matrix.yaml, a series, a pin file, a vendored
-copy, a rendered workflow), reached through directories only (no symlink, no `..`, no
-`.git`), a regular file or absent, with its staged and backup names beside it. Anything
+copy, a rendered workflow), named without `..` or `.git`, reached through directories (or
+links to directories that stay inside the repository and out of `.git` and `.patchctl`), a
+regular file, a symlink (replaced, never followed) or absent, with its staged and backup names
+beside it. Anything
 else refuses the whole journal in one line (exit 3) before a file is touched. The only
 file-system calls on the repository's files are in `_create_synced`, `_link`, `_replace`,
 `_unlink` and `_sync_directory`.
@@ -218,7 +220,8 @@ def _untrusted(config_file: Path, state: object, entries: object, new_config: li
 
 def _not_a_plain_file(root: Path, relative: str, siblings: list[str]) -> str | None:
     """Why the target RELATIVE (under ROOT) or its SIBLINGS (staged, backup) are not what
-    `commit` leaves there: each directory on the way a real one (never a symlink), the target
+    `commit` leaves there: each directory on the way a real one (or a link to a directory inside
+    the repository, outside `.git` and `.patchctl`), the target
     a regular file or a symlink (replaced, never followed) or absent, and so the siblings."""
     reason = managed.unsafe(relative)
     if reason is not None:
@@ -229,7 +232,11 @@ def _not_a_plain_file(root: Path, relative: str, siblings: list[str]) -> str | N
         kind = kind_of(current)
         if kind is None:
             break
-        if kind != "directory":
+        if kind == "symlink":
+            problem = _link_on_the_way(root, current)
+            if problem is not None:
+                return f"{problem}, on the way to {relative}"
+        elif kind != "directory":
             return f"{current.relative_to(root).as_posix()} is a {kind} on the way to {relative}"
     kind = kind_of(root / relative)
     if kind not in (None, "regular file", "symlink"):
@@ -238,6 +245,23 @@ def _not_a_plain_file(root: Path, relative: str, siblings: list[str]) -> str | N
         kind = kind_of(Path(sibling))
         if kind not in (None, "regular file", "symlink"):  # (the backup of a link is a link)
             return f"{Path(sibling).name} beside {relative} is a {kind}"
+    return None
+
+
+def _link_on_the_way(root: Path, link: Path) -> str | None:
+    """Why the directory link LINK (a series directory linked to another place in the
+    repository, say) may not be written through, or None: it must lead to a directory inside
+    the repository, never into `.git` or `.patchctl`."""
+    shown = link.relative_to(root).as_posix()
+    real_root = os.path.realpath(root)
+    target = os.path.realpath(link)
+    if target == real_root or not target.startswith(real_root + os.sep):
+        return f"{shown} is a symlink to {target}, outside the repository"
+    reason = managed.unsafe(Path(target).relative_to(real_root).as_posix())
+    if reason is not None:
+        return f"{shown} is a symlink into a place patchctl never writes ({reason})"
+    if not os.path.isdir(target):
+        return f"{shown} is a symlink to {target}, not a directory"
     return None
 
 

@@ -129,7 +129,7 @@ def _planted_cases(project: Project, outside: Path) -> dict[str, tuple[str, list
         "through-a-link": (
             "prepared",
             [entry(root / "linked" / "main" / "0001.patch")],
-            "linked is a symlink on the way to linked/main/0001.patch",
+            f"linked is a symlink to {outside}, outside the repository, on the way to linked/main/0001.patch",
         ),
         "no-file": ("prepared", [entry(series / "0009.patch", staged=False)], "neither writes nor keeps a file"),
         "no-entries": ("prepared", [], "no list of entries"),
