@@ -496,3 +496,106 @@ def test_a_signal_during_a_gate_removes_its_processes_and_trees(
     (mirror,) = Path(env["PATCHCTL_CACHE"]).joinpath("mirrors").glob("*.git")
     listing = git.run(["worktree", "list", "--porcelain"], mirror).stdout
     assert str(seeded.path) not in listing  # no worktree entry left behind
+
+
+def _sleeper_image() -> str:
+    """A local image with `sh` and `sleep` copied from this host (no registry is reachable)."""
+    import hashlib
+    import io
+    import tarfile
+
+    import docker
+
+    files: dict[str, Path] = {"bin/sh": Path("/bin/sh").resolve(), "bin/sleep": Path("/bin/sleep").resolve()}
+    for binary in list(files.values()):
+        for line in subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout.splitlines():
+            path = next((word for word in line.split() if word.startswith("/")), None)
+            if path is not None:
+                files[path.lstrip("/")] = Path(path).resolve()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name in sorted(files):
+            data = files[name].read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+    data = buffer.getvalue()
+    tag = "patchctl-sleeper:" + hashlib.sha256(data).hexdigest()[:12]
+    client = docker.from_env()
+    try:
+        try:
+            client.images.get(tag)
+        except docker.errors.ImageNotFound:
+            client.api.import_image_from_data(data, repository=tag.split(":")[0], tag=tag.split(":")[1])
+    finally:
+        client.close()
+    return tag
+
+
+def _build_containers(step: str) -> list:
+    import docker
+
+    from patchctl.runners import CONTAINER_LABEL
+
+    client = docker.from_env()
+    try:
+        return client.containers.list(all=True, filters={"label": f"{CONTAINER_LABEL}={step}"})
+    finally:
+        client.close()
+
+
+@pytest.mark.docker
+def test_sigterm_to_a_compiling_canary_removes_its_container_and_trees(
+    seeded: Project, upstream: Repo, tmp_path: Path
+) -> None:
+    """What `timeout`, systemd or a cancelled CI job does to a canary: its build container used
+    to keep running (patchctl exited 143 at once); now it goes, with the canary's scratch trees."""
+    from .docker_image import engine_problem
+
+    problem = engine_problem()
+    if problem:
+        if os.environ.get("PATCHCTL_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"PATCHCTL_REQUIRE_DOCKER=1 but {problem}")
+        pytest.skip(problem)
+    image = _sleeper_image()
+    step = f"hang-{tmp_path.name}"[:60]
+    write_config(
+        seeded,
+        upstream.head,
+        series_extra=f"build:\n  - name: {step}\n    command: echo started; sleep 300\n",
+        tail=(
+            "canary:\n  upstream: up\n  toolchains:\n    - name: sleeper\n      tag-suffix: -cpu-test\n"
+            f"      cuda-major-version: ''\n      image: {image}\n"
+        ),
+    )
+    git.commit_all(seeded.path, "a canary")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    run = subprocess.Popen(
+        [sys.executable, "-m", "patchctl", "-q", "-C", str(seeded.path), "canary", "up", "--compile"],
+        env={**_env(), "TMPDIR": str(scratch)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: any(c.status == "running" for c in _build_containers(step)) or run.poll() is not None, 120)
+        assert run.poll() is None, run.communicate()
+        assert [p.name for p in scratch.iterdir() if p.name.startswith("patchctl-canary-")]  # its trees are there
+        run.send_signal(signal.SIGTERM)
+        _out, err = run.communicate(timeout=90)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        for container in _build_containers(step):  # never leave one behind, even when the test fails
+            container.remove(force=True)
+    assert run.returncode == 128 + signal.SIGTERM, err
+    assert err.splitlines()[-1] == (
+        "patchctl: terminated by SIGTERM; its containers and temporary trees were removed"
+    ), err
+    assert "Traceback" not in err
+    assert _build_containers(step) == []
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("patchctl-canary-")] == []
+    (mirror,) = Path(_env()["PATCHCTL_CACHE"]).joinpath("mirrors").glob("*.git")
+    listing = git.run(["worktree", "list", "--porcelain"], mirror).stdout
+    assert [block for block in listing.split("\n\n") if block.strip() and "bare" not in block] == []
