@@ -17,6 +17,7 @@ any spelling git refuses, or a first component `.patchctl` is never managed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -88,7 +89,23 @@ def managed_paths(config_file: Path, versions: Iterable[Path | bytes] = ()) -> M
         index = data.get("index")
         if isinstance(index, dict):
             files.add(_relative(index.get("output", DEFAULT_INDEX_OUTPUT)))
-    return Managed(frozenset(files - {""}), frozenset(dirs - {""}))
+    root = Path(config_file).parent
+    files, dirs = files - {""}, dirs - {""}
+    # A writer may name a path by where its links lead (`.github/workflows -> ci/workflows`,
+    # inside the repository): that spelling is the same file.
+    return Managed(frozenset(files | _resolved(root, files)), frozenset(dirs | _resolved(root, dirs)))
+
+
+def _resolved(root: Path, relatives: set[str]) -> set[str]:
+    real_root = os.path.realpath(root)
+    found = set()
+    for relative in relatives:
+        real = os.path.realpath(os.path.join(real_root, relative))
+        if real.startswith(real_root + os.sep):
+            candidate = Path(real).relative_to(real_root).as_posix()
+            if unsafe(candidate) is None:
+                found.add(candidate)
+    return found
 
 
 def _raw(config: Path | bytes, name: Path) -> dict[str, Any] | None:
