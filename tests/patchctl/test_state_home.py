@@ -599,3 +599,37 @@ def test_sigterm_to_a_compiling_canary_removes_its_container_and_trees(
     (mirror,) = Path(_env()["PATCHCTL_CACHE"]).joinpath("mirrors").glob("*.git")
     listing = git.run(["worktree", "list", "--porcelain"], mirror).stdout
     assert [block for block in listing.split("\n\n") if block.strip() and "bare" not in block] == []
+
+
+def test_a_relative_c_from_inside_the_tree_it_replaces_works(seeded: Project, cli) -> None:
+    """`patchctl -C ../../.. apply --force` from inside .patchctl/trees/main: the tree (the
+    working directory) is replaced mid-run; -C was resolved when patchctl started."""
+    assert cli("-C", seeded.path, "apply").exit_code == 0
+    tree = worktree.applied_tree(seeded.path, "main")
+    (tree / "README.md").write_text("a local edit: apply --force rebuilds the tree beside and swaps\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "patchctl", "-q", "-C", "../../..", "apply", "--force"],
+        cwd=tree,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr and "applied 1 patch(es)" in run.stdout
+    assert worktree.read_marker(tree) is not None and "local edit" not in (tree / "README.md").read_text()
+
+
+def test_a_working_directory_that_is_gone_is_one_line(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = (
+        f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
+        "from patchctl.cli import main; sys.exit(main(['-C', '..', 'lint']))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60)
+    assert run.returncode == 3
+    assert run.stderr == (
+        "patchctl: error: the working directory no longer exists (a tree patchctl replaced, or removed while a "
+        "shell stood in it): cd into the project again\n"
+    )
