@@ -38,7 +38,7 @@ class AppContext:
     _lock: ProjectLock | None = field(default=None, repr=False)
 
     def lock_project(self) -> None:
-        """Hold the project's lock (`.patchctl/lock`) until this command ends. Every command
+        """Hold the project's lock (`.git/patchctl/lock`) until this command ends. Every command
         that writes calls this first, before `config`, so recovery and loading happen under it."""
         from . import config as config_mod
         from .lock import ProjectLock, lock_timeout
@@ -60,7 +60,7 @@ class AppContext:
             path = config_mod.find_config(self.directory, self.config_file)
             # A killed run's half-written state is put right before anything reads the repository.
             lock = self._lock or ProjectLock(path.parent, "recovery", lock_timeout())
-            for line in recover_project(path.parent, lock):
+            for line in recover_project(path, lock):
                 click.echo(log_line(f"patchctl: {line}"), err=True)
             loaded = config_mod.load(path)
             loaded = loaded.with_upstream_source(self.upstream_source)
@@ -84,6 +84,7 @@ class AppContext:
 
     @property
     def workdir(self) -> Path:
+        """-C DIR, or the directory patchctl started in (absolute since `cli` made it so), resolved."""
         return (self.directory or Path.cwd()).resolve()
 
     def path(self, value: Path | None) -> Path | None:

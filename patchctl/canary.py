@@ -546,7 +546,11 @@ def _compile(
         record.detail = "the series declares no build steps"
         return record, tree
     store.add_worktree(mirror, head, tree)  # a clean tree per toolchain: no build shares objects
-    ok = _run_steps(steps, tree, log_root / toolchain.name / series.name, say, record)
+    try:
+        ok = _run_steps(steps, tree, log_root / toolchain.name / series.name, say, record)
+    except BaseException:
+        store.remove_worktree(mirror, tree)  # Ctrl-C or SIGTERM mid-build: the tree goes, and its mirror entry
+        raise
     record.state = "passed" if ok else "failed"
     return record, tree
 

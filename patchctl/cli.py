@@ -10,15 +10,19 @@ error (network, git, Docker). `--debug` shows the traceback instead.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
 from . import __version__, progress
 from .app import AppContext
-from .errors import ExitCode, PatchctlError
+from .errors import EnvironmentFailure, ExitCode, PatchctlError
 from .escape import log_line
 from .lazy import LazyGroup
 from .upstream_source import UPSTREAM_SOURCE_ENV, UPSTREAM_SOURCES
@@ -97,27 +101,95 @@ def cli(
     Shell completion (commands, series, upstreams), in ~/.bashrc:
       eval "$(_PATCHCTL_COMPLETE=bash_source patchctl)"    # zsh_source, fish_source: see README
     """
-    ctx.obj = AppContext(directory, config_file, url_overrides, debug, upstream_source=upstream_source)
+    # -C is made absolute at once: `apply` may replace the tree the command was started in
+    # (`patchctl -C ../../.. apply --force` from inside .patchctl/trees/SERIES), and a relative
+    # path means nothing once the working directory is gone.
+    ctx.obj = AppContext(
+        _start_directory(directory), config_file, url_overrides, debug, upstream_source=upstream_source
+    )
     if not (quiet or progress.quiet_from_env()):
         progress.install(sys.stderr)
         ctx.call_on_close(progress.uninstall)
 
 
+def _start_directory(directory: Path | None) -> Path:
+    """-C DIR (default: the working directory) as an absolute path, its links resolved now."""
+    try:
+        cwd = Path.cwd()
+    except FileNotFoundError:
+        raise EnvironmentFailure(
+            "the working directory no longer exists (a tree patchctl replaced, or removed while a shell stood in "
+            "it): cd into the project again"
+        ) from None
+    return (cwd / directory).resolve() if directory is not None else cwd
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (what `timeout`, `kill`, systemd and a cancelled CI job send): raised
+    where the signal lands, so that the run unwinds exactly as Ctrl-C unwinds it (every
+    `finally` and `except KeyboardInterrupt` on the way: build containers removed, process
+    groups killed, temporary trees and worktrees removed, the lock released)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+_TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def _signals_unwind() -> Iterator[None]:
+    """Turn the first SIGTERM or SIGHUP into `Terminated`; later ones are ignored, so that the
+    cleanup the first one started runs to its end (SIGKILL still ends it). The previous
+    handlers are put back afterwards (`main` also runs inside tests)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def unwind(signum: int, _frame: object) -> None:
+        for each in _TERMINATING:
+            signal.signal(each, wait_for_cleanup)  # a handler, not SIG_IGN: children must not inherit it
+        raise Terminated(signum)
+
+    def wait_for_cleanup(_signum: int, _frame: object) -> None:
+        pass
+
+    previous = {each: signal.signal(each, unwind) for each in _TERMINATING}
+    try:
+        yield
+    finally:
+        for each, handler in previous.items():
+            signal.signal(each, handler)
+
+
+def _stopped(exc: BaseException) -> int:
+    """The line and exit code of a run stopped by Ctrl-C or a terminating signal (128 + its number)."""
+    cause = exc if isinstance(exc, Terminated) else exc.__cause__ or exc.__context__
+    if isinstance(cause, Terminated):
+        name = signal.Signals(cause.signum).name
+        click.echo(f"patchctl: terminated by {name}; its containers and temporary trees were removed", err=True)
+        return 128 + cause.signum
+    interrupted = isinstance(exc, KeyboardInterrupt) or isinstance(cause, KeyboardInterrupt)
+    click.echo("patchctl: interrupted" if interrupted else "patchctl: aborted", err=True)
+    return 130
+
+
 def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
-        try:
-            cli.main(args=argv, prog_name="patchctl", standalone_mode=False)
-        finally:
-            progress.uninstall()  # the live line leaves the terminal before the error line
+        with _signals_unwind():
+            try:
+                cli.main(args=argv, prog_name="patchctl", standalone_mode=False)
+            finally:
+                progress.uninstall()  # the live line leaves the terminal before the error line
     except PatchctlError as exc:
         if debug:
             raise
         click.echo(log_line(f"patchctl: error: {exc}"), err=True)  # one line, whatever names it quotes
         return int(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("patchctl: aborted", err=True)
-        return 130
+    except click.exceptions.Abort as exc:  # Click's word for a KeyboardInterrupt in a command
+        return _stopped(exc)
     except click.ClickException as exc:
         if debug:
             raise
@@ -128,9 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(ExitCode.USAGE) if exc.exit_code == 2 else exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("patchctl: interrupted", err=True)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _stopped(exc)
     return int(ExitCode.OK)
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from . import git, journal, worktree
+from . import git, journal
 from .applier import IndexBuilder, apply_series_to_index, is_clean, write_tree_listing
 from .config import Config, Series
 from .confined import confined_path
@@ -224,9 +224,7 @@ def export(
         verify(series, tree, base_id, [PatchFile(series.dir / p.name, p.data) for p in planned])
     except CheckFailed as exc:
         raise CheckFailed(f"{exc}; nothing written") from None
-    journal.commit(
-        worktree.state_dir(config.root), series_changes(series.dir, planned, result.removed, result.quilt_series)
-    )
+    journal.commit(config.path, series_changes(series.dir, planned, result.removed, result.quilt_series))
     return result
 
 

@@ -1,6 +1,7 @@
 """The per-project lock: one writing patchctl run at a time in a repository.
 
-`.patchctl/lock` is held with flock(2) for the whole of a writing command, so the kernel
+`lock` in the repository's state directory (`.git/patchctl/lock`, see `patchctl.statehome`)
+is held with flock(2) for the whole of a writing command, so the kernel
 releases it when the process ends however it ends: a killed run never leaves a stale
 lock. The holder writes its pid and command into the file so that a refused run can say
 who holds it. A second run waits a bounded time ($PATCHCTL_LOCK_TIMEOUT seconds, default
@@ -17,8 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import worktree
-from .confined import confined_path
+from . import statehome, worktree
 from .errors import EnvironmentFailure, UsageError
 
 LOCK_NAME = "lock"
@@ -50,7 +50,7 @@ class ProjectLock:
 
     @property
     def path(self) -> Path:
-        return worktree.state_dir(self.root) / LOCK_NAME
+        return statehome.home(self.root) / LOCK_NAME
 
     @property
     def held(self) -> bool:
@@ -60,12 +60,9 @@ class ProjectLock:
         """Take the lock, waiting up to timeout_s; raises EnvironmentFailure naming the holder."""
         if self._fd is not None:
             return
-        # The lock, the journal and the trees live in .patchctl: a symlink out would put them elsewhere.
-        worktree.check_state_path(self.root, self.path.parent, "state directory", expected="directory", follow=True)
+        statehome.ensure(self.root)  # a file or a symlink where the state directory belongs: one line
         # A directory, a FIFO, a device or a symlink where the lock belongs: one line, never opened.
         worktree.check_state_path(self.root, self.path, "lock")
-        confined_path(self.root, self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as exc:
@@ -109,7 +106,7 @@ class ProjectLock:
             pid, command = holder.get("pid", "?"), holder.get("command", "?")
         except (OSError, ValueError, AttributeError, EnvironmentFailure):
             pid, command = "?", "?"
-        where = worktree.display(self.root, self.path)
+        where = statehome.display(self.root, self.path)
         return (
             f"another patchctl run holds {where} (pid {pid}, command {command}); "
             f"waited {self.timeout_s:g} s (${TIMEOUT_ENV}); try again when it has finished"

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from filelock import FileLock, Timeout
 
 from . import git, progress, sdist
+from .confined.regular import kind_of, read_regular
 from .errors import EnvironmentFailure, GitError, UsageError
 from .paths import cache_dir
 from .yamlloc import format_keypath
@@ -41,6 +42,7 @@ PARTIAL_CLONE_FILTER = "blob:none"
 # Transports that can carry a filter request to a remote upload-pack.
 _REMOTE_URL = re.compile(r"^(https?|git|ssh|git\+ssh|ssh\+git|file)://|^[\w.-]+@[\w.-]+:")
 _FILTER_IGNORED = "filtering not recognized by server"
+_ADDING = b"initializing"  # the lock reason of `git worktree add` until its checkout is done (LC_ALL=C)
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,7 @@ class Store:
         """A detached git worktree of the mirror at REV, at DEST (which must not exist)."""
         dest = Path(dest)
         with self._locked(mirror), progress.step(f"checking out {rev[:12]}"):
+            unlock_killed_adds(mirror.path)
             git.run(["worktree", "prune"], mirror.path)
             # Checkout is bound by writing files; parallel workers overlap inflating and writing.
             git.run(["-c", "checkout.workers=0", "worktree", "add", "-q", "--detach", str(dest), rev], mirror.path)
@@ -160,6 +163,7 @@ class Store:
 
     def remove_worktree(self, mirror: Mirror, dest: Path) -> None:
         with self._locked(mirror):
+            unlock_killed_adds(mirror.path)
             git.run(["worktree", "remove", "--force", str(dest)], mirror.path, check=False)
             shutil.rmtree(dest, ignore_errors=True)
             git.run(["worktree", "prune"], mirror.path, check=False)
@@ -216,6 +220,28 @@ class Store:
                 yield
         except Timeout:
             raise EnvironmentFailure(f"the cache is locked by another patchctl run: {mirror.lock.lock_file}") from None
+
+
+def unlock_killed_adds(mirror: Path) -> None:
+    """Unlock the worktrees of MIRROR that a killed `git worktree add` left locked.
+
+    `git worktree add` locks its new entry ("initializing") until the checkout is done; a
+    run killed meanwhile leaves it locked, and git then refuses every later add at that path
+    ("a missing but locked worktree") and never prunes it. Every add of the cache's mirrors
+    happens under the mirror's lock, which the caller holds: no add is under way, so every
+    entry still initializing is a killed one. Other locks (`patchctl.treeswap` moving a tree)
+    are left alone."""
+    admin = mirror / "worktrees"
+    if kind_of(admin) != "directory":
+        return
+    for entry in sorted(admin.iterdir()):
+        locked = entry / "locked"
+        try:
+            reason = read_regular(locked, 4096)
+        except OSError:
+            continue
+        if reason is not None and reason.strip() == _ADDING:
+            locked.unlink(missing_ok=True)
 
 
 def supports_partial_clone(url: str) -> bool:

@@ -57,6 +57,7 @@ from .sync_state import (
     SeriesProgress,
     SyncState,
     commit_pin_update,
+    drop_state,
     load_state,
     save_state,
 )
@@ -354,7 +355,7 @@ def _run(
                 "dry run: every gate passed; nothing was written (run without --dry-run to write the files listed)"
             ]
             return report
-        commit_pin_update(config.root, changes)
+        commit_pin_update(config.path, changes)
         vendor.prune_empty_dirs(config, [c.path for _, _, vendored in planned.values() for c in vendored if c.deletes])
         _remove_sync_root(config, store, worktree.sync_root(config.root, state.upstream), state)
     report.state = "synced"
@@ -823,6 +824,7 @@ def _mirror_of(config: Config, store: Store, upstream: str) -> Mirror:
 
 def _remove_sync_root(config: Config, store: Store, root: Path, state: SyncState) -> None:
     if not root.exists():
+        drop_state(config.root, state.upstream)
         return
     for entry in state.series:
         try:
@@ -833,3 +835,4 @@ def _remove_sync_root(config: Config, store: Store, root: Path, state: SyncState
             if tree.exists():
                 store.remove_worktree(mirror, tree)
     shutil.rmtree(root, ignore_errors=True)
+    drop_state(config.root, state.upstream)  # last: trees without a state are what a start cleans up

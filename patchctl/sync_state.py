@@ -1,7 +1,10 @@
 """A stopped pin-sync's state file, and the journal of the pin update that ends a sync.
 
-The state (`.patchctl/sync/UPSTREAM/state.json`) is what `pin-sync --continue` resumes
-from: the target, the series being replayed, the next patch of each, and the records so far.
+The state (`sync/UPSTREAM/state.json` in the repository's git directory, `.git/patchctl/`:
+see `patchctl.statehome`) is what `pin-sync --continue` resumes from: the target, the series
+being replayed (in their trees under `.patchctl/sync/UPSTREAM/`), the next patch of each, and
+the records so far. `--continue` and `--abort` remove those trees, so a state is trusted only
+when each tree it names is the one patchctl puts there; anything else is one line (exit 3).
 The pin update (patches/, `pin:` and every pin_files entry) is written through the project's
 journal (`patchctl.journal`) so that an interrupted update is rolled forward or back before
 the next command reads the repository.
@@ -9,15 +12,19 @@ the next command reads the repository.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import journal, worktree
-from .errors import UsageError
+from . import journal, statehome, worktree
+from .errors import EnvironmentFailure, UsageError
 from .paths import atomic_write_text
 
 STATE_VERSION = 1
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # an upstream or series name (patchctl.config)
 
 
 @dataclass
@@ -66,21 +73,64 @@ class SyncState:
 
 def save_state(root: Path, state: SyncState) -> None:
     text = json.dumps(asdict(state), indent=2, sort_keys=True) + "\n"
+    statehome.ensure(root)
     atomic_write_text(worktree.sync_state_file(root, state.upstream), text)
 
 
-def load_state(root: Path, upstream: str) -> SyncState:
+def drop_state(root: Path, upstream: str) -> None:
+    """Forget UPSTREAM's stopped sync (its trees are removed by the caller)."""
     path = worktree.sync_state_file(root, upstream)
+    if os.path.lexists(path):
+        worktree.check_state_path(root, path, "pin-sync state")
+        path.unlink()
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # only when empty
+
+
+def load_state(root: Path, upstream: str) -> SyncState:
+    return parse_state(root, upstream, worktree.sync_state_file(root, upstream))
+
+
+def parse_state(root: Path, upstream: str, path: Path) -> SyncState:
+    """The pin-sync state of UPSTREAM at PATH. Unreadable, of another version, or naming a
+    tree that is not UPSTREAM's sync tree of its series: one line (exit 3), nothing touched."""
     raw = worktree.read_state(root, path, "pin-sync state")  # a FIFO or a directory there: one line
+    shown = statehome.display(root, path)
     try:
         state = SyncState.from_json(json.loads(raw if raw is not None else b""))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{path}: unreadable sync state ({exc}); run `patchctl pin-sync --abort`") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc) or type(exc).__name__
+        raise EnvironmentFailure(
+            f"{shown}: unreadable pin-sync state ({reason[:200]}); nothing was changed: remove it (rm {path}) and "
+            f"the sync trees (rm -r {worktree.sync_root(root, upstream)})"
+        ) from None
     if state.version != STATE_VERSION:
-        raise UsageError(f"{path}: sync state of another patchctl version; run `patchctl pin-sync --abort`")
+        raise UsageError(f"{shown}: sync state of another patchctl version; run `patchctl pin-sync --abort`")
+    problem = _untrusted(root, upstream, state)
+    if problem is not None:
+        raise EnvironmentFailure(
+            f"{shown}: not a pin-sync state patchctl wrote ({problem}); nothing was changed: remove it (rm {path})"
+        )
     return state
 
 
-def commit_pin_update(root: Path, changes: list[journal.FileChange]) -> None:
-    """Write CHANGES all together or not at all, through the journal."""
-    journal.commit(worktree.state_dir(root), changes)
+def _untrusted(root: Path, upstream: str, state: SyncState) -> str | None:
+    """Why STATE is not one pin-sync of UPSTREAM writes in the repository at ROOT, or None."""
+    if state.upstream != upstream or not isinstance(upstream, str) or not _NAME.match(upstream):
+        return f"upstream {str(state.upstream)[:80]!r} in the state of {upstream}"
+    names = set()
+    for entry in state.series:
+        if not isinstance(entry.name, str) or not _NAME.match(entry.name) or entry.name in names:
+            return f"series name {str(entry.name)[:80]!r}"
+        names.add(entry.name)
+        expected = str(worktree.sync_tree(root, upstream, entry.name))
+        if entry.tree != expected:
+            return f"tree {str(entry.tree)[:200]!r} of series {entry.name} is not {expected}"
+        if not isinstance(entry.upstream, str) or not _NAME.match(entry.upstream):
+            return f"upstream {str(entry.upstream)[:80]!r} of series {entry.name}"
+    return None
+
+
+def commit_pin_update(config_file: Path, changes: list[journal.FileChange]) -> None:
+    """Write CHANGES all together or not at all, through the journal of CONFIG_FILE's repository."""
+    journal.commit(config_file, changes)

@@ -12,6 +12,11 @@ records the new path and the lock is lifted.
 command) finishes a swap a kill interrupted: with the target gone it rolls the complete
 new tree forward (or puts the old one back), then deletes every leftover beside it,
 including the pid-named staging trees of earlier versions.
+
+Neither ever follows a link: what stands where a tree belongs is judged by lstat, a symlink
+there is refused in one line (exit 3), and git is asked about a tree (marker, repair,
+unlock, prune) only when its `.git` is a regular file naming a worktree of one of the
+cache's mirrors, which only patchctl creates. Anything else is a plain directory.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ import shutil
 from pathlib import Path
 
 from . import git, worktree
+from .confined.regular import NotRegular, TooLarge, kind_of, read_regular
+from .errors import EnvironmentFailure
+from .paths import cache_dir
 from .store import Mirror, Store
 from .worktree import Marker
 
@@ -47,7 +55,7 @@ def replace_tree(store: Store, mirror: Mirror, tree: Path, head: str, marker: Ma
     worktree.write_marker(new, marker)
     if os.path.lexists(tree):
         os.rename(tree, old)
-        if (old / ".git").is_file():
+        if _admin_dir(old) is not None:
             git.run(["worktree", "repair"], old, check=False)  # two worktrees must not claim one path
     os.rename(new, tree)
     _reattach(tree)
@@ -58,12 +66,13 @@ def recover_tree(tree: Path) -> str | None:
     """Finish or undo an interrupted `replace_tree` of TREE and delete the leftovers beside
     it. Returns "rolled-forward", "restored", "reattached", "cleaned" or None (nothing to do)."""
     new, old = sibling(tree, NEW), sibling(tree, OLD)
+    refuse_link(tree)
     outcome = None
     if not os.path.lexists(tree):
-        if new.is_dir() and worktree.read_marker(new) is not None:
+        if _admin_dir(new) is not None and worktree.read_marker(new) is not None:
             os.rename(new, tree)  # the new tree was complete: the kill came between the two renames
             outcome = "rolled-forward"
-        elif old.is_dir():
+        elif kind_of(old) == "directory":
             os.rename(old, tree)
             outcome = "restored"
     if outcome is not None or _moving(tree):
@@ -76,9 +85,19 @@ def recover_tree(tree: Path) -> str | None:
     return outcome
 
 
+def refuse_link(tree: Path) -> None:
+    """One line (exit 3) when anything but a directory stands where the tree TREE belongs."""
+    kind = kind_of(tree)
+    if kind not in (None, "directory"):
+        raise EnvironmentFailure(
+            f"{tree} is a {kind}, not a tree patchctl made; patchctl never follows or replaces one: remove it "
+            f"(rm {tree}) and run again"
+        )
+
+
 def leftovers_of(tree: Path) -> list[Path]:
     """Staging trees of TREE that a run left behind (any version of patchctl)."""
-    if not tree.parent.is_dir():
+    if kind_of(tree.parent) != "directory":
         return []
     return sorted(
         p for p in tree.parent.iterdir() if (m := _LEFTOVER.match(p.name)) is not None and m["name"] == tree.name
@@ -87,14 +106,14 @@ def leftovers_of(tree: Path) -> list[Path]:
 
 def interrupted_in(directory: Path) -> bool:
     """Whether a swap of some tree under DIRECTORY was interrupted (file reads only, no git)."""
-    if not directory.is_dir():
+    if kind_of(directory) != "directory":
         return False
     return any(_LEFTOVER.match(p.name) is not None or _moving(p) for p in directory.iterdir())
 
 
 def recover_trees_in(directory: Path) -> list[Path]:
     """`recover_tree` for every tree under DIRECTORY with something left beside it."""
-    if not directory.is_dir():
+    if kind_of(directory) != "directory":
         return []
     names = sorted({m["name"] if (m := _LEFTOVER.match(p.name)) is not None else p.name for p in directory.iterdir()})
     recovered = []
@@ -104,18 +123,34 @@ def recover_trees_in(directory: Path) -> list[Path]:
     return recovered
 
 
-def _lock_file(tree: Path) -> Path | None:
-    """The `locked` file of worktree TREE's administrative directory (read from its .git file)."""
-    try:
-        text = (tree / ".git").read_text() if (tree / ".git").is_file() else ""
-    except OSError:
+def _admin_dir(tree: Path) -> Path | None:
+    """The administrative directory (`MIRROR/worktrees/ID`) of TREE when TREE is a worktree
+    of one of the cache's mirrors, by its `.git` file (a real directory, a regular file,
+    naming a directory under the cache's mirrors); None for anything else."""
+    if kind_of(tree) != "directory":
         return None
-    return Path(text[len("gitdir:") :].strip()) / "locked" if text.startswith("gitdir:") else None
+    try:
+        text = (read_regular(tree / ".git", 4096) or b"").decode("utf-8")
+    except (NotRegular, TooLarge, OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("gitdir:") or "\0" in text:
+        return None
+    admin = Path(os.path.realpath(text[len("gitdir:") :].strip()))
+    mirrors = Path(os.path.realpath(cache_dir() / "mirrors"))
+    if admin.parent.name != "worktrees" or admin.parent.parent.parent != mirrors or kind_of(admin) != "directory":
+        return None
+    return admin
+
+
+def _lock_file(tree: Path) -> Path | None:
+    """The `locked` file of worktree TREE's administrative directory, when TREE is one of patchctl's."""
+    admin = _admin_dir(tree)
+    return None if admin is None else admin / "locked"
 
 
 def _locked_by_us(lock_file: Path | None) -> bool:
     try:
-        return lock_file is not None and lock_file.read_text().startswith(LOCK_REASON)
+        return lock_file is not None and (read_regular(lock_file, 4096) or b"").startswith(LOCK_REASON.encode())
     except OSError:
         return False
 
@@ -128,6 +163,8 @@ def _moving(tree: Path) -> bool:
 def _reattach(tree: Path) -> None:
     """Tell git the worktree's new path, then lift the lock taken for the move (by its file:
     `git worktree unlock PATH` matches by path, which a stale entry may claim too)."""
+    if _admin_dir(tree) is None:
+        return  # not a worktree patchctl made: git is not pointed at it
     git.run(["worktree", "repair"], tree, check=False)
     lock_file = _lock_file(tree)
     if _locked_by_us(lock_file):
@@ -151,15 +188,15 @@ def _release_missing(mirror: Path, path: Path) -> None:
 
 def _remove(path: Path) -> None:
     """Delete a tree that is no longer wanted, and its administrative directory in its mirror."""
-    if not os.path.lexists(path):
+    kind = kind_of(path)
+    if kind is None:
         return
-    common = None
-    if (path / ".git").is_file():
-        common = worktree.common_dir(path)
+    if kind != "directory":
+        path.unlink()  # a link is removed itself, never what it points to
+        return
+    admin = _admin_dir(path)
+    if admin is not None:
         _reattach(path)  # a locked worktree is never pruned
-    if path.is_symlink() or not path.is_dir():
-        path.unlink()
-    else:
-        shutil.rmtree(path, ignore_errors=True)
-    if common is not None and common.is_dir():
-        git.run(["worktree", "prune"], common, check=False)
+    shutil.rmtree(path, ignore_errors=True)
+    if admin is not None:
+        git.run(["worktree", "prune"], admin.parent.parent, check=False)

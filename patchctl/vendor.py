@@ -142,7 +142,7 @@ def run(config: Config, store: Store, names: tuple[str, ...] = (), *, check: boo
             planned += changes
         copies.append(copy)
     if planned:
-        journal.commit(worktree.state_dir(config.root), planned)
+        journal.commit(config.path, planned)
         prune_empty_dirs(config, [c.path for c in planned if c.deletes])
     result = VendorResult(check, copies)
     if not result.ok:

@@ -1,14 +1,15 @@
-"""Everything patchctl keeps under `.patchctl/` in a repository, and the apply marker.
+"""Everything patchctl keeps under `.patchctl/` in a repository's work tree, and the apply marker.
 
     .patchctl/trees/SERIES                  the tree `apply` makes (and `export`, `gate` read)
     .patchctl/sync/UPSTREAM/SERIES          a pin-sync's replay worktree
     .patchctl/sync/UPSTREAM/gate-SERIES     a pin-sync's clean tree for the gates
-    .patchctl/sync/UPSTREAM/state.json      a stopped pin-sync's state (`--continue`)
     .patchctl/gates/SERIES                  logs of `patchctl gate`
     .patchctl/logs/pin-sync/UPSTREAM/SERIES logs of a pin-sync's builds and gates
     .patchctl/logs/canary/UPSTREAM          logs of a canary's compiles (without --work-dir)
-    .patchctl/journal.json                  the journal of an interrupted all-or-nothing write
-    .patchctl/lock                          the per-project lock of writing commands
+
+These are the trees a user edits and the logs a user reads. The state that recovery acts on
+(the journal, the lock, a stopped pin-sync's `state.json`) lives in the repository's git
+directory, where no checkout can plant it (`patchctl.statehome`).
 
 The marker is a file in an applied tree's git directory: the upstream rev, the digest of
 the ordered patches and the commit `apply` made. `apply` trusts a tree only when its
@@ -23,7 +24,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import git
+from . import git, statehome
 from .confined.regular import NotRegular, TooLarge, file_kind, kind_of, read_regular
 from .errors import EnvironmentFailure, GitError
 from .paths import atomic_write_text
@@ -36,7 +37,7 @@ SYNC_STATE_NAME = "state.json"
 
 
 def state_dir(root: Path) -> Path:
-    """`.patchctl/` of the repository at ROOT; also where the journal and the lock live."""
+    """`.patchctl/` in the work tree of the repository at ROOT: its trees and logs."""
     return root / STATE_DIR
 
 
@@ -57,12 +58,18 @@ def sync_gate_tree(root: Path, upstream: str, series: str) -> Path:
 
 
 def sync_state_file(root: Path, upstream: str) -> Path:
-    return sync_root(root, upstream) / SYNC_STATE_NAME
+    """A stopped pin-sync's state, in the git directory (its trees stay in `.patchctl/sync/`)."""
+    return sync_states(root) / upstream / SYNC_STATE_NAME
+
+
+def sync_states(root: Path) -> Path:
+    return statehome.home(root) / "sync"
 
 
 def syncs_in_progress(root: Path) -> list[str]:
     """The upstreams with a stopped pin-sync (a state file), sorted."""
-    base = state_dir(root) / "sync"
+    base = sync_states(root)
+    statehome.check_directory(root, base, "directory of pin-sync states")
     return sorted(p.parent.name for p in base.glob(f"*/{SYNC_STATE_NAME}")) if base.is_dir() else []
 
 

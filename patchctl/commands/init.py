@@ -76,7 +76,9 @@ def init_cmd(
         raise UsageError(f"refusing to overwrite {', '.join(existing)} (use --force)")
     targets = [root / p for p in result.files]
     all_confined(root, targets)
-    journal.commit(root / ".patchctl", [journal.FileChange(root / p, data) for p, data in result.files.items()])
+    journal.commit(
+        root / init_layout.CONFIG_NAME, [journal.FileChange(root / p, data) for p, data in result.files.items()]
+    )
     for line in result.found:
         click.echo(log_line(f"found: {line}"))
     for line in result.unmapped:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import config as config_mod
-from .. import git, journal, worktree
+from .. import git, journal
 from ..errors import CheckFailed
 from ..findings import Finding
 from ..jsonout import json_field, to_json
@@ -27,7 +27,7 @@ def render(config: config_mod.Config, *, check: bool = False, templates: Path | 
     result = render_files(config, sources.from_config(config), templates)
     if not check and result.stale:
         changes = [journal.FileChange(f.path, f.text.encode("utf-8")) for f in result.stale]
-        journal.commit(worktree.state_dir(config.root), changes)
+        journal.commit(config.path, changes)
     return result
 
 

@@ -38,6 +38,8 @@ def _isolated_cache(
     monkeypatch.delenv("PATCHCTL_UPSTREAM_URL", raising=False)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     monkeypatch.setenv("PATCHCTL_QUIET", "1")  # progress lines on stderr: tests/patchctl/test_newcomer.py covers them
+    # A project in a plain directory keeps its state in the user's state directory (patchctl.statehome).
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
     if request.node.get_closest_marker("realupstream"):
         monkeypatch.setenv("PATCHCTL_CACHE", str(real_cache_dir()))
     else:
@@ -222,14 +224,15 @@ def tree_files(tree: Path) -> dict[str, bytes]:
     }
 
 
-def disk_snapshot(path: Path, skip: tuple[str, ...] = (".patchctl",)) -> dict[str, tuple]:
+def disk_snapshot(path: Path, skip: tuple[str, ...] = (".patchctl", ".git/patchctl")) -> dict[str, tuple]:
     """Everything under PATH as it is on disk, `.git` included, no link followed, but the
-    top-level names SKIP (patchctl's own state): relative path -> ("dir",), ("file", bytes,
-    mode), ("link", target) or (the kind,)."""
+    directories SKIP, relative to PATH (patchctl's own state: the trees, and the lock and
+    journal in the git directory): relative path -> ("dir",), ("file", bytes, mode),
+    ("link", target) or (the kind,)."""
     found: dict[str, tuple] = {}
     for current, dirs, files in os.walk(path):
-        if Path(current) == Path(path):
-            dirs[:] = [d for d in dirs if d not in skip]
+        here = Path(current).relative_to(path)
+        dirs[:] = [d for d in dirs if (here / d).as_posix() not in skip]
         for name in dirs + files:
             full = Path(current) / name
             relative = full.relative_to(path).as_posix()

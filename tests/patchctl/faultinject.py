@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchctl import git, worktree
+from patchctl import git, statehome, worktree
 
 from .conftest import Project, Repo, tree_files
 from .fixtures_sync import add_hello_patch, add_line20_patch, main_c, write_config
@@ -308,14 +308,21 @@ class Tally:
 
 
 def stray_files(project: Path, *, sync_trees: bool = False) -> list[str]:
-    """Temporary, staged and backup files anywhere in the project (not inside .git); with
-    SYNC_TREES also a pin-sync's trees left without a state file."""
+    """Temporary, staged and backup files anywhere in the project (not inside .git) and a
+    journal or temporary file in its state directory (.git/patchctl); with SYNC_TREES also a
+    pin-sync's trees left without a state file."""
     found = []
     for dirpath, dirnames, filenames in os.walk(project):
         dirnames[:] = [d for d in dirnames if d != ".git"]
         for name in filenames + dirnames:
             if _STRAY.search(name):
                 found.append(str(Path(dirpath, name).relative_to(project)))
+    # The state directory in the git directory: a journal or a temporary file left there is stray too.
+    home = statehome.home(project)
+    for dirpath, _dirnames, filenames in os.walk(home):
+        for name in filenames:
+            if _STRAY.search(name):
+                found.append(statehome.display(project, Path(dirpath, name)))
     sync = worktree.state_dir(project) / "sync"
     if sync_trees and sync.is_dir() and any(sync.iterdir()):
         found += [str(p.relative_to(project)) for p in sync.iterdir()]

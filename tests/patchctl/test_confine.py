@@ -1,7 +1,8 @@
 """Symlinks inside the downstream repository never make patchctl write outside it: every
-output path (patches/SERIES, .patchctl and its trees, sync trees and logs, pin_files,
-.github/workflows, the backend index) is resolved first, and one that leads out is refused
-with exit 2, naming the symlink and where it points, before anything is written."""
+output path (patches/SERIES, sync trees and logs, pin_files, .github/workflows, the backend
+index) is resolved first, and one that leads out is refused with exit 2, naming the symlink
+and where it points, before anything is written. patchctl's own `.patchctl`, its `trees` and
+`sync` are never followed at all (exit 3, tests/patchctl/test_state_home.py)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,17 @@ def refused(result, link: str, target: Path) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.output, result.output
     assert f"{link} is a symlink to {target}" in lines[0] and "outside the repository" in lines[0], lines[0]
+    return lines[0]
+
+
+def refused_state_link(result, link: str) -> str:
+    """patchctl's own directories (`.patchctl`, its `trees` and `sync`) are never followed, even
+    inside the repository: one line, exit 3, saying what to remove."""
+    assert result.exit_code == 3, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert f"patchctl: error: {link} is a symlink, not the directory of " in lines[0], lines[0]
+    assert "remove it (rm " in lines[0], lines[0]
     return lines[0]
 
 
@@ -139,7 +151,11 @@ def test_apply_refuses_state_dirs_linked_outside(
 ) -> None:
     add_line20_patch(project, upstream, upstream.head)
     replace_with_link(project.path / link, outside)
-    refused(cli("-C", project.path, "apply"), link, outside)
+    result = cli("-C", project.path, "apply")
+    if link == ".patchctl/trees/main":
+        refused(result, link, outside)
+    else:
+        refused_state_link(result, link)
     assert listing(outside) == {"keep.txt": b"untouched\n"}
 
 
@@ -185,11 +201,13 @@ def test_pin_sync_refuses_outputs_linked_outside_before_writing(
         target = outside
     replace_with_link(project.path / link, target)
     before_outside, before_config = listing(outside), (project.path / "matrix.yaml").read_bytes()
+    judge = (lambda result: refused(result, link, target)) if link == "patches/main" else None
+    judge = judge or (lambda result: refused_state_link(result, link))
     for args in (["up", "--latest"], ["up", "--latest", "--dry-run"]):
-        refused(cli("-C", project.path, "pin-sync", *args), link, target)
+        judge(cli("-C", project.path, "pin-sync", *args))
     assert listing(outside) == before_outside
     assert (project.path / "matrix.yaml").read_bytes() == before_config
-    refused(cli("-C", project.path, "pin-sync", "--abort"), link, target)
+    judge(cli("-C", project.path, "pin-sync", "--abort"))
 
 
 def test_pin_sync_refuses_a_pin_file_linked_outside(project: Project, upstream: Repo, outside: Path, cli) -> None:
@@ -208,7 +226,7 @@ def test_pin_sync_refuses_a_pin_file_linked_outside(project: Project, upstream: 
 def test_canary_refuses_a_log_dir_linked_outside(project: Project, upstream: Repo, outside: Path, cli) -> None:
     drifted(project, upstream)
     replace_with_link(project.path / ".patchctl", outside)
-    refused(cli("-C", project.path, "canary"), ".patchctl", outside)
+    refused_state_link(cli("-C", project.path, "canary"), ".patchctl")
     assert listing(outside) == {"keep.txt": b"untouched\n"}
 
 

@@ -225,16 +225,20 @@ def test_a_symlinked_device_inside_the_repository_is_refused(project: Project, u
     assert "a symlink to ../../pipe; patchctl reads no patch through a link" in one_line_error(result.stderr)
 
 
-# ---------------------------------------------------------------- .patchctl/ is patchctl's, not anyone's
+# ---------------------------------------------------------------- patchctl's state is patchctl's, not anyone's
 
 
-@pytest.mark.parametrize("name", ["journal.json", "lock"])
+@pytest.mark.parametrize(
+    "place,name", [(".git/patchctl", "journal.json"), (".git/patchctl", "lock"), (".patchctl", "journal.json")]
+)
 @pytest.mark.parametrize("kind", ["directory", "fifo", "symlink"])
 def test_state_files_that_patchctl_did_not_write_are_refused(
-    project: Project, upstream: Repo, name: str, kind: str
+    project: Project, upstream: Repo, place: str, name: str, kind: str
 ) -> None:
+    """In the state directory (.git/patchctl), and in .patchctl where earlier versions kept
+    the journal (recovery would move a pending one from there)."""
     seeded(project, upstream)
-    state = project.path / ".patchctl"
+    state = project.path / place
     state.mkdir()
     target = state / name
     if kind == "directory":
@@ -250,16 +254,19 @@ def test_state_files_that_patchctl_did_not_write_are_refused(
         assert result.returncode == 3, result.stdout + result.stderr
         line = one_line_error(result.stderr)
         shown = {"directory": "a directory", "fifo": "a FIFO", "symlink": "a symlink"}[kind]
-        assert f".patchctl/{name} is {shown}, not the {'journal' if name == 'journal.json' else 'lock'}" in line
+        assert f"{place}/{name} is {shown}, not the {'journal' if name == 'journal.json' else 'lock'}" in line
         assert f"remove it (rm {'-r ' if kind == 'directory' else ''}{target})" in line
 
 
-def test_a_state_directory_that_is_a_file_is_refused(project: Project, upstream: Repo) -> None:
+@pytest.mark.parametrize(
+    "place,what", [(".patchctl", "the directory of trees and logs"), (".git/patchctl", "the state directory")]
+)
+def test_a_state_directory_that_is_a_file_is_refused(project: Project, upstream: Repo, place: str, what: str) -> None:
     seeded(project, upstream)
-    (project.path / ".patchctl").write_text("not a directory\n")
+    (project.path / place).write_text("not a directory\n")
     result = run_patchctl(project, "apply")
     assert result.returncode == 3
-    assert ".patchctl is a regular file, not the state directory" in one_line_error(result.stderr)
+    assert f"{place} is a regular file, not {what}" in one_line_error(result.stderr)
 
 
 # ---------------------------------------------------------------- right words: an invalid path is an invalid path
@@ -343,15 +350,17 @@ def test_lint_of_a_matrix_without_series_fails(project: Project, cli) -> None:
     assert result.exit_code == 2 and "defines no series: lint would check nothing" in one_line_error(result.stderr)
 
 
-def test_a_sync_state_that_is_a_fifo_is_refused(project: Project, upstream: Repo) -> None:
+@pytest.mark.parametrize("place", [".git/patchctl/sync/up", ".patchctl/sync/up"])
+def test_a_sync_state_that_is_a_fifo_is_refused(project: Project, upstream: Repo, place: str) -> None:
+    """Where pin-sync keeps it (.git/patchctl), and where earlier versions did (.patchctl)."""
     seeded(project, upstream)
-    state = project.path / ".patchctl" / "sync" / "up"
+    state = project.path / place
     state.mkdir(parents=True)
     os.mkfifo(state / "state.json")
     result = run_patchctl(project, "pin-sync", "--continue")
     assert result.returncode == 3, result.stdout + result.stderr
     line = one_line_error(result.stderr)
-    assert ".patchctl/sync/up/state.json is a FIFO, not the pin-sync state patchctl writes there; remove it" in line
+    assert f"{place}/state.json is a FIFO, not the pin-sync state patchctl writes there; remove it" in line
 
 
 def test_a_patch_past_the_size_bound_is_refused_unread(

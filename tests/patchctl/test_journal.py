@@ -9,7 +9,7 @@ import multiprocessing
 import os
 from pathlib import Path
 
-from patchctl import journal, worktree
+from patchctl import git, journal
 
 from .faultinject import SCENARIOS, Scenario, project_files, run_patchctl, runner_env, stray_files
 
@@ -46,7 +46,7 @@ def test_a_pin_sync_killed_mid_write_is_rolled_back_before_the_next_run_reads(tm
     assert applied.exit_code == 0, applied.output
     assert "patchctl: rolled back a write an earlier run did not finish\n" in applied.output
     assert project_files(project) == states["old"]
-    assert not journal.journal_path(worktree.state_dir(project)).exists()
+    assert not journal.journal_path(project).exists()
     assert not stray_files(project)
 
     again = run_patchctl(scenario.args(project), env)
@@ -90,8 +90,16 @@ def test_a_render_killed_after_its_renames_is_completed(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the journal's states, in one process
 
 
-def _die_while_staging(changes: list[journal.FileChange], journal_dir: Path) -> None:
-    real, written = journal._write_synced, []
+def _series_repository(root: Path) -> Path:
+    """A git repository with a matrix.yaml whose series `main` is in patches/main; its matrix.yaml."""
+    git.init_repo(root)
+    (root / "matrix.yaml").write_text("version: 1\nupstreams: {}\nseries:\n  main: {upstream: up}\n")
+    (root / "patches" / "main").mkdir(parents=True)
+    return root / "matrix.yaml"
+
+
+def _die_while_staging(changes: list[journal.FileChange], config_file: Path) -> None:
+    real, written = journal._create_synced, []
 
     def write_then_die(path: Path, data: bytes, like: Path, mode: int | None = None) -> None:
         real(path, data, like, mode)
@@ -99,40 +107,52 @@ def _die_while_staging(changes: list[journal.FileChange], journal_dir: Path) -> 
         if len(written) == 2:
             os._exit(17)
 
-    journal._write_synced = write_then_die
-    journal.commit(journal_dir, changes)
+    journal._create_synced = write_then_die
+    journal.commit(config_file, changes)
     os._exit(0)
 
 
 def test_a_kill_while_staging_leaves_the_targets_and_no_staged_file(tmp_path: Path) -> None:
-    files = {tmp_path / "a.txt": b"old a\n", tmp_path / "sub" / "b.txt": b"old b\n"}
+    config = _series_repository(tmp_path)
+    series = tmp_path / "patches" / "main"
+    files = {series / "0001-a.patch": b"old a\n", series / "0002-b.patch": b"old b\n"}
     for path, data in files.items():
-        path.parent.mkdir(exist_ok=True)
         path.write_bytes(data)
-    changes = [journal.FileChange(path, b"new\n") for path in files] + [journal.FileChange(tmp_path / "c.txt", b"c\n")]
-    child = multiprocessing.get_context("fork").Process(target=_die_while_staging, args=(changes, tmp_path / "j"))
+    changes = [journal.FileChange(path, b"new\n") for path in files]
+    changes.append(journal.FileChange(series / "0003-c.patch", b"c\n"))
+    child = multiprocessing.get_context("fork").Process(target=_die_while_staging, args=(changes, config))
     child.start()
     child.join(30)
     assert child.exitcode == 17
     assert sorted(p.name for p in tmp_path.rglob(".*patchctl-new-*"))  # the staged files are really there
-    assert journal.recover(tmp_path / "j") == "rolled-back"
+    assert journal.journal_path(tmp_path) == tmp_path / ".git" / "patchctl" / "journal.json"
+    assert journal.journal_path(tmp_path).is_file()  # in the git directory, not in the work tree
+    assert journal.recover(config) == "rolled-back"
     assert {p: p.read_bytes() for p in files} == files
-    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["a.txt", "j", "sub", "sub/b.txt"]
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if ".git" not in p.parts) == [
+        "matrix.yaml",
+        "patches",
+        "patches/main",
+        "patches/main/0001-a.patch",
+        "patches/main/0002-b.patch",
+    ]
+    assert not journal.journal_path(tmp_path).exists()
 
 
 def test_deleting_files_that_do_not_exist_writes_nothing(tmp_path: Path) -> None:
-    journal.commit(tmp_path / "j", [journal.FileChange(tmp_path / "gone.txt", None)])
-    assert not (tmp_path / "j").exists()
+    config = _series_repository(tmp_path)
+    journal.commit(config, [journal.FileChange(tmp_path / "patches" / "main" / "gone.patch", None)])
+    assert not (tmp_path / ".git" / "patchctl").exists()
 
 
 def test_an_unreadable_journal_is_one_clear_error(tmp_path: Path, cli) -> None:
-    (tmp_path / "matrix.yaml").write_text("version: 1\nupstreams: {}\nseries: {}\n")
-    (tmp_path / ".patchctl").mkdir()
-    journal.journal_path(tmp_path / ".patchctl").write_text("{not json")
+    _series_repository(tmp_path)
+    journal.journal_path(tmp_path).parent.mkdir()
+    journal.journal_path(tmp_path).write_text("{not json")
     result = cli("-C", tmp_path, "lint")
     assert result.exit_code == 3
     assert result.stderr.startswith("patchctl: error: ") and len(result.stderr.splitlines()) == 1
-    assert "unreadable journal of an interrupted write" in result.stderr
+    assert ".git/patchctl/journal.json: unreadable journal of an interrupted write" in result.stderr
 
 
 def test_a_journal_that_came_with_the_repository_moves_nothing_outside_it(tmp_path: Path, cli) -> None:
@@ -141,24 +161,25 @@ def test_a_journal_that_came_with_the_repository_moves_nothing_outside_it(tmp_pa
     project, outside = tmp_path / "project", tmp_path / "home"
     project.mkdir()
     outside.mkdir()
-    (project / "matrix.yaml").write_text("version: 1\nupstreams: {}\nseries: {}\n")
+    _series_repository(project)
     victim = outside / ".bashrc"
     victim.write_text("mine\n")
     planted = outside / "planted"
     planted.write_text("evil\n")
-    (project / ".patchctl").mkdir()
+    state = journal.journal_path(project)
+    state.parent.mkdir()
     entries = [{"target": str(victim), "staged": None, "backup": str(planted)}]
-    journal.journal_path(project / ".patchctl").write_text(json.dumps({"state": "prepared", "entries": entries}))
+    state.write_text(json.dumps({"state": "prepared", "entries": entries}))
     result = cli("-C", project, "lint")
     assert result.exit_code == 3
     assert len(result.stderr.splitlines()) == 1 and "not a journal patchctl wrote" in result.stderr
     assert f"{victim} is outside the repository" in result.stderr
     assert victim.read_text() == "mine\n" and planted.read_text() == "evil\n"
 
-    inside = project / "a.txt"
+    inside = project / "patches" / "main" / "0001-a.patch"
     inside.write_text("a\n")
     entries = [{"target": str(inside), "staged": str(outside / "x"), "backup": None}]
-    journal.journal_path(project / ".patchctl").write_text(json.dumps({"state": "prepared", "entries": entries}))
+    state.write_text(json.dumps({"state": "prepared", "entries": entries}))
     result = cli("-C", project, "lint")
     assert result.exit_code == 3 and "is not beside" in result.stderr
     assert inside.read_text() == "a\n"

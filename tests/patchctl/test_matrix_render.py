@@ -131,7 +131,7 @@ def test_writes_are_all_or_nothing(cli, tmp_path: Path, monkeypatch: pytest.Monk
     assert len(calls) >= 2
     assert rendered(project) == before  # the first file was put back
     assert not [p for p in project.rglob(".*.tmp")] and not [p for p in project.rglob(".*patchctl-*")]
-    assert not journal.journal_path(project / ".patchctl").exists()
+    assert not journal.journal_path(project).exists()
 
 
 def test_no_canary_section_means_no_canary_workflow(cli, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchctl import git, journal, pinfile
+from patchctl.errors import ConfigError
 
 from .conftest import Project, Repo, make_patch
 from .fixtures_sync import add_hello_patch, add_line20_patch, load_json, main_c, write_config
@@ -376,7 +377,7 @@ def test_pin_files_and_tracking_pins_move_together(project: Project, upstream: R
 # ---------------------------------------------------------------- all or nothing
 
 
-def _crash_after_first_rename(changes: list[journal.FileChange], journal_dir: Path) -> None:
+def _crash_after_first_rename(changes: list[journal.FileChange], config_file: Path) -> None:
     real = journal._rename_in
     calls = []
 
@@ -387,7 +388,7 @@ def _crash_after_first_rename(changes: list[journal.FileChange], journal_dir: Pa
             os._exit(17)  # the machine dies: no cleanup, no finally
 
     journal._rename_in = rename_then_die
-    journal.commit(journal_dir, changes)
+    journal.commit(config_file, changes)
     os._exit(0)
 
 
@@ -400,37 +401,46 @@ def test_crash_between_renames_leaves_the_old_set_after_recovery(project: Projec
     changes = pinfile.pin_changes(config, "up", tip)
     changes.append(journal.FileChange(project.series_dir / "0002-new.patch", b"new\n"))
     before = project.snapshot()
-    journal_dir = project.path / ".patchctl"
-    child = multiprocessing.get_context("fork").Process(target=_crash_after_first_rename, args=(changes, journal_dir))
+    config_file = project.path / "matrix.yaml"
+    child = multiprocessing.get_context("fork").Process(target=_crash_after_first_rename, args=(changes, config_file))
     child.start()
     child.join(30)
     assert child.exitcode == 17
     torn = project.snapshot()
     assert torn != before  # the crash really left a half-written set behind
-    assert journal.journal_path(journal_dir).exists()
+    assert journal.journal_path(project.path).exists()
 
     # The next pin-sync recovers first: the old set is back, then it syncs normally.
     result, payload = sync(cli, project, "up", "--latest", "--dry-run")
     assert result.exit_code == 0, result.output
     assert project.snapshot() == before
-    assert not journal.journal_path(journal_dir).exists()
+    assert not journal.journal_path(project.path).exists()
     assert not [p for p in project.path.rglob(".*patchctl-*") if p.is_file()]
     assert pin in (project.path / "Makefile").read_text()
 
 
+def _series_repository(root: Path) -> tuple[Path, Path]:
+    """A git repository whose matrix.yaml has the series `main` in patches/main: (matrix.yaml, patches/main)."""
+    git.init_repo(root)
+    (root / "matrix.yaml").write_text("version: 1\nupstreams: {}\nseries:\n  main: {upstream: up}\n")
+    (root / "patches" / "main").mkdir(parents=True)
+    return root / "matrix.yaml", root / "patches" / "main"
+
+
 def test_committed_journal_is_completed_not_rolled_back(tmp_path: Path) -> None:
-    target = tmp_path / "a.txt"
+    config, series = _series_repository(tmp_path)
+    target = series / "a.patch"
     target.write_text("old\n")
-    journal.commit(
-        tmp_path / "j", [journal.FileChange(target, b"new\n"), journal.FileChange(tmp_path / "b.txt", b"b\n")]
-    )
-    assert target.read_text() == "new\n" and (tmp_path / "b.txt").read_text() == "b\n"
-    assert journal.recover(tmp_path / "j") is None
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt", "j"]
+    journal.commit(config, [journal.FileChange(target, b"new\n"), journal.FileChange(series / "b.patch", b"b\n")])
+    assert target.read_text() == "new\n" and (series / "b.patch").read_text() == "b\n"
+    assert journal.recover(config) is None
+    assert sorted(p.name for p in series.iterdir()) == ["a.patch", "b.patch"]
+    assert not journal.journal_path(tmp_path).exists()
 
 
 def test_error_half_way_through_the_renames_rolls_back_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    config, series = _series_repository(tmp_path)
+    first, second = series / "first.patch", series / "second.patch"
     first.write_text("old 1\n")
     second.write_text("old 2\n")
     real, calls = journal._rename_in, []
@@ -444,13 +454,23 @@ def test_error_half_way_through_the_renames_rolls_back_at_once(tmp_path: Path, m
     changes = [
         journal.FileChange(first, b"new 1\n"),
         journal.FileChange(second, b"new 2\n"),
-        journal.FileChange(tmp_path / "third.txt", b"3\n"),
+        journal.FileChange(series / "third.patch", b"3\n"),
     ]
     with pytest.raises(OSError, match="disk full"):
-        journal.commit(tmp_path / "journal", changes)
+        journal.commit(config, changes)
     assert first.read_text() == "old 1\n" and second.read_text() == "old 2\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["first.txt", "journal", "second.txt"]
-    assert not list((tmp_path / "journal").iterdir())
+    assert sorted(p.name for p in series.iterdir()) == ["first.patch", "second.patch"]
+    assert not journal.journal_path(tmp_path).exists()
+
+
+def test_a_commit_refuses_what_recovery_would_refuse(tmp_path: Path) -> None:
+    """A file patchctl does not manage, or one inside .git, is never journaled."""
+    config, series = _series_repository(tmp_path)
+    with pytest.raises(ConfigError, match="README.md is not a file patchctl writes"):
+        journal.commit(config, [journal.FileChange(tmp_path / "README.md", b"x\n")])
+    with pytest.raises(ConfigError, match="refusing to write through the journal: invalid path '.git/x'"):
+        journal.commit(config, [journal.FileChange(tmp_path / ".git" / "x", b"x\n")])
+    assert not (tmp_path / "README.md").exists() and not journal.journal_path(tmp_path).exists()
 
 
 def test_unreachable_docker_engine_in_a_build_gate_exits_3_and_cleans_up(

@@ -1,16 +1,17 @@
-"""The per-project lock: writing commands hold `.patchctl/lock`; a second run waits, then
+"""The per-project lock: writing commands hold `.git/patchctl/lock`; a second run waits, then
 refuses with one line naming the holder (exit 3); concurrent runs serialize."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from patchctl import worktree
+from patchctl import statehome, worktree
 from patchctl.lock import ProjectLock
 
 from .conftest import Project, Repo
@@ -43,7 +44,7 @@ def test_a_held_lock_refuses_every_writing_command(project: Project, held: Proje
     result = cli("-C", project.path, *args)
     assert result.exit_code == 3, result.output
     assert result.stderr.splitlines() == [
-        f"patchctl: error: another patchctl run holds .patchctl/lock (pid {os.getpid()}, command pin-sync); "
+        f"patchctl: error: another patchctl run holds .git/patchctl/lock (pid {os.getpid()}, command pin-sync); "
         "waited 0.3 s ($PATCHCTL_LOCK_TIMEOUT); try again when it has finished"
     ]
     assert project.snapshot() == before
@@ -106,7 +107,9 @@ def test_two_runs_at_once_serialize_or_one_refuses_clearly(name: str, timeout: s
     for code, stderr in outcomes:
         if code == 3:
             assert timeout == "0", stderr
-            assert stderr.startswith("patchctl: error: another patchctl run holds .patchctl/lock (pid "), stderr
+            # In .git/patchctl, or for the render scenario's plain directory in the user's state directory.
+            lock = statehome.display(project, statehome.home(project) / "lock")
+            assert stderr.startswith(f"patchctl: error: another patchctl run holds {lock} (pid "), stderr
             assert len(stderr.splitlines()) == 1, stderr
         else:
             assert code == 0, stderr
@@ -122,13 +125,26 @@ def test_two_runs_at_once_serialize_or_one_refuses_clearly(name: str, timeout: s
 
 
 def test_a_state_directory_leading_outside_the_repository_is_refused(project: Project, tmp_path: Path, cli) -> None:
+    """`.patchctl` (trees and logs) and `.git/patchctl` (journal, lock, sync states) are never
+    followed when they are links: one line, exit 3, nothing written where they lead."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (project.path / ".patchctl").symlink_to(elsewhere)
     result = cli("-C", project.path, "apply")
-    assert result.exit_code == 2
+    assert result.exit_code == 3
     assert result.stderr == (
-        f"patchctl: error: refusing to write .patchctl/lock: .patchctl is a symlink to {elsewhere}, "
-        f"outside the repository {project.path.resolve()}; patchctl goes through no link\n"
+        "patchctl: error: .patchctl is a symlink, not the directory of trees and logs patchctl keeps there; "
+        f"remove it (rm {project.path / '.patchctl'})\n"
+    )
+    assert list(elsewhere.iterdir()) == []
+
+    (project.path / ".patchctl").unlink()
+    shutil.rmtree(project.path / ".git" / "patchctl")  # the lock the first run took
+    (project.path / ".git" / "patchctl").symlink_to(elsewhere)
+    result = cli("-C", project.path, "apply")
+    assert result.exit_code == 3
+    assert result.stderr == (
+        "patchctl: error: .git/patchctl is a symlink, not the state directory patchctl keeps there; "
+        f"remove it (rm {project.path / '.git' / 'patchctl'})\n"
     )
     assert list(elsewhere.iterdir()) == []

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from patchctl import git
+from patchctl import git, journal
 
 from .conftest import Project, Repo, disk_snapshot, make_patch, numbered, ok, one_line_error, run_cli
 
@@ -77,7 +77,7 @@ def test_vendor_writes_the_selected_files_of_pin_plus_series_and_check_passes(tm
     assert not (project.path / "third_party/up/src/feature.c").stat().st_mode & 0o111
     assert "up to date" in ok("-C", project.path, "vendor", "--check")
     assert "up to date (nothing written)" in ok("-C", project.path, "vendor")
-    assert not list(project.path.rglob("*.patchctl-new-*")) and not (project.path / ".patchctl/journal.json").exists()
+    assert not list(project.path.rglob("*.patchctl-new-*")) and not journal.journal_path(project.path).exists()
 
 
 def test_check_names_each_file_that_differs_and_writes_nothing(tmp_path: Path, upstream: Repo) -> None:

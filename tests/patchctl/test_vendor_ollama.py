@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from patchctl import config as config_mod
-from patchctl import git, init_layout
+from patchctl import git, init_layout, worktree
 from patchctl.vendor import managed
 
 from . import vendoring_project as vp
@@ -88,7 +88,7 @@ def test_pin_sync_to_the_projects_next_pin_moves_pin_series_and_vendored_copy_to
     result = run_cli("-C", root, "pin-sync", "--to", new)
     while result.exit_code == 1 and "stops at a conflict" in result.stderr:
         assert snapshot(root) == before
-        state = json.loads((root / ".patchctl/sync/llama.cpp/state.json").read_text())
+        state = json.loads(worktree.sync_state_file(root, "llama.cpp").read_text())
         stopped = Path(state["records"][-1]["patch"]).name
         stops.append(stopped)
         _resolve_as_the_project_did(root / ".patchctl/sync/llama.cpp/llama", ollama, new, stopped)
