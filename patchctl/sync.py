@@ -182,7 +182,9 @@ def pin_sync(
     timer = _Timer(seconds)
     with timer.phase("resolve"):
         mirror = store.mirror(up.url, base=config.root)
-        target = store.branch_tip(mirror, up.branch) if latest else store.resolve(mirror, to)
+        target = (
+            store.branch_tip(mirror, up.branch) if latest else store.resolve_requested(mirror, config, name, to, "--to")
+        )
     spec = f"--latest ({up.branch})" if latest else str(to)
     commits, note = upstream_commits(mirror.path, up.pin, target)
     if target == up.pin:
