@@ -179,6 +179,13 @@ def pre_commit_hooks(project: Project) -> list[str]:
     return [hook["id"] for repo in config["repos"] for hook in repo["hooks"]]
 
 
+def hook_results(seen: Seen) -> dict[str, str]:
+    """Each hook pre-commit ran, and what it reported: Passed, Failed, Skipped (on stdout when
+    `pre-commit run` runs, on stderr when git's hook does)."""
+    found = re.findall(r"^(\S.*?)\.{3,}.*?(Passed|Failed|Skipped)$", seen.output, re.MULTILINE)
+    return dict(found)
+
+
 def passed_hooks(seen: Seen) -> list[str]:
-    """The hook names pre-commit reported as Passed (on stdout when run, on stderr from git's hook)."""
-    return [line.split("...")[0].strip(" .") for line in seen.output.splitlines() if line.rstrip().endswith("Passed")]
+    """The hook names pre-commit reported as Passed."""
+    return [name for name, result in hook_results(seen).items() if result == "Passed"]
