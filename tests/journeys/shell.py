@@ -126,7 +126,9 @@ class User:
         return seen
 
     def advice(self, seen: Seen, containing: str) -> str:
-        """The one command SEEN offered that contains CONTAINING."""
+        """The one command SEEN offered that is CONTAINING, or else that contains it."""
+        if containing in seen.advice:
+            return containing
         matching = [command for command in seen.advice if containing in command]
         assert len(matching) == 1, f"advice with {containing!r}: {matching}\n{seen}"
         return matching[0]
