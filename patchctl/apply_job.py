@@ -203,7 +203,8 @@ def _existing_tree_state(job: ApplyJob, force: bool) -> _LocalTree | None:
         if force:
             return None
         raise UsageError(
-            f"{tree} exists and was not made by patchctl apply; choose another --into or pass --force to replace it"
+            f"{tree} exists and was not made by patchctl apply; choose another --into or replace it: "
+            f"`{job.command('--force')}`"
         )
     head = git.run(["rev-parse", "HEAD"], tree, check=False).stdout.strip()
     if is_clean(tree):
