@@ -220,6 +220,13 @@ def _existing_tree_state(job: ApplyJob, force: bool) -> _LocalTree | None:
     raise UsageError(f"{tree} has uncommitted changes: {keep}; or discard them: `{job.command('--force')}`")
 
 
+def fetch_pin(config: Config, store: Store, series_name: str) -> str:
+    """The pin of SERIES_NAME's upstream, in the cache's mirror (fetched when it is not there yet,
+    e.g. after a pull that moved it): an applied tree, a worktree of that mirror, then sees it."""
+    upstream = config.get_series(series_name).upstream
+    return store.resolve_pin(store.mirror(config.get_upstream(upstream).url, base=config.root), config, upstream)
+
+
 def holds_no_work(tree: Path) -> bool:
     """Whether TREE is exactly as an apply left it (its HEAD, no change to a tracked file), or as
     the user's exported commits left it: re-applying it loses nothing."""

@@ -56,6 +56,7 @@ from .sync_state import (
     PatchRecord,
     SeriesProgress,
     SyncState,
+    UnreadableState,
     commit_pin_update,
     load_state,
     save_state,
@@ -293,7 +294,16 @@ def abort_sync(config: Config, store: Store, upstream: str | None = None) -> Syn
     """Drop a stopped sync: remove its worktrees and state. Nothing else was written."""
     _confine_outputs(config, upstream)
     name = _pick_in_progress(config, upstream)
-    state = load_state(config.root, name)
+    try:
+        state = load_state(config.root, name)
+    except UnreadableState:
+        # Its trees are still the sync trees of the series on the moved upstreams: remove those.
+        series = [s for u in pinfile.moved_upstreams(config, name) for s in config.series_on(u.name)]
+        trees = [
+            SeriesProgress(s.name, s.upstream, str(worktree.sync_tree(config.root, name, s.name)), "") for s in series
+        ]
+        pin = config.get_upstream(name).pin
+        state = SyncState(name, pin, pin, "(unreadable state)", trees)
     _remove_sync_root(config, store, worktree.sync_root(config.root, name), state)
     return SyncReport(
         "aborted",

@@ -10,6 +10,7 @@ the next command reads the repository.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -75,10 +76,18 @@ def load_state(root: Path, upstream: str) -> SyncState:
     try:
         state = SyncState.from_json(json.loads(raw if raw is not None else b""))
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{path}: unreadable sync state ({exc}); run `patchctl pin-sync --abort`") from None
+        raise UnreadableState(f"{path}: unreadable sync state ({exc}); run `{_abort(upstream)}`") from None
     if state.version != STATE_VERSION:
-        raise UsageError(f"{path}: sync state of another patchctl version; run `patchctl pin-sync --abort`")
+        raise UnreadableState(f"{path}: sync state of another patchctl version; run `{_abort(upstream)}`")
     return state
+
+
+class UnreadableState(UsageError):
+    """A sync state this patchctl cannot read: only --abort, which needs none of it, goes on."""
+
+
+def _abort(upstream: str) -> str:
+    return shlex.join(["patchctl", "pin-sync", upstream, "--abort"])
 
 
 def commit_pin_update(root: Path, changes: list[journal.FileChange]) -> None:

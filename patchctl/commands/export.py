@@ -91,7 +91,9 @@ def export_cmd(
             )
         click.echo(f"patchctl: no applied tree for {series} yet: applying the series first", err=True)
         apply_job.apply(config, app.store, (series,))
-    elif untouched:
+    elif from_dir is None and base is None and not untouched and not from_vendor:
+        apply_job.fetch_pin(config, app.store, series)  # a pin moved by a pull: the tree must see it to compare
+    if untouched:
         (refreshed,) = apply_job.apply(config, app.store, (series,))
         if refreshed.state == "applied":
             click.echo(
