@@ -254,7 +254,7 @@ def canary(
     read = {series.name: read_series(series) for series in config.series_on(name)}  # fail closed, before fetching
     mirror = store.mirror(up.url, base=config.root)
     store.resolve_pin(mirror, config, name)  # a pin that is no commit: its matrix.yaml line, not git's words
-    tip = store.resolve(mirror, rev) if rev else store.branch_tip(mirror, up.branch)
+    tip = store.resolve_requested(mirror, config, name, rev) if rev else store.branch_tip(mirror, up.branch)
     selected = _toolchains(config, name, toolchains) if compile else []
     if work_dir is not None:
         _refuse_inside(config, Path(work_dir))

@@ -5,7 +5,8 @@ lists them, by name (`patchctl.lazy`): a command's module is imported only when 
 Commands parse their options, call one domain function and print its result. Domain code
 raises typed errors (`patchctl.errors`); `main` turns them into one line on stderr and the
 documented exit code: 0 ok, 1 check failed, 2 usage or configuration error, 3 environment
-error (network, git, Docker). `--debug` shows the traceback instead.
+error (network, git, Docker). `--debug` prints the traceback before that line; the exit code
+stays the one the error stands for.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,7 +76,9 @@ def usage_line(exc: click.ClickException) -> str:
     help="ci: follow each upstream's `ci:` url, branch and pin (the rendered canary sets "
     "$PATCHCTL_UPSTREAM_SOURCE=ci); default: the embedded url.",
 )
-@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.option(
+    "--debug", is_flag=True, help="Print the traceback before an error's line (the exit code stays the same)."
+)
 @click.version_option(__version__, prog_name="patchctl")
 @click.pass_context
 def cli(
@@ -185,14 +189,14 @@ def main(argv: list[str] | None = None) -> int:
                 progress.uninstall()  # the live line leaves the terminal before the error line
     except PatchctlError as exc:
         if debug:
-            raise
+            traceback.print_exc()
         click.echo(log_line(f"patchctl: error: {exc}"), err=True)  # one line, whatever names it quotes
         return int(exc.exit_code)
     except click.exceptions.Abort as exc:  # Click's word for a KeyboardInterrupt in a command
         return _stopped(exc)
     except click.ClickException as exc:
         if debug:
-            raise
+            traceback.print_exc()
         if type(exc).__name__ == "NoArgsIsHelpError":  # `patchctl`, `patchctl matrix`: the help, as git does
             exc.show()
             return int(ExitCode.USAGE)

@@ -25,11 +25,12 @@ the base and the result must equal the work tree's HEAD on every non-excluded pa
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from . import git, journal
+from . import git, journal, worktree
 from .applier import IndexBuilder, apply_series_to_index, is_clean, write_tree_listing
 from .config import Config, Series
 from .confined import confined_path
@@ -180,7 +181,7 @@ class ExportOutOfDate(CheckFailed):
     def __init__(self, result: ExportResult):
         super().__init__(
             f"series {result.series} is out of date: {', '.join(result.out_of_date)} "
-            "(run patchctl export without --check)"
+            f"(run `patchctl export {shlex.quote(result.series)}` to write them)"
         )
         self.result = result
 
@@ -206,8 +207,9 @@ def export(
     read_existing(config, series_name, check=check)
     if not check:
         confined_path(config.root, series.dir)
-    tree = _work_tree(Path(from_dir))
-    base_id = _resolve_base(tree, base or upstream.pin)
+    default = Path(from_dir).resolve() == worktree.applied_tree(config.root, series.name).resolve()
+    tree = _work_tree(Path(from_dir), series.name, default)
+    base_id = _resolve_base(tree, base or upstream.pin, series.name, default)
     planned, result = plan_export(series, tree, base_id, check=check)
     result.check_only = check
     if not planned and not series.allow_empty:
@@ -364,7 +366,9 @@ def series_changes(
     return changes + [FileChange(directory / name, None) for name in removed]
 
 
-def _work_tree(path: Path) -> Path:
+def _work_tree(path: Path, series: str, default: bool) -> Path:
+    """FROM_DIR checked: the top of a git work tree with no uncommitted change (DEFAULT: it is
+    the series' applied tree, which messages do not call --from)."""
     path = path.resolve()
     if not path.is_dir():
         raise UsageError(f"--from {path}: no such directory")
@@ -372,16 +376,27 @@ def _work_tree(path: Path) -> Path:
     if not top.ok or Path(top.stdout.strip()).resolve() != path:
         raise UsageError(f"--from {path}: not the top of a git work tree")
     if not is_clean(path):
-        raise UsageError(f"--from {path}: uncommitted changes to tracked files; commit them first so nothing is lost")
+        again = ["patchctl", "export", series] + ([] if default else ["--from", str(path)])
+        discard = f"; or discard them: `{shlex.join(['patchctl', 'apply', series, '--force'])}`" if default else ""
+        raise UsageError(
+            f"{'' if default else '--from '}{path}: uncommitted changes to tracked files, which export does not read: "
+            f"commit them there first (`git -C {shlex.quote(str(path))} commit -a`), then `{shlex.join(again)}`"
+            f"{discard}"
+        )
     return path
 
 
-def _resolve_base(tree: Path, base: str) -> str:
+def _resolve_base(tree: Path, base: str, series: str = "", default: bool = False) -> str:
     found = git.run(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], tree, check=False)
     if not found.ok:
         raise UsageError(f"base {base[:12]} is not in the history of {tree}")
     base_id = found.stdout.strip()
     if not git.run(["merge-base", "--is-ancestor", base_id, "HEAD"], tree, check=False).ok:
+        if default:  # apply knows what the tree was applied at, and says how to move its commits
+            raise UsageError(
+                f"HEAD of {tree} is not on top of {base_id[:12]}: the tree was applied at another pin; run "
+                f"`{shlex.join(['patchctl', 'apply', series])}`, which says how to move your commits onto the pin"
+            )
         raise UsageError(f"HEAD of {tree} is not on top of {base_id[:12]}; rebase it onto the pin first")
     return base_id
 

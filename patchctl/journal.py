@@ -38,6 +38,7 @@ from pathlib import Path
 from . import managed, statehome, worktree
 from .confined.regular import kind_of
 from .errors import ConfigError, EnvironmentFailure
+from .escape import shell_word
 from .paths import atomic_write_text
 
 JOURNAL_NAME = "journal.json"
@@ -143,12 +144,13 @@ def load(config_file: Path, path: Path) -> Journal | None:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc) or type(exc).__name__
         raise EnvironmentFailure(
             f"{shown}: unreadable journal of an interrupted write ({reason}); nothing was changed: restore the "
-            f"files from git and delete it (rm {path})"
+            f"files from git and delete it (`rm {shell_word(path)}`)"
         ) from None
     problem = _untrusted(config_file, state, entries)
     if problem is not None:
         raise EnvironmentFailure(
-            f"{shown}: not a journal patchctl wrote ({problem}); nothing was changed: delete it by hand (rm {path})"
+            f"{shown}: not a journal patchctl wrote ({problem}); nothing was changed: delete it by hand "
+            f"(`rm {shell_word(path)}`)"
         )
     return Journal(path, state, entries)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from . import journal, statehome, sync_state, treeswap, worktree
 from .confined.regular import kind_of
 from .errors import EnvironmentFailure
+from .escape import shell_word
 from .lock import ProjectLock
 from .paths import atomic_write_bytes
 
@@ -139,7 +140,7 @@ def _migrate(config_file: Path) -> list[str]:
         if os.path.lexists(new):
             raise EnvironmentFailure(
                 f"{worktree.display(root, old)} (left by an earlier patchctl) and {statehome.display(root, new)} both "
-                f"exist; nothing was changed: remove the one that is not current (rm {old})"
+                f"exist; nothing was changed: remove the one that is not current (`rm {shell_word(old)}`)"
             )
         moves.append(_Move(old, new, worktree.read_state(root, old, "state") or b""))
     if not moves:

@@ -169,15 +169,23 @@ def canary_markdown(payload: dict) -> str:
 
 
 def write_text(path: Path, text: str) -> None:
-    atomic_write_text(Path(path), text)
+    """A report file the user named: replaced atomically when it is a file. A device, a FIFO or
+    a /dev/fd/N (`--json-file /dev/null`, `--report >(cat)`) is written into as it is: replacing it
+    would put a regular file where /dev/null was."""
+    path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return
+    atomic_write_text(path, text)
 
 
 def write_json(path: Path, payload: dict) -> None:
-    atomic_write_text(Path(path), json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
 
 def write_json_list(path: Path, items: list) -> None:
-    atomic_write_text(Path(path), json.dumps(items, indent=2, sort_keys=True) + "\n")
+    write_text(path, json.dumps(items, indent=2, sort_keys=True) + "\n")
 
 
 def append_step_summary(markdown: str, env: dict[str, str] | None = None) -> Path | None:

@@ -28,6 +28,7 @@ import platformdirs
 
 from .confined.regular import NotRegular, TooLarge, kind_of, read_regular
 from .errors import EnvironmentFailure
+from .escape import shell_word
 
 STATE_NAME = "patchctl"
 PROJECTS = "projects"
@@ -59,7 +60,8 @@ def check_directory(root: Path, path: Path, what: str) -> None:
     kind = kind_of(path)
     if kind is not None and kind != "directory":
         raise EnvironmentFailure(
-            f"{display(root, path)} is a {kind}, not the {what} patchctl keeps there; remove it (rm {path})"
+            f"{display(root, path)} is a {kind}, not the {what} patchctl keeps there; "
+            f"remove it (`rm {shell_word(path)}`)"
         )
 
 

@@ -64,22 +64,41 @@ class RevisionNotFound(GitError):
         self.fetched = fetched
 
 
+class UpstreamPathMissing(EnvironmentFailure):
+    """A local upstream path that does not exist; SOURCE is what its mirror is keyed by."""
+
+    def __init__(self, source: str):
+        super().__init__(f"upstream path does not exist: {source}")
+        self.source = source
+
+
 class Store:
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root else cache_dir()
         (self.root / "mirrors").mkdir(parents=True, exist_ok=True)
 
     def mirror(self, url: str, base: Path | None = None) -> Mirror:
-        """The mirror for URL, created (and fetched) on first use. Relative paths resolve from BASE."""
-        source = self.resolve_source(url, base)
-        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", source.rstrip("/").rsplit("/", 1)[-1])[:40] or "repo"
-        digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-        mirror = Mirror(source, self.root / "mirrors" / f"{slug}-{digest}.git")
+        """The mirror for URL, created (and fetched) on first use. Relative paths resolve from BASE.
+        A local path that is gone (an unmounted disk, a checkout elsewhere) is no error while its
+        mirror is cached: like an unreachable URL, the cache answers until something must be fetched."""
+        try:
+            source = self.resolve_source(url, base)
+        except UpstreamPathMissing as missing:
+            cached = self._mirror_at(missing.source)
+            if not (cached.path / "HEAD").exists():
+                raise
+            return cached
+        mirror = self._mirror_at(source)
         if not (mirror.path / "HEAD").exists():
             with self._locked(mirror):
                 if not (mirror.path / "HEAD").exists():
                     self._create(mirror)
         return mirror
+
+    def _mirror_at(self, source: str) -> Mirror:
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", source.rstrip("/").rsplit("/", 1)[-1])[:40] or "repo"
+        digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+        return Mirror(source, self.root / "mirrors" / f"{slug}-{digest}.git")
 
     @staticmethod
     def resolve_source(url: str, base: Path | None = None) -> str:
@@ -92,7 +111,7 @@ class Store:
         if not path.is_absolute():
             path = (base or Path.cwd()) / path
         if not path.exists():
-            raise EnvironmentFailure(f"upstream path does not exist: {path}")
+            raise UpstreamPathMissing(str(path.resolve()))
         return str(path.resolve())
 
     def fetch(self, mirror: Mirror) -> None:
@@ -119,26 +138,33 @@ class Store:
         resolve is matrix.yaml's fault: the error names its `pin:` line and says whether the
         upstream was reachable (exit 2), or unreachable while the pin is not cached (exit 3)."""
         upstream = config.get_upstream(name)
+        if rev:
+            return self.resolve_requested(mirror, config, name, rev)
         try:
-            return self.resolve(mirror, rev or upstream.pin)
+            return self.resolve(mirror, upstream.pin)
         except RevisionNotFound as missing:
-            if rev:
-                raise UsageError(
-                    f"--rev {rev!r}: no such revision in upstream {name} ({upstream.url}); "
-                    "the upstream was reachable (fetched just now)"
-                ) from None
             raise config.error(
                 ("upstreams", name, "pin"),
                 f"{missing.rev} is not a commit of upstream {name} ({upstream.url}); the upstream was reachable "
                 "(fetched just now), so the pin is wrong: set it to a commit that exists",
             ) from None
         except GitError as failed:
-            if rev:
-                raise
             key = ("upstreams", name, "pin")
             raise EnvironmentFailure(
                 f"{config.path}:{config.doc.line_of(key)}: {format_keypath(key)}: pin {upstream.pin[:12]} is not in "
                 f"the cache and upstream {name} is unreachable ({failed})"
+            ) from None
+
+    def resolve_requested(self, mirror: Mirror, config: Config, name: str, rev: str, option: str = "--rev") -> str:
+        """REV, named on the command line by OPTION (`apply --rev`, `pin-sync --to`, `canary --rev`),
+        as a full commit id. A revision the upstream answered without is a usage error (exit 2);
+        an upstream that cannot be reached stays an environment error (exit 3)."""
+        try:
+            return self.resolve(mirror, rev)
+        except RevisionNotFound:
+            raise UsageError(
+                f"{option} {rev!r}: no such revision in upstream {name} ({config.get_upstream(name).url}); "
+                "the upstream was reachable (fetched just now)"
             ) from None
 
     @staticmethod

@@ -53,6 +53,7 @@ from .rangediff import series_range_diff
 from .runners import run_build
 from .store import Mirror, Store
 from .sync_state import (
+    OtherVersionState,
     PatchRecord,
     SeriesProgress,
     SyncState,
@@ -172,8 +173,8 @@ def pin_sync(
     state_path = worktree.sync_state_file(config.root, name)
     if state_path.exists():
         raise UsageError(
-            f"a pin-sync of {name} is in progress ({state_path.parent}); finish it with --continue or drop it with "
-            "--abort"
+            f"a pin-sync of {name} is in progress ({state_path.parent}); finish it with "
+            f"`{_sync_command(name, '--continue')}` or drop it with `{_sync_command(name, '--abort')}`"
         )
     moved = [u.name for u in pinfile.moved_upstreams(config, name)]
     series_list = [s for u in moved for s in config.series_on(u)]
@@ -184,7 +185,9 @@ def pin_sync(
     timer = _Timer(seconds)
     with timer.phase("resolve"):
         mirror = store.mirror(up.url, base=config.root)
-        target = store.branch_tip(mirror, up.branch) if latest else store.resolve(mirror, to)
+        target = (
+            store.branch_tip(mirror, up.branch) if latest else store.resolve_requested(mirror, config, name, to, "--to")
+        )
     spec = f"--latest ({up.branch})" if latest else str(to)
     commits, note = upstream_commits(mirror.path, up.pin, target)
     if target == up.pin:
@@ -250,14 +253,26 @@ def continue_sync(
     state = load_state(config.root, _pick_in_progress(config, upstream))
     for entry in state.series:
         if series_digest(read_series(config.get_series(entry.name))) != entry.digest:
-            raise UsageError(f"patches of series {entry.name} changed since the sync started; --abort and start again")
+            raise UsageError(
+                f"patches of series {entry.name} changed since the sync started; drop the sync "
+                f"(`{_sync_command(state.upstream, '--abort')}`) and start again"
+            )
     up = config.get_upstream(state.upstream)
     if up.pin != state.old_pin:
-        raise UsageError(f"the pin of {state.upstream} changed since the sync started; --abort and start again")
+        raise UsageError(
+            f"the pin of {state.upstream} changed since the sync started; drop the sync "
+            f"(`{_sync_command(state.upstream, '--abort')}`) and start again"
+        )
     if state.phase == "conflict":
         _take_resolution(config, state, drop=drop)
     elif drop:
-        raise UsageError("--drop: no patch is waiting for a hand (the sync stopped at a gate)")
+        raise UsageError(
+            "--drop drops a patch that needs a hand, and the sync stopped at a gate: fix the series and "
+            f"`{_sync_command(state.upstream, '--continue')}`, or `{_sync_command(state.upstream, '--abort')}`"
+        )
+    elif state.phase == "gates-failed":
+        for entry in state.series:
+            _take_gate_fixes(config, config.get_series(entry.name), Path(entry.tree), state)
     mirror = _mirror_of(config, store, state.upstream)
     commits, note = upstream_commits(mirror.path, state.old_pin, state.target)
     moved = [u.name for u in pinfile.moved_upstreams(config, state.upstream)]
@@ -280,7 +295,16 @@ def abort_sync(config: Config, store: Store, upstream: str | None = None) -> Syn
     """Drop a stopped sync: remove its worktrees and state. Nothing else was written."""
     _confine_outputs(config, upstream)
     name = _pick_in_progress(config, upstream)
-    state = load_state(config.root, name)
+    try:
+        state = load_state(config.root, name)
+    except OtherVersionState:
+        # Its trees are still the sync trees of the series on the moved upstreams: remove those.
+        series = [s for u in pinfile.moved_upstreams(config, name) for s in config.series_on(u.name)]
+        trees = [
+            SeriesProgress(s.name, s.upstream, str(worktree.sync_tree(config.root, name, s.name)), "") for s in series
+        ]
+        pin = config.get_upstream(name).pin
+        state = SyncState(name, pin, pin, "(state of another version)", trees)
     _remove_sync_root(config, store, worktree.sync_root(config.root, name), state)
     return SyncReport(
         "aborted",
@@ -336,9 +360,9 @@ def _run(
                 report.next_steps = [
                     f"gate {failed.name} ({failed.kind}) of series {failed.series} failed: {failed.detail}",
                     "matrix.yaml and patches/ are unchanged",
-                    f"fix the series in {worktree.display(config.root, Path(entry.tree))} (commit there), then run "
-                    "`patchctl pin-sync --continue`",
-                    "or drop the sync with `patchctl pin-sync --abort`",
+                    *_gate_fix_steps(config, state, Path(entry.tree)),
+                    f"then run `{_sync_command(state.upstream, '--continue')}`",
+                    f"or drop the sync with `{_sync_command(state.upstream, '--abort')}`",
                 ]
             raise SyncStopped(
                 report,
@@ -366,8 +390,10 @@ def _run(
         for name, (patches, _, _) in planned.items()
         if not patches and not config.get_series(name).allow_empty
     ]
+    message = f"pin-sync: move {state.upstream} to {state.target[:12]}"
+    add = shell_command(["git", "add", "--", *report.files_changed])
     report.next_steps = (
-        [f"review and commit: git add {shell_command(report.files_changed)} && git commit"] if changes else []
+        [f"review and commit: `{add} && {shell_command(['git', 'commit', '-m', message])}`"] if changes else []
     )
     return report
 
@@ -471,14 +497,32 @@ def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
     return blocks
 
 
+# The commands below are printed to be pasted as they are, from the repository root (where
+# matrix.yaml is; every path in the report is relative to it): paths are shell-quoted, and a
+# patch file is read by the shell (`< FILE`), never by a git that -C moved elsewhere.
+
+
+def _sync_command(upstream: str, *options: str) -> str:
+    return shell_command(["patchctl", "pin-sync", upstream, *options])
+
+
+def _git_command(tree: str, *args: str) -> str:
+    return shell_command(["git", "-C", tree, *args])
+
+
 def _conflict_steps(config: Config, state: SyncState) -> list[str]:
     entry = next(e for e in state.series if e.head_before is not None)
     tree = worktree.display(config.root, Path(entry.tree))
+    files = git.z_list(Path(entry.tree), "diff", "--name-only", "--diff-filter=U")
     return [
-        f"resolve the conflict in {tree} (edit the files named above and remove the markers)",
-        f"then `git -C {shell_word(tree)} add <files>` and either commit yourself or let --continue commit with the "
-        "patch's message",
-        "then run `patchctl pin-sync --continue`; or `patchctl pin-sync --abort` to drop the sync",
+        f"resolve the conflict in {tree}: edit {', '.join(files)} and remove the markers",
+        f"then `{_git_command(tree, 'add', '--', *files)}` and either commit yourself or let --continue commit with "
+        "the patch's message",
+        f"then run `{_sync_command(state.upstream, '--continue')}`; or `{_sync_command(state.upstream, '--abort')}` "
+        "to drop the sync",
+        f"to drop the patch instead, undo its merge (`{_git_command(tree, 'reset', '--hard')}`), then "
+        f"`{_sync_command(state.upstream, '--continue')}`: a conflict resolved to nothing drops the patch, said in the "
+        "report",
         "matrix.yaml and patches/ are unchanged until every gate has passed",
     ]
 
@@ -487,16 +531,29 @@ def _by_hand_steps(config: Config, state: SyncState) -> list[str]:
     entry = next(e for e in state.series if e.head_before is not None)
     tree = worktree.display(config.root, Path(entry.tree))
     patch = read_series(config.get_series(entry.name))[entry.next]
+    apply = f"{_git_command(tree, 'apply', '--reject')} < {shell_word(worktree.display(config.root, patch.path))}"
     return [
         f"{patch.name} does not apply to the target and git could not merge it 3-way (see its detail above); "
         f"nothing of it was applied in {tree}",
-        f"apply it by hand there (e.g. `git -C {shell_word(tree)} apply --reject "
-        f"{shell_word(worktree.display(config.root, patch.path))}`, "
-        "then fix the .rej hunks), `git add` the files, then run `patchctl pin-sync --continue` (it commits with the "
-        "patch's message)",
-        "to drop the patch from the series on purpose: `patchctl pin-sync --continue --drop`",
-        "or `patchctl pin-sync --abort` to drop the sync; matrix.yaml and patches/ are unchanged until every gate has "
-        "passed",
+        f"apply what applies: `{apply}` (it exits 1 while hunks are rejected: each lands in a FILE.rej beside "
+        "its file)",
+        "make the rejected hunks' changes by hand, then stage everything but the .rej files: "
+        f"`{_git_command(tree, 'add', '-A', '--', '.', ':!*.rej')}`",
+        f"then run `{_sync_command(state.upstream, '--continue')}` (it commits with the patch's message)",
+        f"to drop the patch from the series on purpose: `{_sync_command(state.upstream, '--continue', '--drop')}`",
+        f"or `{_sync_command(state.upstream, '--abort')}` to drop the sync; matrix.yaml and patches/ are unchanged "
+        "until every gate has passed",
+    ]
+
+
+def _gate_fix_steps(config: Config, state: SyncState, tree_path: Path) -> list[str]:
+    tree = worktree.display(config.root, tree_path)
+    return [
+        f"fix the series in {tree}, where each patch is a commit "
+        f"(`{_git_command(tree, 'log', '--oneline', f'{state.target[:12]}..')}`): a commit whose subject is "
+        "`fixup! <subject of the patch it fixes>` (what git commit's --fixup option writes) is folded into that "
+        "patch; any other commit becomes a new patch, which needs a description (a blank line after its subject, "
+        "then why) to pass lint",
     ]
 
 
@@ -549,13 +606,23 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
             raise UsageError("--drop: no patch is waiting for a hand")
         return
     tree = Path(entry.tree)
+    shown = worktree.display(config.root, tree)
     patch = read_series(config.get_series(entry.name))[entry.next]
     record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
-    unmerged = git.z_list(tree, "diff", "--name-only", "--diff-filter=U")
+    conflict = record.classification == CLASSIFICATION[Status.CONFLICT]
+    if drop and conflict:
+        raise UsageError(
+            f"--drop drops a patch that needs a hand (nothing applied); {patch.name} stopped at a conflict, merged "
+            f"with markers in {shown}: to drop it, undo its merge (`{_git_command(shown, 'reset', '--hard')}`) and "
+            f"run `{_sync_command(state.upstream, '--continue')}` (a conflict resolved to nothing drops the patch); "
+            f"to keep it, resolve the conflict and `{_sync_command(state.upstream, '--continue')}`; or "
+            f"`{_sync_command(state.upstream, '--abort')}`"
+        )
+    unmerged = [n for n in git.run(["diff", "--name-only", "-z", "--diff-filter=U"], tree).stdout.split("\0") if n]
     if unmerged:
         raise UsageError(
-            f"still unmerged in {worktree.display(config.root, tree)}: {', '.join(unmerged)}; resolve them and `git "
-            "add` them, then --continue"
+            f"still unmerged in {shown}: {', '.join(unmerged)}; resolve them, "
+            f"`{_git_command(shown, 'add', '--', *unmerged)}`, then `{_sync_command(state.upstream, '--continue')}`"
         )
     changed = git.z_list(tree, "diff", "HEAD", "--name-only")
     marked = [
@@ -566,16 +633,15 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
     ]
     if marked:
         raise UsageError(
-            f"conflict markers left in {', '.join(marked)} ({worktree.display(config.root, tree)}); finish "
-            "resolving, then --continue"
+            f"conflict markers left in {', '.join(marked)} ({shown}); finish resolving, then "
+            f"`{_sync_command(state.upstream, '--continue')}`"
         )
     head = git.rev_parse(tree, "HEAD")
-    shown = worktree.display(config.root, tree)
     if drop and (changed or head != entry.head_before):
         raise UsageError(
             f"--drop: {shown} has changes for {patch.name}; discard them first "
-            f"(`git -C {shell_word(shown)} reset --hard "
-            f"{entry.head_before[:12]}`) or run --continue without --drop to keep them"
+            f"(`{_git_command(shown, 'reset', '--hard', entry.head_before[:12])}`) or keep them: "
+            f"`{_sync_command(state.upstream, '--continue')}`"
         )
     if head == entry.head_before:
         if changed:
@@ -589,19 +655,21 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
         else:
             raise UsageError(
                 f"nothing was done for {patch.name} in {shown} (git could not merge it: nothing was applied); apply "
-                "it by hand and `git add` the files, then --continue; or drop it on purpose with --continue --drop; "
-                "or --abort"
+                f"it by hand and stage the files there, then `{_sync_command(state.upstream, '--continue')}`; or drop "
+                f"it on purpose: `{_sync_command(state.upstream, '--continue', '--drop')}`; or "
+                f"`{_sync_command(state.upstream, '--abort')}`"
             )
     else:
         if not git.run(["merge-base", "--is-ancestor", entry.head_before, "HEAD"], tree, check=False).ok:
             raise UsageError(
-                f"HEAD of {worktree.display(config.root, tree)} no longer builds on the replayed patches; --abort "
-                "and start again"
+                f"HEAD of {shown} no longer builds on the replayed patches; drop the sync "
+                f"(`{_sync_command(state.upstream, '--abort')}`) and start again"
             )
         if not is_clean(tree):
             raise UsageError(
-                f"uncommitted changes in {worktree.display(config.root, tree)}: commit them (or discard them), then "
-                "--continue"
+                f"uncommitted changes in {shown}: commit them (`{_git_command(shown, 'commit', '-a')}`) or discard "
+                f"them (`{_git_command(shown, 'reset', '--hard')}`), then "
+                f"`{_sync_command(state.upstream, '--continue')}`"
             )
         label = "resolved by hand"
     record.classification, record.detail = (
@@ -612,6 +680,59 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
     entry.head_before = None
     state.phase = "replaying"
     save_state(config.root, state)
+
+
+def _take_gate_fixes(config: Config, series: Series, tree: Path, state: SyncState) -> None:
+    """The user's fixes after a failing gate, committed in the sync tree: `fixup!` commits are
+    folded into the patches they name (git's autosquash); any other new commit must carry a
+    description, since it becomes a new patch that lint would reject without one (PC008)."""
+    shown = worktree.display(config.root, tree)
+    if not is_clean(tree):
+        return  # the strict-apply gate says so, with the way on
+    subjects = git.run(["log", "--format=%s", f"{state.target}..HEAD"], tree).stdout.splitlines()
+    if any(subject.startswith("fixup! ") for subject in subjects):
+        folded = git.run(
+            ["rebase", "--quiet", "--interactive", "--autosquash", "--empty=drop", state.target],
+            tree,
+            check=False,
+            env={"GIT_SEQUENCE_EDITOR": ":", "GIT_EDITOR": ":"},
+        )
+        if not folded.ok:
+            git.run(["rebase", "--abort"], tree, check=False)
+            raise UsageError(
+                f"the fixup! commits in {shown} do not fold into their patches ({git.explain(folded.stderr)}): "
+                f"fold them by hand (`{_git_command(shown, 'rebase', '-i', '--autosquash', state.target[:12])}`), "
+                f"then `{_sync_command(state.upstream, '--continue')}`"
+            )
+    if series.allow_undescribed:
+        return
+    titles = {patch.title for patch in read_series(series)}
+    log = git.run(["log", "--format=%H%x00%s%x00%b%x1e", f"{state.target}..HEAD"], tree).stdout
+    head = git.rev_parse(tree, "HEAD")
+    listing = _git_command(shown, "log", "--oneline", f"{state.target[:12]}..")
+    for entry in log.split("\x1e"):
+        if not entry.strip():
+            continue
+        commit, subject, body = entry.strip("\n").split("\0", 2)
+        if subject in titles or body.strip():
+            continue
+        if subject.startswith("fixup! "):
+            raise UsageError(
+                f"commit {commit[:12]} in {shown} is a fixup of {subject[7:]!r}, which is no patch of series "
+                f"{series.name}: name the patch's subject (`{listing}` lists them), then "
+                f"`{_sync_command(state.upstream, '--continue')}`"
+            )
+        reword = (
+            f"`{_git_command(shown, 'commit', '--amend')}`"
+            if commit == head
+            else f"reword it: `{_git_command(shown, 'rebase', '-i', state.target[:12])}`"
+        )
+        raise UsageError(
+            f"commit {commit[:12]} ({subject!r}) in {shown} would be a new patch of series {series.name} with no "
+            f"description, which lint rejects (PC008): give it one, a blank line after the subject then why "
+            f"({reword}), or make it a fixup of the patch it fixes (its subject `fixup! <that patch's subject>`); then "
+            f"`{_sync_command(state.upstream, '--continue')}`"
+        )
 
 
 def _gate_series(

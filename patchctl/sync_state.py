@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import journal, statehome, worktree
 from .errors import EnvironmentFailure, UsageError
+from .escape import shell_command
 from .paths import atomic_write_text
 
 STATE_VERSION = 1
@@ -101,17 +102,31 @@ def parse_state(root: Path, upstream: str, path: Path) -> SyncState:
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc) or type(exc).__name__
         raise EnvironmentFailure(
-            f"{shown}: unreadable pin-sync state ({reason[:200]}); nothing was changed: remove it (rm {path}) and "
-            f"the sync trees (rm -r {worktree.sync_root(root, upstream)})"
+            f"{shown}: unreadable pin-sync state ({reason[:200]}); nothing was changed: {_remove_by_hand(root, path)}"
         ) from None
     if state.version != STATE_VERSION:
-        raise UsageError(f"{shown}: sync state of another patchctl version; run `patchctl pin-sync --abort`")
+        raise OtherVersionState(f"{shown}: sync state of another patchctl version; run `{_abort(upstream)}`")
     problem = _untrusted(root, upstream, state)
     if problem is not None:
         raise EnvironmentFailure(
-            f"{shown}: not a pin-sync state patchctl wrote ({problem}); nothing was changed: remove it (rm {path})"
+            f"{shown}: not a pin-sync state patchctl wrote ({problem}); nothing was changed: "
+            f"{_remove_by_hand(root, path)}"
         )
     return state
+
+
+class OtherVersionState(UsageError):
+    """A sync state another patchctl wrote: only --abort, which reads none of it, goes on. (Damaged or
+    planted state is refused by every command, --abort included: it is removed by hand.)"""
+
+
+def _remove_by_hand(root: Path, path: Path) -> str:
+    sync_root = worktree.sync_root(root, path.parent.name)
+    return f"remove it and its sync trees by hand (`{shell_command(['rm', '-r', '--', path.parent, sync_root])}`)"
+
+
+def _abort(upstream: str) -> str:
+    return shell_command(["patchctl", "pin-sync", upstream, "--abort"])
 
 
 def _untrusted(root: Path, upstream: str, state: SyncState) -> str | None:

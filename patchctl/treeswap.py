@@ -29,6 +29,7 @@ from pathlib import Path
 from . import git, worktree
 from .confined.regular import NotRegular, TooLarge, kind_of, read_regular
 from .errors import EnvironmentFailure
+from .escape import shell_word
 from .paths import cache_dir
 from .store import Mirror, Store
 from .worktree import Marker
@@ -91,7 +92,7 @@ def refuse_link(tree: Path) -> None:
     if kind not in (None, "directory"):
         raise EnvironmentFailure(
             f"{tree} is a {kind}, not a tree patchctl made; patchctl never follows or replaces one: remove it "
-            f"(rm {tree}) and run again"
+            f"(`rm {shell_word(tree)}`) and run again"
         )
 
 

@@ -161,7 +161,7 @@ def patched_commit(config: Config, store: Store, series: Series) -> tuple[Path, 
     if failure is not None:
         raise CheckFailed(
             f"series {series.name} does not apply to {rev[:12]}: {failure.describe()}; the vendored copy cannot be "
-            "made from it (fix the series first: patchctl lint)"
+            "made from it (fix the series first: `patchctl lint`)"
         )
     return mirror.path, rev, head
 

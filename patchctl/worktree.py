@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def read_state(root: Path, path: Path, what: str) -> bytes | None:
     except TooLarge:
         raise EnvironmentFailure(
             f"{display(root, path)}: larger than {MAX_STATE_BYTES // (1024 * 1024)} MiB, not the {what} patchctl "
-            f"writes there; remove it (rm {path})"
+            f"writes there; remove it (`{shlex.join(['rm', str(path)])}`)"
         ) from None
     except OSError as exc:
         raise EnvironmentFailure(f"{display(root, path)}: cannot read the {what}: {exc.strerror}") from None
@@ -121,8 +122,8 @@ def check_state_path(root: Path, path: Path, what: str, expected: str = "regular
 
 
 def unexpected_state(root: Path, path: Path, what: str, kind: str) -> str:
-    remove = f"rm -r {path}" if kind == "directory" else f"rm {path}"
-    return f"{display(root, path)} is a {kind}, not the {what} patchctl writes there; remove it ({remove})"
+    remove = shlex.join(["rm", "-r", str(path)] if kind == "directory" else ["rm", str(path)])
+    return f"{display(root, path)} is a {kind}, not the {what} patchctl writes there; remove it (`{remove}`)"
 
 
 def display(root: Path, path: Path) -> str:

@@ -70,8 +70,13 @@ def export_cmd(
             )
     # A fresh clone has no applied tree: --check applies the series first (what `apply` makes),
     # so the check (and its pre-commit hook) works anywhere; plain export needs your commits.
-    fresh = from_dir is None and not worktree.applied_tree(app.root, series).exists()
-    if not check or fresh:
+    applied = worktree.applied_tree(app.root, series)
+    fresh = from_dir is None and not applied.exists()
+    # A tree that holds no work of the user's is re-applied first (a no-op when it is current):
+    # after a pin-sync or a pull it is pin + series again, so the check reads what is on disk.
+    # (With --base the tree was applied at that rev on purpose: it is taken as it is.)
+    untouched = from_dir is None and base is None and not from_vendor and not fresh and apply_job.holds_no_work(applied)
+    if not check or fresh or untouched:
         app.lock_project()
     config = app.config
     if from_vendor:
@@ -87,6 +92,16 @@ def export_cmd(
             )
         click.echo(f"patchctl: no applied tree for {series} yet: applying the series first", err=True)
         apply_job.apply(config, app.store, (series,))
+    elif from_dir is None and base is None and not untouched and not from_vendor:
+        apply_job.fetch_pin(config, app.store, series)  # a pin moved by a pull: the tree must see it to compare
+    if untouched:
+        (refreshed,) = apply_job.apply(config, app.store, (series,))
+        if refreshed.state == "applied":
+            click.echo(
+                f"patchctl: {worktree.display(config.root, source)} held no work of yours and was not pin + series: "
+                f"re-applied at {refreshed.rev[:12]} first",
+                err=True,
+            )
     try:
         result = exporter.export(config, series, source, base=base, check=check)
     except exporter.ExportOutOfDate as stale:

@@ -255,7 +255,7 @@ def test_state_files_that_patchctl_did_not_write_are_refused(
         line = one_line_error(result.stderr)
         shown = {"directory": "a directory", "fifo": "a FIFO", "symlink": "a symlink"}[kind]
         assert f"{place}/{name} is {shown}, not the {'journal' if name == 'journal.json' else 'lock'}" in line
-        assert f"remove it (rm {'-r ' if kind == 'directory' else ''}{target})" in line
+        assert f"remove it (`rm {'-r ' if kind == 'directory' else ''}{target}`)" in line
 
 
 @pytest.mark.parametrize(

@@ -134,7 +134,7 @@ def test_a_state_directory_leading_outside_the_repository_is_refused(project: Pr
     assert result.exit_code == 3
     assert result.stderr == (
         "patchctl: error: .patchctl is a symlink, not the directory of trees and logs patchctl keeps there; "
-        f"remove it (rm {project.path / '.patchctl'})\n"
+        f"remove it (`rm {project.path / '.patchctl'}`)\n"
     )
     assert list(elsewhere.iterdir()) == []
 
@@ -145,6 +145,6 @@ def test_a_state_directory_leading_outside_the_repository_is_refused(project: Pr
     assert result.exit_code == 3
     assert result.stderr == (
         "patchctl: error: .git/patchctl is a symlink, not the state directory patchctl keeps there; "
-        f"remove it (rm {project.path / '.git' / 'patchctl'})\n"
+        f"remove it (`rm {project.path / '.git' / 'patchctl'}`)\n"
     )
     assert list(elsewhere.iterdir()) == []

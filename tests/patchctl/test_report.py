@@ -4,6 +4,9 @@ report dataclasses, and where reports are written."""
 from __future__ import annotations
 
 import json
+import os
+import stat
+import threading
 from pathlib import Path
 
 from patchctl import report
@@ -120,3 +123,20 @@ def test_step_summary_is_appended_only_when_github_names_a_file(tmp_path: Path) 
     assert report.append_step_summary("# one\n", {report.STEP_SUMMARY_ENV: str(summary)}) == summary
     report.append_step_summary("# two\n", {report.STEP_SUMMARY_ENV: str(summary)})
     assert summary.read_text() == "earlier step\n# one\n# two\n"
+
+
+def test_a_report_file_that_is_a_fifo_is_written_into_not_replaced(tmp_path: Path) -> None:
+    """`--json-file /dev/null` or a FIFO: the report goes into it; the atomic replace that a
+    regular file gets would leave a regular file in its place (/dev/null, run as root)."""
+    fifo = tmp_path / "reader"
+    os.mkfifo(fifo)
+    received: list[str] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    report.write_json(fifo, {"ok": True})
+    reader.join(timeout=10)
+    assert received == ['{\n  "ok": true\n}\n']
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    regular = tmp_path / "report.json"
+    report.write_json(regular, {"ok": False})
+    assert json.loads(regular.read_text()) == {"ok": False}
