@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -134,7 +135,10 @@ def test_pin_sync_bot_moves_to_the_tip_and_writes_the_pull_request(tmp_path: Pat
     assert job.steps["commit"].outputs == {"branch": "patchctl/pin-sync/up", "title": "pin-sync: move up forward"}
     assert project.git("rev-parse", "--abbrev-ref", "HEAD").strip() == "patchctl/pin-sync/up"
     assert tip in project.git("show", "HEAD:matrix.yaml")
-    assert project.git("status", "--porcelain", "--", ".", ":(exclude).patchctl") == ""  # no .gitignore here
+    # Everything the sync changed is in the commit; patchctl's state stays out (.gitignore has it).
+    assert project.git("status", "--porcelain", "--ignored=no") == ""
+    assert project.git("check-ignore", ".patchctl").strip() == ".patchctl"
+    assert ".patchctl/" not in project.git("show", "--name-only", "--format=", "HEAD")
     # Every run: step ran but the one that calls GitHub's API.
     pr = next(s for s in job.order if s.name == PR_STEP)
     assert pr.kind == "left-out"
@@ -171,3 +175,37 @@ def test_pin_sync_dispatch_to_a_target_and_a_failing_gate(tmp_path: Path, upstre
     assert job.status == "failure" and job.steps["sync"].outputs["verdict"] == "fail"
     assert job.steps["commit"].kind == "skipped"
     assert "conflict" in job.summary.lower()
+
+
+def test_pin_sync_commit_steps_in_a_clone_of_this_repository(tmp_path: Path) -> None:
+    """The rendered `moved` and `commit` steps, verbatim, in a real clone of this repository (its
+    .gitignore ignores .patchctl/), after a sync that moved the ci pin and left patchctl's state."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True, capture_output=True)
+    assert subprocess.run(["git", "check-ignore", "-q", ".patchctl/"], cwd=clone).returncode == 0
+    rendered_steps = yaml.safe_load((REPO / ".github/workflows/pin-sync.yml").read_text())["jobs"]["pin-sync"]["steps"]
+    by_id = {s.get("id"): s for s in rendered_steps}
+    # What pin-sync leaves behind: the moved pin, its report, and its own state under .patchctl/.
+    config = clone / "matrix.yaml"
+    text = config.read_text()
+    old = yaml.safe_load(text)["upstreams"]["llama.cpp"]["ci"]["pin"]
+    config.write_text(text.replace(old, "f" * 40))
+    (clone / ".patchctl/trees/llama.cpp").mkdir(parents=True)
+    (clone / ".patchctl/trees/llama.cpp/README").write_text("a tree\n")
+    report = tmp_path / "report.md"
+    report.write_text("## pin-sync llama.cpp: ✅\n\nmoved\n")
+    sync = {"id": "sync", "run": f'echo "report={report}" >> "$GITHUB_OUTPUT"'}
+    job = {"runs-on": "ubuntu-latest", "steps": [sync, by_id["moved"], by_id["commit"]]}
+    workflow_file = tmp_path / "steps.yml"
+    workflow_file.write_text(yaml.safe_dump({"name": "pin-sync", "on": "push", "jobs": {"pin-sync": job}}))
+    h = harness(tmp_path, clone, github={"event_name": "schedule"})
+    result = h.run_job(workflow_file, "pin-sync", matrix={"upstream": "llama.cpp"})
+    assert result.status == "success", [(s.name, s.stdout, s.stderr) for s in result.run_steps()]
+    assert result.steps["moved"].outputs == {"moved": "true"}
+    assert result.steps["commit"].outputs["branch"] == "patchctl/pin-sync/llama.cpp"
+    committed = subprocess.run(
+        ["git", "show", "--name-only", "--format=%s", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert committed == ["pin-sync:", "move", "llama.cpp", "forward", "matrix.yaml"]
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
+    assert status.stdout == ""
