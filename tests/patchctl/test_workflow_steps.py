@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from .actions_harness import FakeActionsCache, Harness, JobResult, run_steps_of
@@ -209,3 +210,47 @@ def test_pin_sync_commit_steps_in_a_clone_of_this_repository(tmp_path: Path) -> 
     assert committed == ["pin-sync:", "move", "llama.cpp", "forward", "matrix.yaml"]
     status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
     assert status.stdout == ""
+
+
+# The payloads GitHub documents ("Events that trigger workflows", "Webhook events and payloads"):
+# a scheduled run is on the default branch and its payload is only the cron that fired (no
+# `repository`); a manual run carries `repository`, `ref`, `inputs`. The default branch is
+# neither main nor master here (act fills `master` into a schedule payload).
+DEFAULT_BRANCH = "trunk"
+REPOSITORY = {"full_name": "owner/repo", "default_branch": DEFAULT_BRANCH}
+
+
+def canary_event(event_name: str, ref: str, inputs: dict[str, str] | None = None) -> dict:
+    if event_name == "schedule":
+        event: dict = {"schedule": "17 3 * * 1"}
+    else:
+        event = {
+            "inputs": inputs or {},
+            "ref": ref,
+            "repository": REPOSITORY,
+            "workflow": ".github/workflows/canary.yml",
+        }
+    return {"event_name": event_name, "ref": ref, "run_id": "4242", "workflow": "canary", "event": event}
+
+
+@pytest.mark.parametrize(
+    ("event_name", "ref", "inputs", "files", "group"),
+    [
+        ("schedule", f"refs/heads/{DEFAULT_BRANCH}", None, True, "canary-4242"),
+        ("workflow_dispatch", f"refs/heads/{DEFAULT_BRANCH}", {"rev": ""}, True, "canary-4242"),
+        ("workflow_dispatch", f"refs/heads/{DEFAULT_BRANCH}", {"rev": "b" * 40}, False, "canary-4242"),
+        ("workflow_dispatch", "refs/heads/feature", {"rev": ""}, False, "canary-refs/heads/feature"),
+    ],
+)
+def test_canary_files_issues_from_the_default_branch_for_every_documented_payload(
+    tmp_path: Path, event_name: str, ref: str, inputs: dict | None, files: bool, group: str
+) -> None:
+    document = yaml.safe_load((REPO / ".github/workflows/canary.yml").read_text())
+    h = Harness(REPO, tmp_path, github=canary_event(event_name, ref, inputs))
+    context = {
+        "github": h.github,
+        "inputs": dict(inputs or {}),
+        "needs": {"resolve": {"outputs": {"rev": "a" * 40}, "result": "success"}, "compile": {"result": "failure"}},
+    }
+    assert h.condition(document["jobs"]["issues"]["if"], context, lambda: "failure") is files
+    assert h.substitute(document["concurrency"]["group"], {"github": h.github}, lambda: "success") == group
