@@ -254,3 +254,44 @@ def test_canary_files_issues_from_the_default_branch_for_every_documented_payloa
     }
     assert h.condition(document["jobs"]["issues"]["if"], context, lambda: "failure") is files
     assert h.substitute(document["concurrency"]["group"], {"github": h.github}, lambda: "success") == group
+
+
+def test_ci_tests_the_pin_that_pin_sync_moves(tmp_path: Path, upstream: Repo) -> None:
+    """pin-sync follows (and moves) each upstream's `ci:` pin on github.com; the pull request's CI
+    must lint, apply and gate that pin, not the embedded default."""
+    project = rendered(tmp_path, upstream)
+    default_pin = upstream.head
+
+    def follow_ci_at(pin: str) -> None:
+        ci = f"ci: {{url: '{upstream.path}', branch: main, pin: '{pin}'}}\n"
+        write_config(project, default_pin, series_extra=GATE, up_extra=ci)
+        project.commit({}, f"ci source at {pin[:12]}")
+
+    follow_ci_at(upstream.commit({"src/ci-only.c": "only at the ci pin\n"}, "upstream: past the default pin"))
+    job = harness(tmp_path, project.path, github={"event_name": "pull_request"}).run_job(
+        workflow(project, "ci.yml"), "patchctl"
+    )
+    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome != "success"]
+    assert [command for command, _ in ran_commands(job)] == ["lint", "matrix render", "apply", "export main", "gate"]
+    assert (project.path / ".patchctl/trees/main/src/ci-only.c").is_file()
+    # The Actions cache is keyed by the pin followed: moving the ci pin alone gives a new key.
+    key = next(s for s in job.all_steps() if s.name == "cache key").outputs["key"]
+    follow_ci_at(upstream.commit({"src/ci-only.c": "moved on\n"}, "upstream moves on"))
+    again = harness(tmp_path, project.path).run_action(
+        REPO, {"command": "apply"}, env={"PATCHCTL_UPSTREAM_SOURCE": "ci"}
+    )
+    assert again.status == "success", [(s.name, s.stderr) for s in again.run_steps()]
+    assert next(s for s in again.all_steps() if s.name == "cache key").outputs["key"] != key
+    assert (project.path / ".patchctl/trees/main/src/ci-only.c").read_text() == "moved on\n"
+
+
+def test_every_workflow_that_runs_patchctl_follows_the_ci_source() -> None:
+    for path in sorted((REPO / ".github/workflows").glob("*.yml")):
+        document = yaml.safe_load(path.read_text())
+        for job_id, job in document["jobs"].items():
+            runs_patchctl = any(
+                s.get("uses") == "./" and (s.get("with") or {}).get("command") or "patchctl " in str(s.get("run", ""))
+                for s in job.get("steps", [])
+            )
+            source = {**(document.get("env") or {}), **(job.get("env") or {})}.get("PATCHCTL_UPSTREAM_SOURCE")
+            assert not runs_patchctl or source == "ci", f"{path.name}: job {job_id} runs patchctl at another pin"
