@@ -6,6 +6,7 @@ pull-request step) and `.ci/run` (the test suite that runs this test)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -295,3 +296,66 @@ def test_every_workflow_that_runs_patchctl_follows_the_ci_source() -> None:
             )
             source = {**(document.get("env") or {}), **(job.get("env") or {})}.get("PATCHCTL_UPSTREAM_SOURCE")
             assert not runs_patchctl or source == "ci", f"{path.name}: job {job_id} runs patchctl at another pin"
+
+
+FAKE_DOCKER = """#!/bin/sh
+# `docker buildx imagetools`: inspect answers from the images listed in $FAKE_REGISTRY, create is recorded.
+echo "$*" >> "$FAKE_DOCKER_LOG"
+if [ "$3" = inspect ]; then grep -qxF "$4" "$FAKE_REGISTRY"; exit $?; fi
+exit 0
+"""
+
+
+@pytest.mark.parametrize("arm64_built", [True, False])
+def test_backend_merge_joins_a_pair_only_from_what_this_run_pushed(tmp_path: Path, arm64_built: bool) -> None:
+    path = REPO / ".github/workflows/backend.yml"
+    document = yaml.safe_load(path.read_text())
+    commit = "c" * 40
+    suffix = "-cpu-llama-cpp"
+    h = Harness(REPO, tmp_path, github={"event_name": "push", "sha": commit, "ref": "refs/heads/main"})
+    # It runs although a row failed (here the CUDA rows, the whole linux-publish matrix is then `failure`).
+    needs = {
+        "plan": {"outputs": {"has-pairs": "true", "push": "true"}, "result": "success"},
+        "linux-publish": {"outputs": {}, "result": "failure"},
+    }
+    assert h.condition(document["jobs"]["merge"]["if"], {"github": h.github, "needs": needs}, lambda: "success")
+    assert not h.condition(
+        document["jobs"]["merge"]["if"],
+        {"github": h.github, "needs": {**needs, "plan": {"outputs": {"has-pairs": "true", "push": "false"}}}},
+        lambda: "success",
+    )
+    repositories = ["docker.io/patchctl/backends", "quay.io/patchctl/backends"]
+    tags = [f"{r}:{t}{suffix}" for r in repositories for t in ("master", "main", f"sha-{commit}")]
+    pushed = [f"{r}:sha-{commit}{suffix}-amd64" for r in repositories]
+    if arm64_built:
+        pushed += [f"{r}:sha-{commit}{suffix}-arm64" for r in repositories]
+    # An older commit's arm64 image is there in both cases: it must never be joined in.
+    pushed += [f"{r}:sha-{'0' * 40}{suffix}-arm64" for r in repositories]
+    registry, log = tmp_path / "registry.txt", tmp_path / "docker.log"
+    registry.write_text("\n".join(pushed) + "\n")
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "docker").write_text(FAKE_DOCKER)
+    (fake_bin / "docker").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "FAKE_REGISTRY": str(registry)}
+    env["FAKE_DOCKER_LOG"] = str(log)
+    h = Harness(
+        REPO,
+        tmp_path,
+        github={"event_name": "push", "sha": commit, "ref": "refs/heads/main"},
+        base_env=env,
+        remote={"docker/metadata-action": lambda given, _env: {"tags": "\n".join(tags)}},
+    )
+    job = h.run_job(path, "merge", matrix={"suffix": suffix})
+    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps()]
+    created = [line for line in log.read_text().splitlines() if " create " in line]
+    if arm64_built:
+        assert created == [
+            f"buildx imagetools create -t {t} {t.rsplit(':', 1)[0]}:sha-{commit}{suffix}-amd64 "
+            f"{t.rsplit(':', 1)[0]}:sha-{commit}{suffix}-arm64"
+            for t in tags
+        ]
+        assert f"`{suffix}`: joined amd64 + arm64" in job.summary
+    else:
+        assert created == []
+        assert f"`{suffix}`: not joined" in job.summary and f"sha-{commit}{suffix}-arm64" in job.summary
