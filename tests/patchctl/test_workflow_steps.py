@@ -359,3 +359,40 @@ def test_backend_merge_joins_a_pair_only_from_what_this_run_pushed(tmp_path: Pat
     else:
         assert created == []
         assert f"`{suffix}`: not joined" in job.summary and f"sha-{commit}{suffix}-arm64" in job.summary
+
+
+CANARY = """\
+canary:
+  upstream: up
+  toolchains:
+    - {name: cpu, tag-suffix: -cpu-up, cuda-major-version: '', image: 'gcc:14-bookworm'}
+"""
+
+
+def test_the_canary_saves_the_upstream_it_fetched_to_the_cache(tmp_path: Path, upstream: Repo) -> None:
+    project = bot_project(tmp_path, upstream)
+    write_config(project, upstream.head, series_extra=GATE, tail=CANARY)
+    shutil.copytree(REPO / "templates", project.path / "templates")
+    assert run_cli("-C", str(project.path), "matrix", "render").exit_code == 0
+    project.commit({}, "a canary")
+    cache = FakeActionsCache(tmp_path / "actions-cache")
+
+    def weekly_run(week: int) -> JobResult:
+        # A fresh runner each week: an empty patchctl cache until the action restores it.
+        fresh = {"PATCHCTL_CACHE": str(tmp_path / f"runner-cache-{week}")}
+        h = harness(tmp_path, project.path, env=fresh, github={"event_name": "schedule"}, remote=cache.handlers())
+        job = h.run_job(workflow(project, "canary.yml"), "resolve", inputs={})
+        assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps()]
+        return job
+
+    first = weekly_run(1)
+    assert first.outputs["rev"] == upstream.head
+    assert len(cache.saved) == 1  # the upstream it fetched, saved after the canary ran
+    tip = upstream.commit({"src/util.c": "util moved on\n"}, "upstream: a new week")
+    second = weekly_run(2)
+    assert second.outputs["rev"] == tip
+    restore = next(s for s in second.all_steps() if s.uses.startswith("actions/cache/restore@"))
+    assert restore.outputs["cache-matched-key"] == cache.saved[0]  # last week's fetch, restored
+    assert len(cache.saved) == 2  # and this week's new commits saved on top
+    weekly_run(3)
+    assert len(cache.saved) == 2  # nothing new upstream: nothing saved
