@@ -204,6 +204,7 @@ def setup(tmp_path: Path, cmake_image: str, cli) -> tuple[Runner, Repo, Repo]:  
                   cuda-major-version: ''
                   image: {cmake_image}
                   command: {BUILD}
+            workflows: {{action: ./}}  # the action.yml copied in below
             """
         )
     )

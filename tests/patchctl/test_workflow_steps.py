@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from patchctl.matrix.actions import installed_action
+
 from .actions_harness import FakeActionsCache, Harness, JobResult, run_steps_of
 from .conftest import Project, Repo, run_cli
 from .fixtures_sync import main_c, write_config
 from .matrix_fixtures import REPO
 from .test_action import GATE, bot_project, harness
+from .tools import installed_tool
 
 PR_STEP = "open or update the pull request"
 
@@ -396,3 +399,50 @@ def test_the_canary_saves_the_upstream_it_fetched_to_the_cache(tmp_path: Path, u
     assert len(cache.saved) == 2  # and this week's new commits saved on top
     weekly_run(3)
     assert len(cache.saved) == 2  # nothing new upstream: nothing saved
+
+
+def test_a_new_downstream_gets_workflows_that_reference_only_what_it_has(tmp_path: Path, upstream: Repo) -> None:
+    """`init` then `matrix render` in a fresh repository with another series name, no action.yml and
+    no .ci/: its workflows call the published action at the commit of this patchctl, run only its
+    own series, pass actionlint, zizmor and `matrix check`, and its CI job runs green."""
+    downstream = Repo(tmp_path / "downstream")
+    downstream.commit({".gitignore": ".patchctl/\n"}, "a new repository")
+    result = run_cli("-C", str(downstream.path), "init", "--upstream-url", str(upstream.path), "--pin", upstream.head)
+    assert result.exit_code == 0, result.output
+    published = installed_action()
+    assert published is not None and published.startswith("OWNER/patchctl@")
+    assert f"  action: {published}\n" in (downstream.path / "matrix.yaml").read_text()
+    assert run_cli("-C", str(downstream.path), "matrix", "render").exit_code == 0
+    downstream.commit({}, "patchctl init and render")
+    workflows = downstream.path / ".github/workflows"
+    assert sorted(p.name for p in workflows.iterdir()) == ["ci.yml", "pin-sync.yml"]  # no rows, no canary
+    for path in workflows.iterdir():
+        text = path.read_text()
+        assert "uses: ./" not in text and ".ci/run" not in text and "llama.cpp" not in text, path.name
+        assert f"uses: {published}\n" in text
+    check = run_cli("-C", str(downstream.path), "matrix", "check")
+    assert check.exit_code == 0 and "no findings" in check.output, check.output
+    lint = subprocess.run(
+        [installed_tool("actionlint"), "-no-color", *map(str, workflows.iterdir())],
+        text=True,
+        capture_output=True,
+        cwd=downstream.path,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    audit = subprocess.run(
+        [installed_tool("zizmor"), "--offline", "--persona", "pedantic", "."],
+        text=True,
+        capture_output=True,
+        cwd=downstream.path,
+    )
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    # Its CI job, with the published action standing in for this checkout (act's --local-repository).
+    h = harness(tmp_path, downstream.path, github={"event_name": "pull_request"}, local_actions={published: REPO})
+    job = h.run_job(workflows / "ci.yml", "patchctl")
+    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome != "success"]
+    assert ran_commands(job) == [
+        ("lint", "pass"),
+        ("matrix render", "pass"),
+        ("apply", "pass"),
+        ("export upstream", "pass"),
+    ]  # no gate step: init's series declares no gates yet (a gate step would fail on none)
