@@ -20,7 +20,7 @@ from .actions_harness import FakeActionsCache, Harness, JobResult, run_steps_of
 from .conftest import Project, Repo, run_cli
 from .fixtures_sync import main_c, write_config
 from .matrix_fixtures import REPO
-from .test_action import GATE, bot_project, harness
+from .test_action import GATE, bot_project, harness, stub_bin
 from .tools import installed_tool
 
 PR_STEP = "open or update the pull request"
@@ -446,3 +446,81 @@ def test_a_new_downstream_gets_workflows_that_reference_only_what_it_has(tmp_pat
         ("apply", "pass"),
         ("export upstream", "pass"),
     ]  # no gate step: init's series declares no gates yet (a gate step would fail on none)
+
+
+FAKE_GH = """#!/bin/sh
+# gh as the pull-request step calls it: every call recorded with the token it was given.
+printf '%s | GH_TOKEN=%s\\n' "$*" "$GH_TOKEN" >> "$FAKE_GH_LOG"
+if [ "$1 $2" = "pr list" ]; then echo 0; fi
+exit 0
+"""
+APP = "workflows:\n  pin_sync:\n    github_app: {client_id_var: SYNC_APP_CLIENT_ID, private_key_secret: SYNC_APP_KEY}\n"
+
+
+@pytest.mark.parametrize("token", ["github-token", "bot-secret", "github-app"])
+def test_the_pull_request_token_and_a_warning_when_the_pull_request_gets_no_ci(
+    tmp_path: Path, upstream: Repo, token: str
+) -> None:
+    project = bot_project(tmp_path, upstream)
+    write_config(project, upstream.head, series_extra=GATE, tail=APP if token == "github-app" else "")
+    shutil.copytree(REPO / "templates", project.path / "templates")
+    assert run_cli("-C", str(project.path), "matrix", "render").exit_code == 0
+    project.commit({}, "rendered workflows")
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", str(origin)], check=True)
+    project.git("remote", "add", "origin", str(origin))
+    upstream.commit({"src/main.c": main_c(prepend=3)}, "upstream: lines on top")
+    fake_bin, log = tmp_path / "fake-gh", tmp_path / "gh.log"
+    fake_bin.mkdir()
+    (fake_bin / "gh").write_text(FAKE_GH)
+    (fake_bin / "gh").chmod(0o755)
+    minted = []
+    h = harness(
+        tmp_path,
+        project.path,
+        env={
+            "PATH": os.pathsep.join([str(fake_bin), str(stub_bin(tmp_path)), os.environ["PATH"]]),
+            "FAKE_GH_LOG": str(log),
+        },
+        github={"event_name": "schedule", "token": "the-github-token", "ref_name": "main"},
+        secrets={"PATCHCTL_BOT_TOKEN": "the-bot-token"} if token == "bot-secret" else {"SYNC_APP_KEY": "a key"},
+        vars={"SYNC_APP_CLIENT_ID": "Iv1.client"},
+        remote={"actions/create-github-app-token": lambda given, _env: minted.append(given) or {"token": "app-tok"}},
+    )
+    job = h.run_job(workflow(project, "pin-sync.yml"), "pin-sync", matrix={"upstream": "up"}, inputs={})
+    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome != "success"]
+    calls = log.read_text().splitlines()
+    assert any(c.startswith("pr create --base main --head patchctl/pin-sync/up") for c in calls), calls
+    used = {"github-token": "the-github-token", "bot-secret": "the-bot-token", "github-app": "app-tok"}[token]
+    assert all(c.endswith(f"GH_TOKEN={used}") for c in calls)
+    assert (
+        subprocess.run(["git", "rev-parse", "--verify", "refs/heads/patchctl/pin-sync/up"], cwd=origin).returncode == 0
+    )
+    pr_step = next(s for s in job.order if s.name == PR_STEP)
+    warned = "::warning title=pin-sync pull request without CI::" in pr_step.stdout
+    assert warned is (token == "github-token")
+    assert ("gets no CI" in job.summary) is (token == "github-token")
+    if token == "github-app":
+        rendered_file = str(workflow(project, "pin-sync.yml"))
+        lint = subprocess.run(
+            [installed_tool("actionlint"), "-no-color", rendered_file], capture_output=True, text=True
+        )
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+        config = str(REPO / ".github/zizmor.yml")
+        audit = subprocess.run(
+            [installed_tool("zizmor"), "--offline", "--persona", "pedantic", "--config", config, rendered_file],
+            capture_output=True,
+            text=True,
+        )
+        assert audit.returncode == 0, audit.stdout + audit.stderr
+        assert minted == [
+            {
+                "client-id": "Iv1.client",
+                "private-key": "a key",
+                "permission-contents": "write",
+                "permission-pull-requests": "write",
+                "permission-issues": "write",
+            }
+        ]
+    else:
+        assert minted == [] and "create-github-app-token" not in workflow(project, "pin-sync.yml").read_text()
