@@ -422,6 +422,7 @@ class Harness:
         matrix: Mapping[str, Any] | None = None,
         inputs: Mapping[str, Any] | None = None,
         strategy: Mapping[str, Any] | None = None,
+        needs: Mapping[str, Any] | None = None,
     ) -> JobResult:
         document = yaml.safe_load(Path(workflow).read_text())
         job = document["jobs"][job_id]
@@ -438,6 +439,7 @@ class Harness:
             "job": {"status": "success"},
             "steps": {},
             "env": {},
+            "needs": dict(needs or {}),  # {job: {"outputs": {...}, "result": ...}}, as the jobs before it left them
         }
         env: dict[str, str] = {}
         for layer in (document.get("env") or {}, job.get("env") or {}):

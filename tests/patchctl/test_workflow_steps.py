@@ -6,9 +6,11 @@ pull-request step) and `.ci/run` (the test suite that runs this test)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -524,3 +526,76 @@ def test_the_pull_request_token_and_a_warning_when_the_pull_request_gets_no_ci(
         ]
     else:
         assert minted == [] and "create-github-app-token" not in workflow(project, "pin-sync.yml").read_text()
+
+
+FAKE_ISSUES_GH = """#!{python}
+# gh for the canary's issues job: `issue list` filtered by --author and --label as the API does,
+# over the issues in $FAKE_ISSUES; every other call recorded.
+import json, os, sys
+args = sys.argv[1:]
+def option(name):
+    return args[args.index(name) + 1] if name in args else None
+if args[:2] == ["issue", "list"]:
+    issues = json.load(open(os.environ["FAKE_ISSUES"]))
+    author, label = option("--author"), option("--label")
+    shown = [
+        {{"number": i["number"], "body": i["body"]}}
+        for i in issues
+        if (author is None or i["author"] == author) and (label is None or label in i["labels"])
+    ]
+    print(json.dumps(shown))
+    sys.exit(0)
+with open(os.environ["FAKE_GH_LOG"], "a") as log:
+    log.write(" ".join(args[:3] if args[0] == "label" else args) + "\\n")
+"""
+
+
+def test_the_canary_files_only_into_issues_its_own_bot_opened_with_its_label(tmp_path: Path) -> None:
+    marker = "<!-- patchctl-canary-key: {} -->"
+    bot, label = "app/github-actions", "patchctl-canary"
+    issues = [
+        {
+            "number": 5,
+            "author": "mallory",
+            "labels": [label],
+            "body": "pasted " + marker.format("llama.cpp/apply/main"),
+        },
+        {"number": 6, "author": bot, "labels": [label], "body": "fixed since " + marker.format("llama.cpp/apply/gone")},
+        {"number": 7, "author": bot, "labels": [], "body": "unlabelled " + marker.format("llama.cpp/apply/other")},
+        {"number": 8, "author": "mallory", "labels": [], "body": "spoof " + marker.format("llama.cpp/apply/stale")},
+    ]
+    (tmp_path / "issues.json").write_text(json.dumps(issues))
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    key = "llama.cpp/apply/main"
+    breaks = [{"key": key, "title": "canary: main no longer applies", "body": "broken\n" + marker.format(key)}]
+    (reports / "issues-apply.json").write_text(json.dumps(breaks))
+    fake_bin, log = tmp_path / "bin", tmp_path / "gh.log"
+    fake_bin.mkdir()
+    (fake_bin / "gh").write_text(FAKE_ISSUES_GH.format(python=sys.executable))
+    (fake_bin / "gh").chmod(0o755)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+
+    def download(given: dict[str, str], _env: dict[str, str]) -> dict[str, str]:
+        shutil.copytree(reports, workspace / given["path"], dirs_exist_ok=True)
+        return {}
+
+    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "FAKE_ISSUES": str(tmp_path / "issues.json")}
+    env["FAKE_GH_LOG"] = str(log)
+    h = Harness(
+        workspace,
+        tmp_path,
+        github={"event_name": "schedule", "token": "t", "repository": "owner/repo"},
+        base_env=env,
+        remote={"actions/download-artifact": download},
+    )
+    needs = {"resolve": {"outputs": {"rev": "a" * 40}, "result": "success"}, "compile": {"result": "success"}}
+    job = h.run_job(REPO / ".github/workflows/canary.yml", "issues", needs=needs)
+    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps()]
+    # A new issue (#5's pasted marker is not the bot's), #6 closed; #7 (no label) and #8 untouched.
+    assert log.read_text().splitlines() == [
+        f"label create {label}",
+        f"issue create --title canary: main no longer applies --body-file body.md --label {label}",
+        "issue close 6 --comment The canary no longer finds this break at `" + "a" * 40 + "`: closing.",
+    ]
