@@ -11,6 +11,7 @@ from ..app import AppContext, pass_app
 from ..confined import all_confined
 from ..errors import UsageError
 from ..escape import log_line
+from ..matrix.actions import installed_action
 
 
 @click.command("init")
@@ -70,6 +71,7 @@ def init_cmd(
         upstream_url=upstream_url,
         pin=pin,
         name=name,
+        action=installed_action(),
     )
     existing = [p for p in result.files if (root / p).exists() or (root / p).is_symlink()]
     if existing and not force:
