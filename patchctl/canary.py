@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
-from . import git, worktree
+from . import carry, git, worktree
 from .applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, seed_three_way_objects
 from .config import BuildStep, Config, Series
 from .confine import inside_repository
@@ -270,7 +270,9 @@ def canary(
             say(f"applying {series.name} at {tip[:12]}")
             patches = read[series.name]
             seed_three_way_objects(mirror.path, up.pin, patches)
-            result, head = _trial(store, mirror, series, patches, tip, scratch / "trees" / f"trial-{series.name}")
+            result, head = _trial(
+                store, mirror, series, patches, tip, scratch / "trees" / f"trial-{series.name}", pin=up.pin
+            )
             report.series.append(result)
             result.range_diff = _range_diff(mirror.path, up.pin, patches, tip, head)
             heads[series.name] = head if result.verdict not in (NEEDS_HAND, BLOCKED) else None
@@ -313,7 +315,7 @@ def _range_diff(repo: Path, pin: str, patches: list[PatchFile], tip: str, head: 
 
 
 def _trial(
-    store: Store, mirror: Mirror, series: Series, patches: list[PatchFile], tip: str, tree: Path
+    store: Store, mirror: Mirror, series: Series, patches: list[PatchFile], tip: str, tree: Path, *, pin: str
 ) -> tuple[CanarySeries, str]:
     """Apply each patch strictly at TIP; retry a failing one with 3-way. Returns the
     classification and the commit with every patch that could be applied."""
@@ -321,6 +323,7 @@ def _trial(
     store.remove_worktree(mirror, tree)
     store.add_worktree(mirror, tip, tree)
     unapplied: dict[str, str] = {}  # path -> the earlier patch that touches it and could not be applied
+    move = carry.PinMove(tree, pin, tip, patches)
     try:
         for patch in patches:
             strict = apply_in_worktree(tree, patch, three_way=False, commit=True)
@@ -332,7 +335,7 @@ def _trial(
                 if blocker is not None and strict.status != Status.ALREADY_APPLIED:
                     entry.trial, entry.verdict, entry.blocked_by = f"blocked by {blocker}", BLOCKED, blocker
                 else:
-                    entry.trial, entry.verdict = _three_way_trial(tree, patch, strict)
+                    entry.trial, entry.verdict = _three_way_trial(tree, patch, strict, move)
                 if entry.verdict in (NEEDS_HAND, BLOCKED):
                     unapplied.update(dict.fromkeys(patch.touched_paths(), patch.name))
             result.patches.append(entry)
@@ -341,25 +344,32 @@ def _trial(
         store.remove_worktree(mirror, tree)
 
 
-def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome) -> tuple[str, str]:
+def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome, move: carry.PinMove) -> tuple[str, str]:
     if strict.status == Status.ALREADY_APPLIED:
+        if edits := carry.same_edits(tree, move, patch):
+            return f"{carry.SAME_EDIT}: {'; '.join(e.describe() for e in edits)}", NEEDS_HAND
         return "already upstream: pin-sync drops it", MECHANICAL
     if strict.status in (Status.MALFORMED, Status.UNSAFE_PATH):
         return f"not tried: {strict.status.value}", NEEDS_HAND
-    merged = apply_in_worktree(tree, patch, three_way=True, commit=True)
+    carried = carry.carry_patch(tree, move, patch)
+    merged = carried.outcome
+    mended = "".join(f"; {note}" for note in carried.notes())
+    if carried.needs_look:
+        git.run(["reset", "-q", "--hard", "HEAD"], tree)
+        return f"{carry.SAME_EDIT}: {'; '.join(e.describe() for e in carried.same_edits)}", NEEDS_HAND
     if merged.status == Status.ALREADY_APPLIED:
-        return "already upstream (a 3-way merge changes nothing): pin-sync drops it", MECHANICAL
+        return "already upstream (a 3-way merge changes nothing): pin-sync drops it" + mended, MECHANICAL
     if merged.status == Status.MERGED:
         partial = f"; partially upstream already: {', '.join(merged.upstream_parts)}" if merged.upstream_parts else ""
-        return "merged 3-way without conflict" + partial, MECHANICAL
+        return "merged 3-way without conflict" + partial + mended, MECHANICAL
     if merged.ok:  # the strict failure was transient; should not happen, but it applies
         return merged.status.value, MECHANICAL
     # Leave the tree as it was before this patch, so the following patches are judged alone.
     git.run(["reset", "-q", "--hard", "HEAD"], tree)
     git.run(["clean", "-q", "-fd"], tree)
     if merged.status == Status.CONFLICT:
-        return f"3-way conflict in {', '.join(merged.conflict_files)}", NEEDS_HAND
-    return f"3-way failed: {merged.three_way or merged.describe().split(': ', 1)[-1]}", NEEDS_HAND
+        return f"3-way conflict in {', '.join(merged.conflict_files)}" + mended, NEEDS_HAND
+    return f"3-way failed: {merged.three_way or merged.describe().split(': ', 1)[-1]}" + mended, NEEDS_HAND
 
 
 # ---------------------------------------------------------------- bisect

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import journal, worktree
 from .errors import UsageError
+from .jsonout import json_field
 from .paths import atomic_write_text
 
 STATE_VERSION = 1
@@ -27,6 +28,7 @@ class PatchRecord:
     classification: str
     detail: str = ""
     conflicts: list[str] = field(default_factory=list)  # FILE:START-END of each marker block
+    renames: list[str] = json_field(omit_empty=True, default_factory=list)  # "OLD → NEW": moved files followed
 
 
 @dataclass
