@@ -347,7 +347,7 @@ def _trial(
 def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome, move: carry.PinMove) -> tuple[str, str]:
     if strict.status == Status.ALREADY_APPLIED:
         if edits := carry.same_edits(tree, move, patch):
-            return f"{carry.SAME_EDIT}: {'; '.join(e.describe() for e in edits)}", NEEDS_HAND
+            return f"{carry.SAME_EDIT}: {carry.describe_same_edits(edits)}", NEEDS_HAND
         return "already upstream: pin-sync drops it", MECHANICAL
     if strict.status in (Status.MALFORMED, Status.UNSAFE_PATH):
         return f"not tried: {strict.status.value}", NEEDS_HAND
@@ -356,7 +356,7 @@ def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome, move: c
     mended = "".join(f"; {note}" for note in carried.notes())
     if carried.needs_look:
         git.run(["reset", "-q", "--hard", "HEAD"], tree)
-        return f"{carry.SAME_EDIT}: {'; '.join(e.describe() for e in carried.same_edits)}", NEEDS_HAND
+        return f"{carry.SAME_EDIT}: {carry.describe_same_edits(carried.same_edits)}", NEEDS_HAND
     if merged.status == Status.ALREADY_APPLIED:
         return "already upstream (a 3-way merge changes nothing): pin-sync drops it" + mended, MECHANICAL
     if merged.status == Status.MERGED:

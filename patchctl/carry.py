@@ -56,12 +56,18 @@ class SameEdit:
     subject: str
     elsewhere: str  # "FILE line N": the first of that commit's other changes to the file
 
-    def describe(self) -> str:
-        return (
-            f"{self.file} hunk #{self.hunk} ({self.hunk_header}): upstream commit {self.commit[:12]} "
-            f'"{self.subject}" made the same edit along with other changes ({self.elsewhere}), so both edits may be '
-            "needed (e.g. a counter both sides increment)"
-        )
+
+def describe_same_edits(edits: list[SameEdit]) -> str:
+    """One phrase per file and upstream commit: its hunks, the commit, where else it changed the file."""
+    grouped: dict[tuple[str, str], list[SameEdit]] = {}
+    for edit in edits:
+        grouped.setdefault((edit.file, edit.commit), []).append(edit)
+    return "; ".join(
+        f"{file} hunk{'s' if len(group) > 1 else ''} {', '.join(f'#{e.hunk}' for e in group)}: upstream commit "
+        f'{commit[:12]} "{group[0].subject}" made the same edit along with other changes ({group[0].elsewhere}), '
+        "so both edits may be needed (e.g. a counter both sides increment)"
+        for (file, commit), group in grouped.items()
+    )
 
 
 @dataclass

@@ -426,7 +426,7 @@ def _carried_record(series: str, patch: PatchFile, carried: carry.Carried, tree:
     record = _record(series, patch, carried.outcome, tree)
     if carried.needs_look:
         record.classification = carry.SAME_EDIT
-        record.detail = "; ".join(edit.describe() for edit in carried.same_edits)
+        record.detail = carry.describe_same_edits(carried.same_edits)
         if carried.outcome.status == Status.MERGED:
             record.detail += "; the rest merged 3-way, staged and not committed"
     notes = carried.notes()
