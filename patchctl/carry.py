@@ -35,7 +35,7 @@ from .applier import (
     commit_worktree,
     hunks_already_upstream,
 )
-from .diffblocks import DEV_NULL, Block, parse_diff_text, patch_lines
+from .diffblocks import DEV_NULL, Block, header_line_range, parse_diff_text, patch_lines
 from .patchset import FileDiff, Hunk, MalformedPatch, PatchFile
 
 SAME_EDIT = "needs a look: upstream made the same edit for another reason"
@@ -201,10 +201,10 @@ def follow_renames(tree: Path, patch: PatchFile, renames: dict[str, str]) -> tup
         target = renames.get(source)
         if block.created or target is None or os_exists(tree / source) or not os_exists(tree / target):
             continue
-        end = _header_end(blocks, position, len(lines))
-        if any('"' in lines[n] for n in range(block.line - 1, end)):
+        header = header_line_range(blocks, position, len(lines))
+        if any('"' in lines[n] for n in header):
             continue  # a C-quoted path: left as it is (git reports the missing file)
-        for number in range(block.line - 1, end):
+        for number in header:
             lines[number] = _moved_header_line(lines[number], block, source, target)
         followed.append((source, target))
     if not followed:
@@ -214,14 +214,6 @@ def follow_renames(tree: Path, patch: PatchFile, renames: dict[str, str]) -> tup
 
 def os_exists(path: Path) -> bool:
     return path.is_symlink() or path.exists()
-
-
-def _header_end(blocks: tuple[Block, ...], position: int, total: int) -> int:
-    """The line index where BLOCK's header ends: its first hunk, or the next block."""
-    block = blocks[position]
-    if block.hunks:
-        return block.hunks[0].line - 1
-    return blocks[position + 1].line - 1 if position + 1 < len(blocks) else total
 
 
 def _moved_header_line(line: str, block: Block, source: str, target: str) -> str:
@@ -275,7 +267,7 @@ def _with_index_lines(patch: PatchFile, before: dict, after: dict) -> PatchFile:
         source = block.renamed_from or block.copied_from or block.old_path
         pre = git.ZERO_OID if block.created else before.get(source, ("", git.ZERO_OID))[1]
         post = git.ZERO_OID if block.deleted else after.get(block.new_path, ("", git.ZERO_OID))[1]
-        for number in range(block.line - 1, _header_end(blocks, position, len(lines))):
+        for number in header_line_range(blocks, position, len(lines)):
             if m := _INDEX_LINE_RE.match(lines[number]):
                 lines[number] = f"index {pre}..{post}{m['mode'] or ''}"
                 break
@@ -288,7 +280,7 @@ def _index_ids(patch: PatchFile) -> dict[str, str]:
     lines = patch_lines(patch.text)
     blocks = patch.parsed.blocks
     for position, block in enumerate(blocks):
-        for number in range(block.line - 1, min(_header_end(blocks, position, len(lines)), len(lines))):
+        for number in header_line_range(blocks, position, len(lines)):
             if m := _INDEX_LINE_RE.match(lines[number]):
                 ids[block.new_path] = m["pre"]
                 break

@@ -79,6 +79,9 @@ def test_a_real_bump_replayed_end_to_end(project: Project, upstream: Repo, cli) 
     assert f"pin: {bump.target}" in (project.path / "matrix.yaml").read_text()
     clip_patch = (project.series_dir / "0001-clip-unicode.patch").read_text()
     assert "diff --git a/tools/mtmd/clip.cpp b/tools/mtmd/clip.cpp" in clip_patch and "examples/llava" not in clip_patch
+    # 4. Rewritten patches keep the series' style: a diffstat, as every file of the series has.
+    for name in project.patch_names():
+        assert re.search(r"^ \d+ files? changed, ", (project.series_dir / name).read_text(), re.MULTILINE), name
     assert bump.vocab_preimage not in (project.series_dir / "0002-vocab-patch-step-28.patch").read_text()
     assert cli("-C", project.path, "apply").exit_code == 0
     applied = project.path / ".patchctl" / "trees" / "main"
