@@ -10,7 +10,9 @@ For every series on the upstream:
   merge, which says whether a pin-sync would be mechanical (merged, or already upstream)
   or needs a hand (conflict, file gone, with git's own reason); every failing file and
   hunk is named. The blobs 3-way needs are created from the pin first, every time, so the
-  verdicts never depend on what the cache happens to hold;
+  verdicts never depend on what the cache happens to hold; moved files, foreign index lines
+  and identical edits upstream made for another reason are handled as pin-sync does
+  (`patchctl.carry`);
 * a failing patch that touches files an earlier, unapplied patch touches is "blocked by"
   that patch (a cascade, not an upstream break): it is neither merged nor bisected;
 * for each other patch that fails strictly, the upstream history between the pin and the

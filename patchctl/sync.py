@@ -12,6 +12,9 @@
    nothing was done, and every dropped patch is a warning in the report and on stderr.
    The blobs 3-way needs are created from the old pin first, every time, so the outcome
    never depends on what the cache holds.
+   Where git gives up, a file upstream moved is followed and a foreign index line's
+   preimage is rebuilt from the old pin; an identical edit upstream made for another
+   reason stops the sync ("needs a look"). See `patchctl.carry`.
 3. Gates, per series, in order: the series is re-exported from the worktree and applied
    strictly on a clean checkout of the target; the series' build steps run in that tree;
    then its gate commands. A failing gate stops the sync; `--continue` re-runs the gates
