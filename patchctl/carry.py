@@ -108,7 +108,7 @@ class PinMove:
         self.new = new
         self.patches = patches
         self._renames: dict[str, str] | None = None
-        self._patch_ids: dict[str, str] = {}
+        self.patch_ids: dict[str, str] = {}  # commit (or patch digest) -> patch-id
 
     def renames(self) -> dict[str, str]:
         """Old path -> new path of every file upstream moved between the pins."""
@@ -181,7 +181,7 @@ def _mended(tree: Path, move: PinMove, patch: PatchFile, first: PatchOutcome) ->
     retry = apply_in_worktree(tree, candidate, three_way=True, commit=False)
     if not retry.ok and retry.status != Status.CONFLICT and retry.status != Status.ALREADY_APPLIED:
         return Carried(first, patch, not_rebuilt=not_rebuilt)
-    return Carried(retry, candidate, renames, rebuilt if retry.status != Status.ALREADY_APPLIED or foreign else [])
+    return Carried(retry, candidate, renames, rebuilt)
 
 
 # ---------------------------------------------------------------- renames
@@ -199,7 +199,7 @@ def follow_renames(tree: Path, patch: PatchFile, renames: dict[str, str]) -> tup
     for position, block in enumerate(blocks):
         source = block.renamed_from or block.copied_from or block.old_path
         target = renames.get(source)
-        if block.created or target is None or os_exists(tree / source) or not os_exists(tree / target):
+        if block.created or target is None or _exists(tree / source) or not _exists(tree / target):
             continue
         header = header_line_range(blocks, position, len(lines))
         if any('"' in lines[n] for n in header):
@@ -212,7 +212,7 @@ def follow_renames(tree: Path, patch: PatchFile, renames: dict[str, str]) -> tup
     return PatchFile(patch.path, "\n".join(lines).encode("utf-8", "surrogateescape")), followed
 
 
-def os_exists(path: Path) -> bool:
+def _exists(path: Path) -> bool:
     return path.is_symlink() or path.exists()
 
 
@@ -363,17 +363,17 @@ def _best_alignment(new_lines: list[str], post: list[str], anchors: list[int], n
 
 
 def _patch_id(move: PinMove, commit: str) -> str:
-    if commit not in move._patch_ids:
+    if commit not in move.patch_ids:
         diff = git.run([*_SHOW, "--no-renames", commit], move.repo).stdout
-        move._patch_ids[commit] = _patch_id_of(move.repo, diff)
-    return move._patch_ids[commit]
+        move.patch_ids[commit] = _patch_id_of(move.repo, diff)
+    return move.patch_ids[commit]
 
 
 def _own_patch_id(move: PinMove, patch: PatchFile) -> str:
     key = f"patch:{patch.digest}"
-    if key not in move._patch_ids:
-        move._patch_ids[key] = _patch_id_of(move.repo, patch.text) or "-"
-    return move._patch_ids[key]
+    if key not in move.patch_ids:
+        move.patch_ids[key] = _patch_id_of(move.repo, patch.text) or "-"
+    return move.patch_ids[key]
 
 
 def _patch_id_of(repo: Path, diff: str) -> str:
