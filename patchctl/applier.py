@@ -34,7 +34,7 @@ from .confined.links import index_links, new_bad_link
 from .confined.names import invalid_path_reason
 from .diffblocks import ParsedDiff, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
 from .jsonout import json_field
-from .patchset import MalformedPatch, PatchFile
+from .patchset import FileDiff, Hunk, MalformedPatch, PatchFile
 from .store import prefetch_blobs
 
 _OFFSET_RE = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\.", re.MULTILINE)
@@ -551,6 +551,23 @@ def _merged_outcome(tree: Path, patch: PatchFile) -> PatchOutcome:
             if kept < len(lines):
                 parts.append(f"{diff.path} hunk #{hunk.index}" + (" (in part)" if kept else ""))
     return PatchOutcome(patch.name, Status.MERGED, upstream_parts=parts)
+
+
+def hunks_already_upstream(tree: Path, patch: PatchFile) -> list[tuple[FileDiff, Hunk, list[str]]]:
+    """After a clean apply of PATCH in TREE (staged, not committed): every hunk whose change
+    the target already had, in whole or in part, with its +/- lines the apply did not stage.
+    With nothing staged (already applied), that is every hunk."""
+    staged = set(git.run(["diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"], tree).stdout.split("\0"))
+    staged.discard("")
+    found = []
+    for diff in _safe_files(patch):
+        touched = bool({diff.path, diff.source_path} & staged)
+        changed = _changed_lines(tree, diff.path) if touched else set()
+        for hunk in diff.hunks:
+            upstream = [line for line in hunk.body if line[:1] in "+-" and line not in changed]
+            if upstream:
+                found.append((diff, hunk, upstream))
+    return found
 
 
 def _changed_lines(tree: Path, path: str) -> set[str]:

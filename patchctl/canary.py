@@ -10,7 +10,9 @@ For every series on the upstream:
   merge, which says whether a pin-sync would be mechanical (merged, or already upstream)
   or needs a hand (conflict, file gone, with git's own reason); every failing file and
   hunk is named. The blobs 3-way needs are created from the pin first, every time, so the
-  verdicts never depend on what the cache happens to hold;
+  verdicts never depend on what the cache happens to hold; moved files, foreign index lines
+  and identical edits upstream made for another reason are handled as pin-sync does
+  (`patchctl.carry`);
 * a failing patch that touches files an earlier, unapplied patch touches is "blocked by"
   that patch (a cascade, not an upstream break): it is neither merged nor bisected;
 * for each other patch that fails strictly, the upstream history between the pin and the
@@ -43,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
-from . import git, worktree
+from . import carry, git, worktree
 from .applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, seed_three_way_objects
 from .config import BuildStep, Config, Series
 from .confined import confined_path
@@ -278,7 +280,9 @@ def canary(
             say(f"applying {series.name} at {tip[:12]}")
             patches = read[series.name]
             seed_three_way_objects(mirror.path, up.pin, patches)
-            result, head = _trial(store, mirror, series, patches, tip, scratch / "trees" / f"trial-{series.name}")
+            result, head = _trial(
+                store, mirror, series, patches, tip, scratch / "trees" / f"trial-{series.name}", pin=up.pin
+            )
             report.series.append(result)
             result.range_diff = _range_diff(mirror.path, up.pin, patches, tip, head)
             heads[series.name] = head if result.verdict not in (NEEDS_HAND, BLOCKED) else None
@@ -321,7 +325,7 @@ def _range_diff(repo: Path, pin: str, patches: list[PatchFile], tip: str, head: 
 
 
 def _trial(
-    store: Store, mirror: Mirror, series: Series, patches: list[PatchFile], tip: str, tree: Path
+    store: Store, mirror: Mirror, series: Series, patches: list[PatchFile], tip: str, tree: Path, *, pin: str
 ) -> tuple[CanarySeries, str]:
     """Apply each patch strictly at TIP; retry a failing one with 3-way. Returns the
     classification and the commit with every patch that could be applied."""
@@ -329,6 +333,7 @@ def _trial(
     store.remove_worktree(mirror, tree)
     store.add_worktree(mirror, tip, tree)
     unapplied: dict[str, str] = {}  # path -> the earlier patch that touches it and could not be applied
+    move = carry.PinMove(tree, pin, tip, patches)
     try:
         for patch in patches:
             strict = apply_in_worktree(tree, patch, three_way=False, commit=True)
@@ -340,7 +345,7 @@ def _trial(
                 if blocker is not None and strict.status != Status.ALREADY_APPLIED:
                     entry.trial, entry.verdict, entry.blocked_by = f"blocked by {blocker}", BLOCKED, blocker
                 else:
-                    entry.trial, entry.verdict = _three_way_trial(tree, patch, strict)
+                    entry.trial, entry.verdict = _three_way_trial(tree, patch, strict, move)
                 if entry.verdict in (NEEDS_HAND, BLOCKED):
                     unapplied.update(dict.fromkeys(patch.touched_paths(), patch.name))
             result.patches.append(entry)
@@ -349,25 +354,32 @@ def _trial(
         store.remove_worktree(mirror, tree)
 
 
-def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome) -> tuple[str, str]:
+def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome, move: carry.PinMove) -> tuple[str, str]:
     if strict.status == Status.ALREADY_APPLIED:
+        if edits := carry.same_edits(tree, move, patch):
+            return f"{carry.SAME_EDIT}: {carry.describe_same_edits(edits)}", NEEDS_HAND
         return "already upstream: pin-sync drops it", MECHANICAL
     if strict.status in (Status.MALFORMED, Status.UNSAFE_PATH):
         return f"not tried: {strict.status.value}", NEEDS_HAND
-    merged = apply_in_worktree(tree, patch, three_way=True, commit=True)
+    carried = carry.carry_patch(tree, move, patch)
+    merged = carried.outcome
+    mended = "".join(f"; {note}" for note in carried.notes())
+    if carried.needs_look:
+        git.run(["reset", "-q", "--hard", "HEAD"], tree)
+        return f"{carry.SAME_EDIT}: {carry.describe_same_edits(carried.same_edits)}", NEEDS_HAND
     if merged.status == Status.ALREADY_APPLIED:
-        return "already upstream (a 3-way merge changes nothing): pin-sync drops it", MECHANICAL
+        return "already upstream (a 3-way merge changes nothing): pin-sync drops it" + mended, MECHANICAL
     if merged.status == Status.MERGED:
         partial = f"; partially upstream already: {', '.join(merged.upstream_parts)}" if merged.upstream_parts else ""
-        return "merged 3-way without conflict" + partial, MECHANICAL
+        return "merged 3-way without conflict" + partial + mended, MECHANICAL
     if merged.ok:  # the strict failure was transient; should not happen, but it applies
         return merged.status.value, MECHANICAL
     # Leave the tree as it was before this patch, so the following patches are judged alone.
     git.run(["reset", "-q", "--hard", "HEAD"], tree)
     git.run(["clean", "-q", "-fd"], tree)
     if merged.status == Status.CONFLICT:
-        return f"3-way conflict in {', '.join(merged.conflict_files)}", NEEDS_HAND
-    return f"3-way failed: {merged.three_way or merged.describe().split(': ', 1)[-1]}", NEEDS_HAND
+        return f"3-way conflict in {', '.join(merged.conflict_files)}" + mended, NEEDS_HAND
+    return f"3-way failed: {merged.three_way or merged.describe().split(': ', 1)[-1]}" + mended, NEEDS_HAND
 
 
 # ---------------------------------------------------------------- bisect

@@ -334,6 +334,18 @@ def read_blocks(text: str | ParsedDiff) -> tuple[Block, ...]:
     return (parse_diff_text(text) if isinstance(text, str) else text).blocks
 
 
+def header_line_range(blocks: tuple[Block, ...], position: int, total: int) -> range:
+    """The 0-based indexes, in the patch's lines split at newlines, of the header of
+    BLOCKS[POSITION]: from its `diff --git` (or `---`) line to its first hunk, else to the
+    next block, else to TOTAL."""
+    block = blocks[position]
+    if block.hunks:
+        end = block.hunks[0].line - 1
+    else:
+        end = blocks[position + 1].line - 1 if position + 1 < len(blocks) else total
+    return range(block.line - 1, min(end, total))
+
+
 def _read_header_line(block: Block, line: str) -> bool:
     """Take LINE of BLOCK's extended header; whether git recognizes it as one."""
     if m := _MODE_RE.match(line):

@@ -2,9 +2,11 @@
 of `patchctl export`.
 
 One patch per commit, produced by `git format-patch` with every setting that changes its
-output pinned (zero commit id, no signature, full index lines so that 3-way keeps
-working, myers diff, no renames, no stat), whatever the user's or the repository's git
-config says. Churn is avoided on purpose:
+output pinned (myers diff, no renames, and the series' own conventions: diffstat or not,
+index line length, signature, From line and subject prefix, read from its files by
+`patchctl.patchstyle`; patchctl's own for a series without mails: zero commit id, no
+signature, full index lines, no stat), whatever the user's or the repository's git config
+says. Churn is avoided on purpose:
 
 * an existing patch (matched by subject, or by the title its file name gives a header-less
   patch) keeps its file name verbatim: numbering gaps, capitals and long format-patch slugs
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from . import git, journal, worktree
+from . import git, journal, patchstyle, worktree
 from .applier import IndexBuilder, apply_series_to_index, is_clean, write_tree_listing
 from .config import Config, Series
 from .confined import confined_path
@@ -77,6 +79,10 @@ FORMAT_PATCH_CONFIG = [
     "core.abbrev=12",
     "-c",
     "format.signature=",
+    "-c",
+    "diff.statGraphWidth=0",
+    "-c",
+    "diff.statNameWidth=0",
     "-c",
     "format.numbered=false",
     "-c",
@@ -242,6 +248,7 @@ def plan_export(
         by_title.setdefault(patch.title, []).append(patch)
     names_taken = {p.name for p in existing}
     width = number_width(existing)
+    style = patchstyle.series_style(existing)
     planned: list[GeneratedPatch] = []
     last_number = 0
     for commit in _commits(tree, base):
@@ -259,7 +266,8 @@ def plan_export(
             planned.append(GeneratedPatch(name, old.data, keep_existing=True))
             (result.unchanged.append(name) if old.name == name else result.renamed.append((old.name, name)))
             continue
-        planned.append(GeneratedPatch(name, data, keep_existing=False))
+        own_style = patchstyle.detect(old).over(style) if old is not None else style
+        planned.append(GeneratedPatch(name, _in_style(series, tree, commit, data, own_style), keep_existing=False))
         result.written.append(name)
         if old is not None and old.name != name:
             result.renamed.append((old.name, name))
@@ -408,7 +416,20 @@ def _commits(tree: Path, base: str) -> list[str]:
     return git.run(["rev-list", "--reverse", "--topo-order", f"{base}..HEAD"], tree).stdout.split()
 
 
-def _format_commit(series: Series, tree: Path, commit: str) -> tuple[bytes | None, str, list[str]]:
+def _in_style(series: Series, tree: Path, commit: str, data: bytes, style: patchstyle.PatchStyle) -> bytes:
+    """COMMIT's patch (DATA, in patchctl's own conventions) written in STYLE."""
+    if style == patchstyle.PATCHCTL_STYLE:
+        return data
+    own = {"--zero-commit", "--no-signature", "--no-stat", "--subject-prefix=PATCH"}
+    args = [arg for arg in FORMAT_PATCH_ARGS if arg not in own] + patchstyle.format_patch_args(style)
+    styled, _, _ = _format_commit(series, tree, commit, args=args)
+    assert styled is not None  # the same commit gave DATA
+    return patchstyle.abbreviate_index_lines(styled, style.index_length or patchstyle.FULL_INDEX)
+
+
+def _format_commit(
+    series: Series, tree: Path, commit: str, *, args: list[str] = FORMAT_PATCH_ARGS
+) -> tuple[bytes | None, str, list[str]]:
     """COMMIT as a patch without its excluded paths: (bytes or None when nothing is left,
     subject, dropped paths)."""
     subject = git.run(["log", "-1", "--format=%s", commit], tree).stdout.strip()
@@ -420,5 +441,5 @@ def _format_commit(series: Series, tree: Path, commit: str) -> tuple[bytes | Non
     if len(dropped) == len(paths):  # nothing left: only excluded paths, or an empty commit
         return None, subject, dropped
     pathspec = ["--", "."] + [f":(exclude,literal){p}" for p in dropped] if dropped else []
-    out = git.run([*FORMAT_PATCH_CONFIG, *FORMAT_PATCH_ARGS, commit, *pathspec], tree, binary=True).stdout
+    out = git.run([*FORMAT_PATCH_CONFIG, *args, commit, *pathspec], tree, binary=True).stdout
     return out, subject, dropped

@@ -35,6 +35,7 @@ def sync_markdown(payload: dict) -> str:
         "up-to-date": "✅ already at the target",
         "conflict": "❌ stopped at a conflict",
         "needs-hand": "❌ stopped: a patch needs a hand (nothing applied)",
+        "needs-look": "❌ stopped: a patch needs a look (upstream made the same edit for another reason)",
         "gate-failed": "❌ a gate failed, nothing written",
         "aborted": "⏹ aborted",
     }.get(state, state)

@@ -12,6 +12,9 @@
    nothing was done, and every dropped patch is a warning in the report and on stderr.
    The blobs 3-way needs are created from the old pin first, every time, so the outcome
    never depends on what the cache holds.
+   Where git gives up, a file upstream moved is followed and a foreign index line's
+   preimage is rebuilt from the old pin; an identical edit upstream made for another
+   reason stops the sync ("needs a look"). See `patchctl.carry`.
 3. Gates, per series, in order: the series is re-exported from the worktree and applied
    strictly on a clean checkout of the target; the series' build steps run in that tree;
    then its gate commands. A failing gate stops the sync; `--continue` re-runs the gates
@@ -32,11 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from . import exporter, git, pinfile, vendor, worktree
+from . import carry, exporter, git, pinfile, vendor, worktree
 from .applier import (
     PatchOutcome,
     Status,
-    apply_in_worktree,
     commit_worktree,
     is_clean,
     seed_three_way_objects,
@@ -92,7 +94,7 @@ class GateRecord:
 class SyncReport:
     JSON_PROPERTIES: ClassVar[dict[str, str]] = {"ok": "ok"}
 
-    state: str  # synced | dry-run | up-to-date | conflict | needs-hand | gate-failed | aborted
+    state: str  # synced | dry-run | up-to-date | conflict | needs-hand | needs-look | gate-failed | aborted
     upstream: str
     old_pin: str
     new_pin: str
@@ -335,14 +337,19 @@ def _run(
     if stopped is not None:
         report.patches += _blocked_records(config, state)
         markers = state.records[-1].classification == CLASSIFICATION[Status.CONFLICT]
+        look = state.records[-1].classification == carry.SAME_EDIT
         report.state = "conflict" if markers else "needs-hand"
         what = "stops at a conflict" if markers else "stops at a patch that needs a hand (nothing applied)"
+        if look:
+            report.state, what = "needs-look", "stops at a patch that needs a look"
         if dry_run:
             report.next_steps = [f"dry run: {stopped}; a real pin-sync would stop here for you to resolve it"]
             raise SyncStopped(report, f"pin-sync of {state.upstream} (dry run) {what}: {stopped}")
         state.phase = "conflict"
         save_state(config.root, state)
         report.next_steps = _conflict_steps(config, state) if markers else _by_hand_steps(config, state)
+        if look:
+            report.next_steps = _look_steps(config, state)
         raise SyncStopped(report, f"pin-sync of {state.upstream} {what}: {stopped}; see the report for what to do")
 
     # series -> (its new patches, the export result, the changes to its vendored copies)
@@ -423,13 +430,17 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
         tree = Path(entry.tree)
         if entry.next < len(patches):
             seed_three_way_objects(tree, state.old_pin, patches)
+        move = carry.PinMove(tree, state.old_pin, state.target, patches)
         while entry.next < len(patches):
             patch = patches[entry.next]
             say(f"replaying {series.name}: {patch.name}")
             entry.head_before = git.rev_parse(tree, "HEAD")
-            outcome = apply_in_worktree(tree, patch, three_way=True, commit=True)
-            record = _record(series.name, patch, outcome, tree)
+            carried = carry.carry_patch(tree, move, patch)
+            outcome = carried.outcome
+            record = _carried_record(series.name, patch, carried, tree)
             state.records.append(record)
+            if carried.needs_look:
+                return f"{series.name}/{patch.name}: {record.classification} ({record.detail})"
             if outcome.ok or outcome.status == Status.ALREADY_APPLIED:
                 entry.next += 1
                 entry.head_before = None
@@ -438,6 +449,40 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
                 f" ({record.detail})" if record.detail else ""
             )
     return None
+
+
+def _carried_record(series: str, patch: PatchFile, carried: carry.Carried, tree: Path) -> PatchRecord:
+    """The record of a replayed patch, saying what was mended to carry it (a rename followed,
+    a preimage rebuilt) and stopping at an edit upstream made for another reason."""
+    record = _record(series, patch, carried.outcome, tree)
+    if carried.needs_look:
+        record.classification = carry.SAME_EDIT
+        record.detail = carry.describe_same_edits(carried.same_edits)
+        if carried.outcome.status == Status.MERGED:
+            record.detail += "; the rest merged 3-way, staged and not committed"
+    notes = carried.notes()
+    if notes:
+        record.detail = "; ".join(notes + ([record.detail] if record.detail else []))
+    record.renames = [f"{old} → {new}" for old, new in carried.renames]
+    return record
+
+
+def _look_steps(config: Config, state: SyncState) -> list[str]:
+    entry = next(e for e in state.series if e.head_before is not None)
+    tree = worktree.display(config.root, Path(entry.tree))
+    patch = read_series(config.get_series(entry.name))[entry.next]
+    return [
+        f"{patch.name}: the upstream commit named above made the same edit as the patch along with other changes, so "
+        f"upstream's edit may not stand for the patch's (e.g. a counter both sides increment); the rest of the patch "
+        f"is staged, not committed, in {tree}",
+        f"check the files named above there and make the patch's edit again on top of upstream's where both are "
+        f"needed; `git -C {tree} add` them, then run `patchctl pin-sync --continue` (it commits with the patch's "
+        "message)",
+        "if upstream's edit does stand for the patch's: `patchctl pin-sync --continue` as it is (or `--continue "
+        "--drop` when nothing is staged)",
+        "or `patchctl pin-sync --abort` to drop the sync; matrix.yaml and patches/ are unchanged until every gate has "
+        "passed",
+    ]
 
 
 def _range_diffs(config: Config, state: SyncState) -> dict[str, str]:
@@ -453,7 +498,18 @@ def _range_diffs(config: Config, state: SyncState) -> dict[str, str]:
             diffs[entry.name] = series_range_diff(tree, state.old_pin, patches, state.target, head)
         except GitError as exc:
             diffs[entry.name] = f"(range-diff not available: {exc})\n"
+        diffs[entry.name] = _rename_notes(state, entry.name) + diffs[entry.name]
     return diffs
+
+
+def _rename_notes(state: SyncState, series: str) -> str:
+    """A line per rename the replay followed, above the range-diff that shows the patch at its new path."""
+    return "".join(
+        f"{record.patch}: followed the rename {rename}\n"
+        for record in state.records
+        if record.series == series
+        for rename in record.renames
+    )
 
 
 def _record(series: str, patch: PatchFile, outcome: PatchOutcome, tree: Path) -> PatchRecord:

@@ -22,6 +22,7 @@ from pathlib import Path
 from . import journal, statehome, worktree
 from .errors import EnvironmentFailure, UsageError
 from .escape import shell_command
+from .jsonout import json_field
 from .paths import atomic_write_text
 
 STATE_VERSION = 1
@@ -35,6 +36,7 @@ class PatchRecord:
     classification: str
     detail: str = ""
     conflicts: list[str] = field(default_factory=list)  # FILE:START-END of each marker block
+    renames: list[str] = json_field(omit_empty=True, default_factory=list)  # "OLD → NEW": moved files followed
 
 
 @dataclass

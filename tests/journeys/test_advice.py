@@ -171,8 +171,8 @@ def stopped_sync(base: Path, drift: dict[int, str], *, unmergeable: bool = False
     project, upstream = project_at(base, line20=True, extra_yaml=extra)
     if unmergeable:
         path = project.series_dir / "0002-Patch-line-twenty.patch"
-        missing = "index 1234567890abcdef1234567890abcdef12345678.."
-        path.write_text(re.sub(r"^index [0-9a-f]+\.\.", missing, path.read_text(), flags=re.M))
+        # A plain diff, without the index lines that would let git merge it 3-way (as quilt writes them).
+        path.write_text(re.sub(r"^index [0-9a-f]+\.\.[0-9a-f]+.*\n", "", path.read_text(), flags=re.M))
         git.commit_all(project.path, "unmergeable")
     upstream.commit({"src/main.c": main_c(drift)}, "Upstream drifts")
     stopped = cli(project, "pin-sync", "up", "--latest")

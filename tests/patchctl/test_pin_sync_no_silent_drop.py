@@ -1,7 +1,8 @@
 """pin-sync never drops a patch silently.
 
 A patch whose 3-way merge cannot even run (here: git lacks the preimage blob its `index` line
-names) stops the sync without conflict markers: the report says what git said and that
+names, and the patch does not apply at the old pin either, so the preimage cannot be rebuilt
+there) stops the sync without conflict markers: the report says what git said and that
 nothing was applied, `--continue` refuses while nothing was done, and only `--continue
 --drop` drops it, loudly. A conflict resolved to nothing is a drop on purpose, said loudly too.
 """
@@ -26,11 +27,13 @@ def sync(cli, project: Project, *args: str):
 
 
 def unmergeable(project: Project, upstream: Repo) -> str:
-    """0001 fails strictly at the target and names a preimage blob no repository has."""
+    """0001 was cut against a tree holding a cherry-pick: it names a preimage blob no repository
+    has, and its context holds the cherry-picked line, so it applies at neither pin."""
     pin = upstream.head
     add_line20_patch(project, upstream, pin)
     path = project.series_dir / "0001-patch-line-twenty.patch"
-    path.write_text(re.sub(r"^index [0-9a-f]+\.\.", f"index {MISSING_BLOB}..", path.read_text(), flags=re.M))
+    text = re.sub(r"^index [0-9a-f]+\.\.", f"index {MISSING_BLOB}..", path.read_text(), flags=re.M)
+    path.write_text(text.replace("\n main 18\n", "\n main 18 cherry-picked\n"))
     add_hello_patch(project, upstream, pin)
     write_config(project, pin)
     return upstream.commit({"src/main.c": main_c({19: "main 19 rewritten upstream"})}, "Upstream rewrites line 19")
@@ -50,6 +53,7 @@ def test_three_way_failure_without_markers_is_not_a_conflict_and_continue_refuse
     assert record["conflicts"] == []
     assert "repository lacks the necessary blob" in record["detail"]  # git's own reason
     assert "src/main.c hunk #1" in record["detail"] and "nothing was applied" in record["detail"]
+    assert "it does not apply at the old pin either, so the preimage cannot be rebuilt" in record["detail"]
     assert len(payload["patches"]) == 1  # 0002 touches other files: not blocked by 0001
     assert not any("remove the markers" in step for step in payload["next_steps"])
     assert any("--continue --drop" in step for step in payload["next_steps"])

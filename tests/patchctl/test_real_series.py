@@ -18,12 +18,15 @@ https://deb.debian.org/debian/pool/main/t/tar/.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from patchctl import git
+from patchctl.patchset import PatchFile
+from patchctl.patchstyle import detect
 
 from . import realseries
 from .conftest import Repo, ok, run_cli
@@ -85,6 +88,28 @@ def test_rsync_apply_and_export_change_zero_files_also_as_bare_git_diffs(tmp_pat
     payload = json.loads(ok("-C", plain, "export", "s", "--json"))
     assert (payload["written"], payload["renamed"], payload["deleted"]) == ([], [], [])
     assert files_of(plain / "patches" / "s") == bare
+
+
+def test_rsync_rewritten_patch_keeps_its_own_style(tmp_path: Path) -> None:
+    """Debian's rsync mails have a diffstat, 10-digit index lines, a `2.51.0` signature, commit
+    ids in their From lines and numbered subjects: a rewritten one keeps all of it."""
+    series = realseries.rsync_series()
+    project = make_project(tmp_path / "proj", series.upstream, series.pin, series.patches, naming="format-patch")
+    ok("-C", project, "apply")
+    tree = project / ".patchctl" / "trees" / "s"
+    last = sorted(series.patches)[-1]
+    touched = git.run(["diff-tree", "--no-commit-id", "--name-only", "-r", "HEAD"], tree).stdout.split()[0]
+    (tree / touched).write_text((tree / touched).read_text(errors="surrogateescape") + "/* local */\n")
+    git.run(["commit", "-q", "-a", "--amend", "--no-edit"], tree)
+    payload = json.loads(ok("-C", project, "export", "s", "--json"))
+    assert payload["written"] == [last] and len(payload["unchanged"]) == 52
+    old = series.patches[last].decode()
+    new = (project / "patches" / "s" / last).read_text()
+    assert "+/* local */" in new
+    assert detect(PatchFile(Path(last), new.encode())) == detect(PatchFile(Path(last), old.encode()))
+    assert re.search(r"^Subject: \[PATCH 55/56\] popt: fix", new, re.MULTILINE)
+    assert re.search(r"^ \d+ files? changed, ", new, re.MULTILINE) and new.endswith("\n-- \n2.51.0\n\n")
+    assert ok("-C", project, "export", "s", "--check")
 
 
 def test_tar_header_less_forms_apply_with_sensible_subjects_and_export_byte_identical(tmp_path: Path) -> None:

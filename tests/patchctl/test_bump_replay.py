@@ -1,0 +1,119 @@
+"""A replay of a real vendor bump (fixtures_bump: Ollama's llama.cpp series across upstream's
+`tools/mtmd` move), end to end on a local git upstream: pin-sync follows the rename, rebuilds
+the preimage a foreign index line names, and stops (exit 1, never 0) where upstream made the
+series' counter edit for another reason; the canary says the same."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from patchctl import git
+
+from .conftest import Project, Repo
+from .fixtures_bump import OPS, build_bump
+
+RENAME = "examples/llava/clip.cpp → tools/mtmd/clip.cpp"
+
+
+def sync(cli, project: Project, *args: str) -> tuple[object, dict]:
+    out = project.path.parent / "sync.json"
+    out.unlink(missing_ok=True)
+    result = cli("-C", project.path, "pin-sync", *args, "--json-file", out)
+    assert "Traceback" not in result.output, result.output
+    return result, json.loads(out.read_text())
+
+
+def counts(text: str) -> list[int]:
+    return [int(n) for n in re.findall(r"static_assert\(GGML_OP_COUNT == (\d+)", text)]
+
+
+def test_a_real_bump_replayed_end_to_end(project: Project, upstream: Repo, cli) -> None:
+    bump = build_bump(upstream, project)
+    vocab = (project.series_dir / "0002-vocab-patch-step-28.patch").read_text()
+    assert f"index {bump.vocab_preimage}.." in vocab
+    assert not git.run(["cat-file", "-e", bump.vocab_preimage], upstream.path, check=False).ok  # a foreign index
+    before = project.snapshot()
+
+    result, payload = sync(cli, project, "up", "--latest")
+    assert result.exit_code == 1, result.output
+    assert payload["state"] == "needs-look"
+    clip, vocab_record, unpad = payload["patches"]
+    # 1. The rename is followed, as `git am -3` does, and said so in the report and the range-diff.
+    assert clip["classification"] == "merged 3-way", clip
+    assert clip["detail"] == f"followed the rename {RENAME}"
+    assert clip["renames"] == [RENAME]
+    assert payload["range_diffs"]["main"].startswith(f"0001-clip-unicode.patch: followed the rename {RENAME}\n")
+    assert "tools/mtmd/clip.cpp" in payload["range_diffs"]["main"]
+    # 2. The foreign index line's preimage is rebuilt from the old pin: merged, not "context drift".
+    assert vocab_record["classification"] == "merged 3-way", vocab_record
+    assert "src/llama-vocab.cpp): rebuilt from the old pin" in vocab_record["detail"]
+    assert "drift" not in vocab_record["detail"]
+    # 3. Both sides incremented the counter: a stop that names upstream's commit, exit 1.
+    assert unpad["classification"] == "needs a look: upstream made the same edit for another reason"
+    assert f'upstream commit {bump.roll_commit[:12]} "ggml: add ggml_roll" made the same edit' in unpad["detail"]
+    assert unpad["detail"].startswith("ggml/src/ggml.c hunks #2, #4: upstream commit")
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(
+        "patchctl: error: pin-sync of up stops at a patch that needs a look: main/0003-add-unpad-operator.patch: "
+        "needs a look: upstream made the same edit for another reason (ggml/src/ggml.c hunks #2, #4: "
+    ), line
+    assert "stopped: a patch needs a look" in result.stdout
+    assert any("make the patch's edit again on top of upstream's" in step for step in payload["next_steps"])
+    assert project.snapshot() == before  # nothing written
+
+    # The merge is staged in the sync tree with upstream's count: one operator short.
+    tree = project.path / ".patchctl" / "sync" / "up" / "main"
+    ggml_c = (tree / "ggml/src/ggml.c").read_text()
+    assert '"ROLL"' in ggml_c and '"UNPAD"' in ggml_c and counts(ggml_c) == [len(OPS) + 1] * 2
+    assert (tree / "tools/mtmd/clip.cpp").read_text().count("utf8_to_wide") == 1
+    assert "vocab_x(28)" in (tree / "src/llama-vocab.cpp").read_text()
+
+    # The maintainer counts both operators and goes on.
+    (tree / "ggml/src/ggml.c").write_text(ggml_c.replace(f"== {len(OPS) + 1}", f"== {len(OPS) + 2}"))
+    git.run(["add", "ggml/src/ggml.c"], tree)
+    resumed, payload = sync(cli, project, "--continue")
+    assert resumed.exit_code == 0, resumed.output
+    assert [p["classification"] for p in payload["patches"]] == ["merged 3-way", "merged 3-way", "resolved by hand"]
+    assert f"pin: {bump.target}" in (project.path / "matrix.yaml").read_text()
+    clip_patch = (project.series_dir / "0001-clip-unicode.patch").read_text()
+    assert "diff --git a/tools/mtmd/clip.cpp b/tools/mtmd/clip.cpp" in clip_patch and "examples/llava" not in clip_patch
+    # 4. Rewritten patches keep the series' style: a diffstat, as every file of the series has.
+    for name in project.patch_names():
+        assert re.search(r"^ \d+ files? changed, ", (project.series_dir / name).read_text(), re.MULTILINE), name
+    assert bump.vocab_preimage not in (project.series_dir / "0002-vocab-patch-step-28.patch").read_text()
+    assert cli("-C", project.path, "apply").exit_code == 0
+    applied = project.path / ".patchctl" / "trees" / "main"
+    assert counts((applied / "ggml/src/ggml.c").read_text()) == [len(OPS) + 2] * 2
+    assert "GGML_OP_UNPAD" in (applied / "ggml/include/ggml.h").read_text()
+    assert cli("-C", project.path, "export", "main", "--check").exit_code == 0
+
+
+def test_the_canary_says_what_a_pin_sync_would_do(project: Project, upstream: Repo, cli, tmp_path: Path) -> None:
+    build_bump(upstream, project)
+    out = tmp_path / "canary.json"
+    result = cli("-C", project.path, "canary", "--no-bisect", "--json-file", out)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    clip, vocab, unpad = json.loads(out.read_text())["series"][0]["patches"]
+    assert clip["verdict"] == "mechanical" and clip["trial"].endswith(f"; followed the rename {RENAME}"), clip
+    assert vocab["verdict"] == "mechanical" and "rebuilt from the old pin" in vocab["trial"], vocab
+    assert unpad["verdict"] == "needs a hand", unpad
+    assert unpad["trial"].startswith("needs a look: upstream made the same edit for another reason: ggml/src/ggml.c")
+
+
+def test_a_counter_both_sides_increment_never_exits_zero(project: Project, upstream: Repo, cli) -> None:
+    build_bump(upstream, project)
+    for name in ("0001-clip-unicode.patch", "0002-vocab-patch-step-28.patch"):
+        (project.series_dir / name).unlink()
+    before = project.snapshot()
+    result, payload = sync(cli, project, "up", "--latest", "--dry-run")
+    assert result.exit_code == 1, result.output
+    assert payload["state"] == "needs-look" and payload["warnings"] == []
+    assert [p["classification"] for p in payload["patches"]] == [
+        "needs a look: upstream made the same edit for another reason"
+    ]
+    result, payload = sync(cli, project, "up", "--latest")
+    assert result.exit_code == 1 and payload["state"] == "needs-look"
+    aborted = cli("-C", project.path, "pin-sync", "--abort")
+    assert aborted.exit_code == 0 and project.snapshot() == before
