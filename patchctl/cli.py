@@ -94,7 +94,7 @@ def cli(
 
     \b
     Shell completion (commands, series, upstreams), in ~/.bashrc:
-      eval "$(_PATCHCTL_COMPLETE=bash_source patchctl)"    # zsh_source, fish_source: see README
+      eval "$(_PATCHCTL_COMPLETE=bash_source patchctl)"    # zsh_source, fish_source: see the manual
     """
     ctx.obj = AppContext(directory, config_file, url_overrides, debug, upstream_source=upstream_source)
     if not (quiet or progress.quiet_from_env()):
