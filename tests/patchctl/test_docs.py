@@ -15,7 +15,9 @@ import click
 import pytest
 import yaml
 
+from patchctl import config as config_mod
 from patchctl.cli import cli
+from patchctl.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the issue asks a reference page for, at the least; every registered command gets one.
@@ -140,6 +142,62 @@ def test_every_page_is_in_the_navigation() -> None:
     docs = ROOT / "docs"
     written = sorted(p.relative_to(docs).as_posix() for p in docs.rglob("*.md"))
     assert sorted(listed) == written
+
+
+def allowed_keys(directory: Path, document: dict, keypath: tuple) -> list[str]:
+    """The keys matrix.yaml's validator allows at KEYPATH, read from the error an unknown key gets."""
+    target = document
+    for part in keypath:
+        target = target[part]
+    target["zz-unknown"] = 1
+    directory.mkdir()
+    path = directory / "matrix.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    with pytest.raises(ConfigError) as caught:
+        config_mod.load(path)
+    found = re.search(r"unknown (?:top-level )?key \(allowed: ([^)]*)\)", str(caught.value))
+    assert found, f"{keypath}: {caught.value}"
+    return found.group(1).split(", ")
+
+
+def test_the_configuration_page_names_every_key_the_validator_allows(tmp_path: Path) -> None:
+    page = (ROOT / "docs/reference/configuration.md").read_text()
+    base = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    extra = {
+        ("upstreams", "llama.cpp", "pin_files", 0): {"path": "Makefile", "pattern": "(?P<pin>x)"},
+        ("series", "llama.cpp", "vendor", 0): {"from": "", "to": "third_party/x"},
+        ("includeDarwin", 0): {"backend": "llama-cpp", "tag-suffix": "-metal-darwin-arm64-llama-cpp"},
+    }
+    keypaths = [
+        (),
+        ("upstreams", "llama.cpp"),
+        ("upstreams", "llama.cpp", "ci"),
+        ("series", "llama.cpp"),
+        ("series", "llama.cpp", "build", 0),
+        ("series", "llama.cpp", "gates", 0),
+        ("include", 0),
+        ("index",),
+        ("index", "metas", 0),
+        ("index", "variants", 0),
+        ("canary",),
+        ("canary", "toolchains", 0),
+        ("backends", "llama-cpp"),
+        ("actions", "actions/checkout"),
+        *extra,
+    ]
+    seen = set()
+    for index, keypath in enumerate(keypaths):
+        document = yaml.safe_load(yaml.safe_dump(base))
+        for where, entry in extra.items():
+            if keypath == where:
+                parent = document
+                for part in where[:-2]:
+                    parent = parent[part]
+                parent[where[-2]] = [dict(entry)]
+        for key in allowed_keys(tmp_path / str(index), document, keypath):
+            assert f"`{key}`" in page, f"docs/reference/configuration.md does not name {key} (at {keypath})"
+            seen.add(key)
+    assert {"pass_env", "allow_undescribed", "protect", "tag-suffix", "sha"} <= seen
 
 
 def load_hook():
