@@ -103,7 +103,7 @@ def cli(
 
     \b
     Shell completion (commands, series, upstreams), in ~/.bashrc:
-      eval "$(_PATCHCTL_COMPLETE=bash_source patchctl)"    # zsh_source, fish_source: see README
+      eval "$(_PATCHCTL_COMPLETE=bash_source patchctl)"    # zsh_source, fish_source: see the manual
     """
     # -C is made absolute at once: `apply` may replace the tree the command was started in
     # (`patchctl -C ../../.. apply --force` from inside .patchctl/trees/SERIES), and a relative

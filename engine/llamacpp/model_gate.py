@@ -29,7 +29,7 @@ import numpy as np
 if TYPE_CHECKING:
     from engine.model.gguf_tokenizer import GGUFTokenizer
 
-# Measured on this repository's cases (README, "The model gate"): the largest difference between
+# Measured on this repository's cases (docs/reference/gate.md, "The model gate"): the largest difference between
 # the engine's and llama.cpp's logits was 2.6e-6 (f32 everywhere; the sums run in different
 # orders), and llama.cpp's smallest gap between its best and second-best logit 3.5e-3. The
 # tolerance leaves a factor of ~40 above the first and stays below the second, so a token that

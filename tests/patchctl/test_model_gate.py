@@ -133,7 +133,7 @@ def test_engine_generate_cli_prints_llama_cpps_greedy_tokens(applied: Path, tmp_
 def test_llama_cpp_runs_the_f16_export(applied: Path, tmp_path: Path) -> None:
     # f16 weights load and decode in llama.cpp. They are not gated against the engine: llama.cpp
     # rounds activations to f16 for f16 matrix products, the engine computes in f32, and the logits
-    # then differ by ~2e-3, as much as the smallest top-2 gap (README, "The model gate").
+    # then differ by ~2e-3, as much as the smallest top-2 gap (docs/reference/gate.md, "The model gate").
     model = tmp_path / "tiny-f16.gguf"
     assert engine_main(["export-gguf", str(model), "--vocab", "llama-spm", "--type", "f16"]) == 0
     tree = applied / ".patchctl" / "trees" / "llama.cpp"

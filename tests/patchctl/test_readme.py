@@ -1,4 +1,5 @@
-"""The README's quick start is what CI runs, and every command it documents exists."""
+"""The README is a front door (the quick start is what CI runs), and every command has an example
+in the manual under docs/."""
 
 from __future__ import annotations
 
@@ -32,8 +33,23 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one() -> None
     assert made < activated < ci.index(tests)
 
 
-def test_every_command_has_help_and_a_readme_example() -> None:
+def test_the_readme_is_a_front_door() -> None:
     text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 300, "README.md is the front door; the manual lives in docs/"
+    # The virtual environment, and torch from PyTorch's CPU index as CI takes it.
+    assert "python3 -m venv .venv && . .venv/bin/activate" in text
+    ci = (ROOT / ".github/workflows/ci.yml").read_text()
+    assert "PIP_EXTRA_INDEX_URL: https://download.pytorch.org/whl/cpu" in ci
+    assert "export PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu" in text
+    # The Debian packages .ci/run installs for the tests are the ones the README names.
+    for package in re.findall(r"apt-get install -y -qq ([a-z0-9. -]+?) >/dev/null", (ROOT / ".ci/run").read_text()):
+        for name in package.split():
+            assert re.search(rf"apt-get install -y [^\n]*\b{re.escape(name)}\b", text), f"README: no {name}"
+    for page in re.findall(r"\]\((docs/[^)#]+)", text):
+        assert (ROOT / page).is_file(), f"README links to a missing page: {page}"
+
+
+def test_every_command_has_help_and_an_example_in_the_manual() -> None:
     ctx = click.Context(cli)
     names = cli.list_commands(ctx)
     assert {"apply", "lint", "matrix"} <= set(names)
@@ -41,4 +57,5 @@ def test_every_command_has_help_and_a_readme_example() -> None:
         command = cli.get_command(ctx, name)
         assert command is not None, name
         assert command.help and "Example" in command.help, f"{name} --help needs an explanation and an example"
-        assert f"patchctl {name}" in text, f"README has no example of `patchctl {name}`"
+        page = (ROOT / "docs/reference" / f"{name}.md").read_text()
+        assert f"$ patchctl {name}" in page, f"docs/reference/{name}.md has no example of `patchctl {name}`"

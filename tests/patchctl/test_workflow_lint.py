@@ -71,6 +71,8 @@ def test_actionlint_and_zizmor_report_nothing(cli, tmp_path: Path, where: str, p
     # Both tools did look: they name every workflow and the action they audited.
     assert "completed ./action.yml" in audit.stderr
     assert all(f"completed ./.github/workflows/{name}" in audit.stderr for name in WORKFLOWS)
+    if where == "repository":  # and the hand-written Pages workflow beside the rendered ones
+        assert "completed ./.github/workflows/docs.yml" in audit.stderr
 
 
 def test_the_linters_do_find_what_the_issue_reported(tmp_path: Path) -> None:
