@@ -53,8 +53,10 @@ def harness(tmp_path: Path, workspace: Path, *, env: dict[str, str] | None = Non
 
 
 def bot_project(tmp_path: Path, upstream: Repo) -> Project:
-    """A downstream repository (a git repo) with one patch and a cheap gate, and this checkout's action."""
+    """A downstream repository (a git repo) with one patch and a cheap gate, and this checkout's action.
+    Its .gitignore ignores patchctl's state, as a real repository's does (git refuses a pathspec naming it)."""
     project = Project(tmp_path / "project", upstream, upstream.head)
+    (project.path / ".gitignore").write_text(".patchctl/\n")
     write_config(project, upstream.head, series_extra=GATE)
     add_line20_patch(project, upstream, upstream.head)
     (project.path / "action.yml").write_text((REPO / "action.yml").read_text())

@@ -189,17 +189,28 @@ def test_canary_workflow_shape() -> None:
     assert canary["jobs"]["issues"]["concurrency"]["cancel-in-progress"] is False
     assert canary["env"]["PATCHCTL_UPSTREAM_SOURCE"] == "ci"
     resolve, compile_job = canary["jobs"]["resolve"], canary["jobs"]["compile"]
-    assert "patchctl canary" in resolve["steps"][-2]["run"] and "--no-compile --json" in resolve["steps"][-2]["run"]
+    resolve_run = canary_step(resolve)
+    assert "--no-compile --json" in resolve_run["run"]
     assert compile_job["needs"] == "resolve" and canary["jobs"]["issues"]["needs"] == ["resolve", "compile"]
     assert compile_job["strategy"]["matrix"] == "${{ fromJSON(needs.resolve.outputs.toolchains) }}"
-    toolchains = json.loads(resolve["steps"][-2]["env"]["TOOLCHAINS"])["include"]
+    toolchains = json.loads(resolve_run["env"]["TOOLCHAINS"])["include"]
     assert [(t["name"], t["image"], t["runs-on"]) for t in toolchains] == [
         ("cpu-amd64", "gcc:14-bookworm", "ubuntu-latest"),
         ("cuda-13", "nvidia/cuda:13.0.0-devel-ubuntu24.04", "ubuntu-latest"),
     ]
-    run = compile_job["steps"][-3]
+    run = canary_step(compile_job)
     assert run["env"]["REV"] == "${{ needs.resolve.outputs.rev }}"
     assert 'patchctl canary "$UPSTREAM" --rev "$REV" --compile' in run["run"]
+    # Each job saves what the canary fetched: the action again, after the canary, whatever its verdict.
+    for job in (resolve, compile_job):
+        steps = job["steps"]
+        save = next(s for s in steps if s.get("name") == "save what the canary fetched to the cache")
+        assert steps.index(save) > steps.index(canary_step(job))
+        assert save["uses"] == "./" and save["if"] == "always()" and "command" not in save["with"]
+
+
+def canary_step(job: dict) -> dict:
+    return next(s for s in job["steps"] if "patchctl canary" in s.get("run", ""))
 
 
 def test_pin_sync_workflow_shape() -> None:
@@ -332,5 +343,5 @@ def test_canary_workflow_reads_the_key_the_canary_report_writes() -> None:
     from patchctl.jsonout import to_json
 
     payload = to_json(CanaryReport("llama.cpp", "a" * 40, "b" * 40, "main", None))
-    step = workflow("canary.yml")["jobs"]["resolve"]["steps"][-2]
+    step = canary_step(workflow("canary.yml")["jobs"]["resolve"])
     assert payload["tip"] == "b" * 40 and "jq -r .tip canary-report/canary.json" in step["run"]

@@ -6,9 +6,12 @@ pull-request step) and `.ci/run` (the test suite that runs this test)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from .actions_harness import FakeActionsCache, Harness, JobResult, run_steps_of
@@ -134,7 +137,10 @@ def test_pin_sync_bot_moves_to_the_tip_and_writes_the_pull_request(tmp_path: Pat
     assert job.steps["commit"].outputs == {"branch": "patchctl/pin-sync/up", "title": "pin-sync: move up forward"}
     assert project.git("rev-parse", "--abbrev-ref", "HEAD").strip() == "patchctl/pin-sync/up"
     assert tip in project.git("show", "HEAD:matrix.yaml")
-    assert project.git("status", "--porcelain", "--", ".", ":(exclude).patchctl") == ""  # no .gitignore here
+    # Everything the sync changed is in the commit; patchctl's state stays out (.gitignore has it).
+    assert project.git("status", "--porcelain", "--ignored=no") == ""
+    assert project.git("check-ignore", ".patchctl").strip() == ".patchctl"
+    assert ".patchctl/" not in project.git("show", "--name-only", "--format=", "HEAD")
     # Every run: step ran but the one that calls GitHub's API.
     pr = next(s for s in job.order if s.name == PR_STEP)
     assert pr.kind == "left-out"
@@ -171,3 +177,222 @@ def test_pin_sync_dispatch_to_a_target_and_a_failing_gate(tmp_path: Path, upstre
     assert job.status == "failure" and job.steps["sync"].outputs["verdict"] == "fail"
     assert job.steps["commit"].kind == "skipped"
     assert "conflict" in job.summary.lower()
+
+
+def test_pin_sync_commit_steps_in_a_clone_of_this_repository(tmp_path: Path) -> None:
+    """The rendered `moved` and `commit` steps, verbatim, in a real clone of this repository (its
+    .gitignore ignores .patchctl/), after a sync that moved the ci pin and left patchctl's state."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True, capture_output=True)
+    assert subprocess.run(["git", "check-ignore", "-q", ".patchctl/"], cwd=clone).returncode == 0
+    rendered_steps = yaml.safe_load((REPO / ".github/workflows/pin-sync.yml").read_text())["jobs"]["pin-sync"]["steps"]
+    by_id = {s.get("id"): s for s in rendered_steps}
+    # What pin-sync leaves behind: the moved pin, its report, and its own state under .patchctl/.
+    config = clone / "matrix.yaml"
+    text = config.read_text()
+    old = yaml.safe_load(text)["upstreams"]["llama.cpp"]["ci"]["pin"]
+    config.write_text(text.replace(old, "f" * 40))
+    (clone / ".patchctl/trees/llama.cpp").mkdir(parents=True)
+    (clone / ".patchctl/trees/llama.cpp/README").write_text("a tree\n")
+    report = tmp_path / "report.md"
+    report.write_text("## pin-sync llama.cpp: ✅\n\nmoved\n")
+    sync = {"id": "sync", "run": f'echo "report={report}" >> "$GITHUB_OUTPUT"'}
+    job = {"runs-on": "ubuntu-latest", "steps": [sync, by_id["moved"], by_id["commit"]]}
+    workflow_file = tmp_path / "steps.yml"
+    workflow_file.write_text(yaml.safe_dump({"name": "pin-sync", "on": "push", "jobs": {"pin-sync": job}}))
+    h = harness(tmp_path, clone, github={"event_name": "schedule"})
+    result = h.run_job(workflow_file, "pin-sync", matrix={"upstream": "llama.cpp"})
+    assert result.status == "success", [(s.name, s.stdout, s.stderr) for s in result.run_steps()]
+    assert result.steps["moved"].outputs == {"moved": "true"}
+    assert result.steps["commit"].outputs["branch"] == "patchctl/pin-sync/llama.cpp"
+    committed = subprocess.run(
+        ["git", "show", "--name-only", "--format=%s", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert committed == ["pin-sync:", "move", "llama.cpp", "forward", "matrix.yaml"]
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
+    assert status.stdout == ""
+
+
+# The payloads GitHub documents ("Events that trigger workflows", "Webhook events and payloads"):
+# a scheduled run is on the default branch and its payload is only the cron that fired (no
+# `repository`); a manual run carries `repository`, `ref`, `inputs`. The default branch is
+# neither main nor master here (act fills `master` into a schedule payload).
+DEFAULT_BRANCH = "trunk"
+REPOSITORY = {"full_name": "owner/repo", "default_branch": DEFAULT_BRANCH}
+
+
+def canary_event(event_name: str, ref: str, inputs: dict[str, str] | None = None) -> dict:
+    if event_name == "schedule":
+        event: dict = {"schedule": "17 3 * * 1"}
+    else:
+        event = {
+            "inputs": inputs or {},
+            "ref": ref,
+            "repository": REPOSITORY,
+            "workflow": ".github/workflows/canary.yml",
+        }
+    return {"event_name": event_name, "ref": ref, "run_id": "4242", "workflow": "canary", "event": event}
+
+
+@pytest.mark.parametrize(
+    ("event_name", "ref", "inputs", "files", "group"),
+    [
+        ("schedule", f"refs/heads/{DEFAULT_BRANCH}", None, True, "canary-4242"),
+        ("workflow_dispatch", f"refs/heads/{DEFAULT_BRANCH}", {"rev": ""}, True, "canary-4242"),
+        ("workflow_dispatch", f"refs/heads/{DEFAULT_BRANCH}", {"rev": "b" * 40}, False, "canary-4242"),
+        ("workflow_dispatch", "refs/heads/feature", {"rev": ""}, False, "canary-refs/heads/feature"),
+    ],
+)
+def test_canary_files_issues_from_the_default_branch_for_every_documented_payload(
+    tmp_path: Path, event_name: str, ref: str, inputs: dict | None, files: bool, group: str
+) -> None:
+    document = yaml.safe_load((REPO / ".github/workflows/canary.yml").read_text())
+    h = Harness(REPO, tmp_path, github=canary_event(event_name, ref, inputs))
+    context = {
+        "github": h.github,
+        "inputs": dict(inputs or {}),
+        "needs": {"resolve": {"outputs": {"rev": "a" * 40}, "result": "success"}, "compile": {"result": "failure"}},
+    }
+    assert h.condition(document["jobs"]["issues"]["if"], context, lambda: "failure") is files
+    assert h.substitute(document["concurrency"]["group"], {"github": h.github}, lambda: "success") == group
+
+
+def test_ci_tests_the_pin_that_pin_sync_moves(tmp_path: Path, upstream: Repo) -> None:
+    """pin-sync follows (and moves) each upstream's `ci:` pin on github.com; the pull request's CI
+    must lint, apply and gate that pin, not the embedded default."""
+    project = rendered(tmp_path, upstream)
+    default_pin = upstream.head
+
+    def follow_ci_at(pin: str) -> None:
+        ci = f"ci: {{url: '{upstream.path}', branch: main, pin: '{pin}'}}\n"
+        write_config(project, default_pin, series_extra=GATE, up_extra=ci)
+        project.commit({}, f"ci source at {pin[:12]}")
+
+    follow_ci_at(upstream.commit({"src/ci-only.c": "only at the ci pin\n"}, "upstream: past the default pin"))
+    job = harness(tmp_path, project.path, github={"event_name": "pull_request"}).run_job(
+        workflow(project, "ci.yml"), "patchctl"
+    )
+    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome != "success"]
+    assert [command for command, _ in ran_commands(job)] == ["lint", "matrix render", "apply", "export main", "gate"]
+    assert (project.path / ".patchctl/trees/main/src/ci-only.c").is_file()
+    # The Actions cache is keyed by the pin followed: moving the ci pin alone gives a new key.
+    key = next(s for s in job.all_steps() if s.name == "cache key").outputs["key"]
+    follow_ci_at(upstream.commit({"src/ci-only.c": "moved on\n"}, "upstream moves on"))
+    again = harness(tmp_path, project.path).run_action(
+        REPO, {"command": "apply"}, env={"PATCHCTL_UPSTREAM_SOURCE": "ci"}
+    )
+    assert again.status == "success", [(s.name, s.stderr) for s in again.run_steps()]
+    assert next(s for s in again.all_steps() if s.name == "cache key").outputs["key"] != key
+    assert (project.path / ".patchctl/trees/main/src/ci-only.c").read_text() == "moved on\n"
+
+
+def test_every_workflow_that_runs_patchctl_follows_the_ci_source() -> None:
+    for path in sorted((REPO / ".github/workflows").glob("*.yml")):
+        document = yaml.safe_load(path.read_text())
+        for job_id, job in document["jobs"].items():
+            runs_patchctl = any(
+                s.get("uses") == "./" and (s.get("with") or {}).get("command") or "patchctl " in str(s.get("run", ""))
+                for s in job.get("steps", [])
+            )
+            source = {**(document.get("env") or {}), **(job.get("env") or {})}.get("PATCHCTL_UPSTREAM_SOURCE")
+            assert not runs_patchctl or source == "ci", f"{path.name}: job {job_id} runs patchctl at another pin"
+
+
+FAKE_DOCKER = """#!/bin/sh
+# `docker buildx imagetools`: inspect answers from the images listed in $FAKE_REGISTRY, create is recorded.
+echo "$*" >> "$FAKE_DOCKER_LOG"
+if [ "$3" = inspect ]; then grep -qxF "$4" "$FAKE_REGISTRY"; exit $?; fi
+exit 0
+"""
+
+
+@pytest.mark.parametrize("arm64_built", [True, False])
+def test_backend_merge_joins_a_pair_only_from_what_this_run_pushed(tmp_path: Path, arm64_built: bool) -> None:
+    path = REPO / ".github/workflows/backend.yml"
+    document = yaml.safe_load(path.read_text())
+    commit = "c" * 40
+    suffix = "-cpu-llama-cpp"
+    h = Harness(REPO, tmp_path, github={"event_name": "push", "sha": commit, "ref": "refs/heads/main"})
+    # It runs although a row failed (here the CUDA rows, the whole linux-publish matrix is then `failure`).
+    needs = {
+        "plan": {"outputs": {"has-pairs": "true", "push": "true"}, "result": "success"},
+        "linux-publish": {"outputs": {}, "result": "failure"},
+    }
+    assert h.condition(document["jobs"]["merge"]["if"], {"github": h.github, "needs": needs}, lambda: "success")
+    assert not h.condition(
+        document["jobs"]["merge"]["if"],
+        {"github": h.github, "needs": {**needs, "plan": {"outputs": {"has-pairs": "true", "push": "false"}}}},
+        lambda: "success",
+    )
+    repositories = ["docker.io/patchctl/backends", "quay.io/patchctl/backends"]
+    tags = [f"{r}:{t}{suffix}" for r in repositories for t in ("master", "main", f"sha-{commit}")]
+    pushed = [f"{r}:sha-{commit}{suffix}-amd64" for r in repositories]
+    if arm64_built:
+        pushed += [f"{r}:sha-{commit}{suffix}-arm64" for r in repositories]
+    # An older commit's arm64 image is there in both cases: it must never be joined in.
+    pushed += [f"{r}:sha-{'0' * 40}{suffix}-arm64" for r in repositories]
+    registry, log = tmp_path / "registry.txt", tmp_path / "docker.log"
+    registry.write_text("\n".join(pushed) + "\n")
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "docker").write_text(FAKE_DOCKER)
+    (fake_bin / "docker").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "FAKE_REGISTRY": str(registry)}
+    env["FAKE_DOCKER_LOG"] = str(log)
+    h = Harness(
+        REPO,
+        tmp_path,
+        github={"event_name": "push", "sha": commit, "ref": "refs/heads/main"},
+        base_env=env,
+        remote={"docker/metadata-action": lambda given, _env: {"tags": "\n".join(tags)}},
+    )
+    job = h.run_job(path, "merge", matrix={"suffix": suffix})
+    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps()]
+    created = [line for line in log.read_text().splitlines() if " create " in line]
+    if arm64_built:
+        assert created == [
+            f"buildx imagetools create -t {t} {t.rsplit(':', 1)[0]}:sha-{commit}{suffix}-amd64 "
+            f"{t.rsplit(':', 1)[0]}:sha-{commit}{suffix}-arm64"
+            for t in tags
+        ]
+        assert f"`{suffix}`: joined amd64 + arm64" in job.summary
+    else:
+        assert created == []
+        assert f"`{suffix}`: not joined" in job.summary and f"sha-{commit}{suffix}-arm64" in job.summary
+
+
+CANARY = """\
+canary:
+  upstream: up
+  toolchains:
+    - {name: cpu, tag-suffix: -cpu-up, cuda-major-version: '', image: 'gcc:14-bookworm'}
+"""
+
+
+def test_the_canary_saves_the_upstream_it_fetched_to_the_cache(tmp_path: Path, upstream: Repo) -> None:
+    project = bot_project(tmp_path, upstream)
+    write_config(project, upstream.head, series_extra=GATE, tail=CANARY)
+    shutil.copytree(REPO / "templates", project.path / "templates")
+    assert run_cli("-C", str(project.path), "matrix", "render").exit_code == 0
+    project.commit({}, "a canary")
+    cache = FakeActionsCache(tmp_path / "actions-cache")
+
+    def weekly_run(week: int) -> JobResult:
+        # A fresh runner each week: an empty patchctl cache until the action restores it.
+        fresh = {"PATCHCTL_CACHE": str(tmp_path / f"runner-cache-{week}")}
+        h = harness(tmp_path, project.path, env=fresh, github={"event_name": "schedule"}, remote=cache.handlers())
+        job = h.run_job(workflow(project, "canary.yml"), "resolve", inputs={})
+        assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps()]
+        return job
+
+    first = weekly_run(1)
+    assert first.outputs["rev"] == upstream.head
+    assert len(cache.saved) == 1  # the upstream it fetched, saved after the canary ran
+    tip = upstream.commit({"src/util.c": "util moved on\n"}, "upstream: a new week")
+    second = weekly_run(2)
+    assert second.outputs["rev"] == tip
+    restore = next(s for s in second.all_steps() if s.uses.startswith("actions/cache/restore@"))
+    assert restore.outputs["cache-matched-key"] == cache.saved[0]  # last week's fetch, restored
+    assert len(cache.saved) == 2  # and this week's new commits saved on top
+    weekly_run(3)
+    assert len(cache.saved) == 2  # nothing new upstream: nothing saved
