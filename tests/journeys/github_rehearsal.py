@@ -59,10 +59,20 @@ USES = re.compile(r"^\s*(?:-\s+)?uses:\s*['\"]?([^'\"\s#]+)", re.MULTILINE)
 
 DOCKER_WRAPPER = """\
 #!{python}
-# `docker` for the rehearsal: `buildx imagetools create` (a manifest list in a registry) is
-# answered from the registry log; every other command is the engine's own docker.
+# `docker` for the rehearsal: `buildx imagetools inspect` and `create` (a manifest list in a
+# registry) are answered from the registry log; every other command is the engine's own docker.
 import json, os, sys
 args = sys.argv[1:]
+def pushed_tags():
+    log = os.path.join(os.environ["JOURNEY_STORE"], "registry.jsonl")
+    return [json.loads(line)["tag"] for line in open(log)] if os.path.exists(log) else []
+if args[:3] == ["buildx", "imagetools", "inspect"]:
+    image = [a for a in args[3:] if not a.startswith("-")][0]
+    if image not in pushed_tags():
+        sys.stderr.write("ERROR: " + image + ": not found\\n")
+        sys.exit(1)
+    print("Name: " + image)
+    sys.exit(0)
 if args[:3] == ["buildx", "imagetools", "create"]:
     rest = args[3:]
     tags = [rest[i + 1] for i, a in enumerate(rest) if a in ("-t", "--tag")]
@@ -305,8 +315,9 @@ class GitHubRehearsal:
         path = self.store / "registry.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
-    def artifact(self, run_id: int, name: str) -> Path:
-        return self.store / "artifacts" / str(run_id) / name
+    def artifacts(self, run_id: int, pattern: str = "*") -> list[Path]:
+        """The artifacts run RUN_ID uploaded whose names match PATTERN."""
+        return sorted((self.store / "artifacts" / str(run_id)).glob(pattern))
 
     def cache_keys(self) -> list[str]:
         path = self.store / "actions-cache" / "index.json"

@@ -9,7 +9,8 @@ workflows use, and appends one JSON line per call to $JOURNEY_STORE/actions.json
   with the history fetch-depth asks for;
 - setup-python: a fresh virtual environment per job with no packages of its own that sees the
   host's site-packages (so `pip install` of patchctl resolves its dependencies offline and
-  never writes into the host's environment); pip runs with no index and no build isolation;
+  never writes into the host's environment); pip runs with no index, no build isolation and
+  no dependency resolution (the host's packages are the runner's preinstalled ones);
 - cache, cache/restore, cache/save: tarballs in $JOURNEY_STORE/actions-cache, keyed and
   versioned by key and paths as GitHub does (restore-keys by prefix, newest first; a run reads
   the entries of its own ref and of the default branch; a key is never saved twice);
@@ -166,7 +167,11 @@ def setup_python() -> None:
     with open(env("GITHUB_PATH"), "a") as out:
         out.write(f"{venv / 'bin'}\n")
     with open(env("GITHUB_ENV"), "a") as out:
-        out.write(f"pythonLocation={venv}\nPIP_NO_INDEX=1\nPIP_NO_BUILD_ISOLATION=0\nPIP_DISABLE_PIP_VERSION_CHECK=1\n")
+        # The host's packages are this runner's preinstalled ones: pip installs patchctl itself
+        # (no index, no build isolation: offline) and trusts them for its dependencies.
+        out.write(
+            f"pythonLocation={venv}\nPIP_NO_INDEX=1\nPIP_NO_BUILD_ISOLATION=0\nPIP_NO_DEPS=1\nPIP_DISABLE_PIP_VERSION_CHECK=1\n"
+        )
     set_output("python-version", found)
     set_output("python-path", str(venv / "bin" / "python"))
     record("actions/setup-python", python_version=version, found=found)
