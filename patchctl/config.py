@@ -80,7 +80,7 @@ RUNNERS = ("local", "docker")
 NAMINGS = ("format-patch", "strict", "quilt")
 
 # Sections that belong to the CI build matrix; `patchctl.matrix` validates them.
-MATRIX_SECTIONS = ("include", "includeDarwin", "index", "canary", "backends", "actions")
+MATRIX_SECTIONS = ("include", "includeDarwin", "index", "canary", "backends", "actions", "workflows")
 TOP_LEVEL_KEYS = ("version", "upstreams", "series", *MATRIX_SECTIONS)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

@@ -87,8 +87,10 @@ def plan(
     upstream_url: str | None = None,
     pin: str | None = None,
     name: str | None = None,
+    action: str | None = None,
 ) -> Plan:
-    """The files `patchctl init` writes in ROOT (nothing is written here)."""
+    """The files `patchctl init` writes in ROOT (nothing is written here). ACTION is the `uses:` of
+    patchctl's action for the rendered workflows (OWNER/patchctl@COMMIT); None: unknown, left to fill in."""
     root = Path(root)
     if layout is None:
         detected = _new_repository(upstream_url, pin, name)
@@ -113,7 +115,13 @@ def plan(
                 f"{detected.undescribed} of {total} patch(es) without a subject or a description: allow_undescribed: "
                 "true (lint PC007/PC008 stay quiet until they have one)"
             )
-    files: dict[str, bytes] = {CONFIG_NAME: render_config(detected, layout).encode()}
+    if action is None:
+        detected.unmapped.append(
+            f"workflows: action: which commit of patchctl's action the workflows call is unknown (this patchctl "
+            f"was not installed from git): set it in {CONFIG_NAME} to OWNER/patchctl@COMMIT before "
+            "`patchctl matrix render`"
+        )
+    files: dict[str, bytes] = {CONFIG_NAME: render_config(detected, layout, action).encode()}
     files.update(detected.extra_files)
     for template in sorted(Path(templates).glob("*.j2")):
         files[f"{TEMPLATES_DIR}/{template.name}"] = template.read_bytes()
@@ -859,7 +867,23 @@ def _flow(items: tuple[str, ...] | list[str]) -> str:
     return "[" + ", ".join(q(i) for i in items) + "]"
 
 
-def render_config(layout: Layout, source: str | None) -> str:
+def workflows_section(action: str | None) -> list[str]:
+    """matrix.yaml's `workflows:`: the published patchctl action the rendered workflows call."""
+    lines = [
+        "# The rendered workflows (`patchctl matrix render`) call patchctl's GitHub Action at this commit.",
+        "# pin-sync can push with a GitHub App's token, so that its pull requests run CI (README:",
+        '# "pin-sync as a bot"): add `pin_sync: {github_app: {client_id_var: VAR, private_key_secret: SECRET}}`.',
+    ]
+    if action is None:
+        return lines + [
+            "# workflows:",
+            "#   action: OWNER/patchctl@COMMIT  # set the commit of the patchctl you use",
+            "",
+        ]
+    return lines + ["workflows:", f"  action: {q(action)}", ""]
+
+
+def render_config(layout: Layout, source: str | None, action: str | None = None) -> str:
     """matrix.yaml for LAYOUT, with a comment on every key."""
     out = [
         "# patchctl's single source of truth: upstream pins, patch series, CI build matrix.",
@@ -883,6 +907,7 @@ def render_config(layout: Layout, source: str | None) -> str:
             "#     exclude: []                   # paths a patch may not touch (default: ['*.md', 'docs/**'])",
             "series: {}",
             "",
+            *workflows_section(action),
         ]
         return "\n".join(out)
     out += [
@@ -927,7 +952,8 @@ def render_config(layout: Layout, source: str | None) -> str:
             out.append(f"        exclude: {_flow(copy.exclude)}")
             out.append("        # globs relative to `to`: the project's own files there, never written nor deleted")
             out.append(f"        protect: {_flow(copy.protect)}")
-    return "\n".join(out) + "\n"
+    out += ["", *workflows_section(action)]
+    return "\n".join(out)
 
 
 def pre_commit_snippet(layout: Layout) -> str:

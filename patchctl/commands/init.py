@@ -10,6 +10,7 @@ from .. import init_layout, journal, templates_dir
 from ..app import AppContext, pass_app
 from ..confine import all_inside_repository
 from ..errors import UsageError
+from ..matrix.actions import installed_action
 
 
 @click.command("init")
@@ -69,6 +70,7 @@ def init_cmd(
         upstream_url=upstream_url,
         pin=pin,
         name=name,
+        action=installed_action(),
     )
     existing = [p for p in result.files if (root / p).exists() or (root / p).is_symlink()]
     if existing and not force:

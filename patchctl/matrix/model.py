@@ -125,6 +125,23 @@ class BackendPaths:
         return tuple((p, False) for p in self.paths) + tuple((p, True) for p in self.shared)
 
 
+@dataclass(frozen=True)
+class GithubApp:
+    """The GitHub App whose installation token pin-sync pushes and opens its pull request with
+    (a pull request opened with GITHUB_TOKEN runs no workflow): where the repository keeps it."""
+
+    client_id_var: str  # the repository variable (vars.NAME) holding the App's client id
+    private_key_secret: str  # the repository secret (secrets.NAME) holding its private key
+
+
+@dataclass(frozen=True)
+class WorkflowSettings:
+    """matrix.yaml `workflows:`: what the rendered workflows call and authenticate with."""
+
+    action: str | None = None  # the patchctl action's `uses:`; None: `./` in patchctl's own repository
+    github_app: GithubApp | None = None  # `pin_sync: github_app:`
+
+
 @dataclass
 class BuildMatrix:
     """Everything `matrix check`, `render` and `changed` work on, whichever format it came from."""
@@ -139,6 +156,7 @@ class BuildMatrix:
     index_output: str = "backend/index.yaml"
     capabilities: tuple[str, ...] | None = None  # None: LocalAI's set (conventions.KNOWN_CAPABILITIES)
     actions: dict[str, ActionPin] = field(default_factory=lambda: dict(DEFAULT_ACTIONS))  # owner/repo -> pin
+    workflows: WorkflowSettings = field(default_factory=WorkflowSettings)
     root: Path | None = None  # the repository the rows' dockerfile/context/Makefile paths are relative to
     # Lookup tables, built on first use (the matrix is not changed after loading).
     _variants_by_name: dict[str, Variant] | None = field(default=None, repr=False, compare=False)

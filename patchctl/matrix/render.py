@@ -30,7 +30,7 @@ from ..config import Config
 from ..confine import inside_repository
 from ..errors import ConfigError
 from ..jsonout import json_field
-from .actions import UnpinnedAction, resolver
+from .actions import UnpinnedAction, patchctl_action, resolver
 from .checks import toolchain_row
 from .model import BuildMatrix
 
@@ -38,6 +38,8 @@ WORKFLOWS_DIR = Path(".github/workflows")
 INDEX_TEMPLATE = "index.yaml.j2"
 WORKFLOW_SUFFIX = ".yml.j2"
 DEFAULT_RUNNER = "ubuntu-latest"
+# A repository's own CI script: ci.yml gets a test job that runs it when the repository has one.
+CI_SCRIPT = ".ci/run"
 _VALIDATING_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -181,6 +183,11 @@ def context(config: Config, matrix: BuildMatrix) -> dict[str, Any]:
         "upstreams": config.upstreams,
         "series": config.series,
         "action": resolver(matrix.actions),
+        # What the workflows may reference in this repository, and nothing else.
+        # a function: only a template that calls the action needs it set (an error otherwise)
+        "patchctl_action": lambda: patchctl_action(config.root, matrix.workflows.action),
+        "ci_script": CI_SCRIPT if (config.root / CI_SCRIPT).is_file() else None,
+        "github_app": matrix.workflows.github_app,
     }
 
 

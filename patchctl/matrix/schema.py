@@ -28,6 +28,10 @@
       toolchains: [{name, tag-suffix, platform, cuda-major-version, image, runs-on}]
     backends:
       llama-cpp: {paths: [GLOB...], shared: [GLOB...]}
+    workflows:
+      action: OWNER/patchctl@<40-hex commit>   # the patchctl action the workflows call ('./' in patchctl's repo)
+      pin_sync:
+        github_app: {client_id_var: NAME, private_key_secret: NAME}   # the App token pin-sync pushes with
 
 Every value that can reach a rendered workflow is restricted to a safe character set, so
 no value can open a GitHub expression (`${{`), start a YAML construct or a shell word
@@ -42,7 +46,7 @@ from typing import Any
 
 from ..validation import Validator, kind
 from ..yamlloc import KeyPath, LocatedDocument
-from .actions import parse_actions
+from .actions import ACTION_NAME, COMMIT_SHA, SELF_ACTION, parse_actions
 from .capabilities import parse_capabilities
 from .model import (
     DARWIN,
@@ -51,9 +55,11 @@ from .model import (
     BuildMatrix,
     Canary,
     CanaryToolchain,
+    GithubApp,
     Meta,
     Row,
     Variant,
+    WorkflowSettings,
 )
 
 # Letters, digits and . _ : / @ + = , ~ - only: no '$', braces, quotes, '#', '&', '*', '!',
@@ -65,6 +71,8 @@ CRON_FIELD = re.compile(r"^[0-9*/,-]+$")
 PLATFORM = re.compile(r"^[a-z0-9]+/[a-z0-9]+(/[a-z0-9]+)?$")
 DIGITS_OR_EMPTY = re.compile(r"^[0-9]*$")
 OPTIONAL_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$")
+# A repository variable's or secret's name, as GitHub allows them.
+SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # LocalAI's index is only read, never rendered: any single word will do there.
 ANY_WORD = re.compile(r"^\S*$")
 
@@ -303,6 +311,43 @@ class Section(Validator):
             raise self.error(keypath, f"paths are relative to the repository root, without '..': {text!r}")
         return text
 
+    # ------------------------------------------------------------ workflows
+
+    def workflows(self, value: Any, keypath: KeyPath) -> WorkflowSettings:
+        self.mapping(value, keypath, ("action", "pin_sync"))
+        action = None
+        if "action" in value:
+            action = self.scalar(value["action"], keypath + ("action",), non_empty=True)
+            name, _, commit = action.partition("@")
+            if action != SELF_ACTION and not (ACTION_NAME.match(name) and COMMIT_SHA.match(commit)):
+                raise self.error(
+                    keypath + ("action",),
+                    f"must be {SELF_ACTION} (in patchctl's own repository) or OWNER/REPO@<40-hex commit>, "
+                    f"got {action!r}",
+                )
+        app = None
+        if "pin_sync" in value:
+            where = keypath + ("pin_sync",)
+            self.mapping(value["pin_sync"], where, ("github_app",))
+            if "github_app" in value["pin_sync"]:
+                app = self.github_app(value["pin_sync"]["github_app"], where + ("github_app",))
+        return WorkflowSettings(action=action, github_app=app)
+
+    def github_app(self, value: Any, keypath: KeyPath) -> GithubApp:
+        keys = ("client_id_var", "private_key_secret")
+        self.mapping(value, keypath, keys, keys)
+        names = {}
+        for key in keys:
+            text = value[key]
+            if not isinstance(text, str) or not SETTING_NAME.match(text):
+                raise self.error(
+                    keypath + (key,), f"must be a variable or secret name ([A-Za-z_][A-Za-z0-9_]*), got {text!r}"
+                )
+            if text.upper().startswith("GITHUB_"):
+                raise self.error(keypath + (key,), f"GitHub reserves names that start with GITHUB_: {text!r}")
+            names[key] = text
+        return GithubApp(**names)
+
 
 def from_sections(doc: LocatedDocument, display: str, data: dict, upstreams: set[str]) -> BuildMatrix:
     """The build matrix of a patchctl matrix.yaml (already parsed into DATA)."""
@@ -322,4 +367,6 @@ def from_sections(doc: LocatedDocument, display: str, data: dict, upstreams: set
         matrix.backends = reader.backends(data["backends"], ("backends",))
     if "actions" in data:
         matrix.actions = parse_actions(reader, data["actions"], ("actions",))
+    if "workflows" in data:
+        matrix.workflows = reader.workflows(data["workflows"], ("workflows",))
     return matrix

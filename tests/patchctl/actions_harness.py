@@ -18,6 +18,8 @@ What it does, as GitHub documents it for hosted runners:
 - `uses: ./PATH` (a local composite action) is expanded: its inputs (with defaults), its steps
   with `github.action_path` and GITHUB_ACTION_PATH, its `outputs:`. A composite action's inputs
   reach its steps only through `${{ inputs.x }}` (the runner sets no INPUT_* variable for them);
+- a remote action named in `local_actions` (`{"OWNER/patchctl@SHA": checkout}`, like act's
+  `--local-repository`) is expanded from that directory the same way;
 - a step named in `leave_out` (by name or id: a call to GitHub's API, the test suite itself) is
   recorded as left out, with the test's reason, and not run;
 - `uses:` of a remote action is not run: it is recorded with its evaluated `with:`, and a
@@ -312,6 +314,7 @@ class Harness:
         vars: Mapping[str, str] | None = None,
         remote: Mapping[str, RemoteHandler] | None = None,
         leave_out: Mapping[str, str] | None = None,
+        local_actions: Mapping[str, Path] | None = None,
         timeout: float = 600,
     ) -> None:
         self.workspace = Path(workspace)
@@ -337,6 +340,7 @@ class Harness:
         self.vars = dict(vars or {})
         self.remote = dict(remote or {})
         self.leave_out = dict(leave_out or {})  # step name or id -> why the test leaves it out
+        self.local_actions = {k: Path(v) for k, v in (local_actions or {}).items()}  # uses: -> checkout
         self.timeout = timeout
         self._counter = 0
 
@@ -418,6 +422,7 @@ class Harness:
         matrix: Mapping[str, Any] | None = None,
         inputs: Mapping[str, Any] | None = None,
         strategy: Mapping[str, Any] | None = None,
+        needs: Mapping[str, Any] | None = None,
     ) -> JobResult:
         document = yaml.safe_load(Path(workflow).read_text())
         job = document["jobs"][job_id]
@@ -434,6 +439,7 @@ class Harness:
             "job": {"status": "success"},
             "steps": {},
             "env": {},
+            "needs": dict(needs or {}),  # {job: {"outputs": {...}, "result": ...}}, as the jobs before it left them
         }
         env: dict[str, str] = {}
         for layer in (document.get("env") or {}, job.get("env") or {}):
@@ -516,6 +522,9 @@ class Harness:
                 result = self._run_script(spec, step_id, name, context, env, defaults, state, extra, composite)
             elif str(spec.get("uses", "")).startswith("./"):
                 where = self.workspace / spec["uses"]
+                result = self._run_local_action(spec, step_id, where, context, env, state, extra)
+            elif str(spec.get("uses", "")) in self.local_actions:
+                where = self.local_actions[str(spec["uses"])]
                 result = self._run_local_action(spec, step_id, where, context, env, state, extra)
             else:
                 result = self._run_remote(spec, step_id, name, context, state)

@@ -36,7 +36,11 @@ FAKE_GH = """\
 import json, os, sys
 args = sys.argv[1:]
 if args[:2] == ["issue", "list"]:
+    assert args[args.index("--author") + 1] == "app/github-actions", args  # only the bot's own issues
+    assert args[args.index("--label") + 1] == "patchctl-canary", args  # with its label
     sys.stdout.write(open(os.environ["FAKE_GH_OPEN"]).read())
+    sys.exit(0)
+if args[:2] == ["label", "create"]:  # idempotent set-up (--force), not a filing
     sys.exit(0)
 body = None
 if "--body-file" in args:
@@ -204,6 +208,7 @@ def setup(tmp_path: Path, cmake_image: str, cli) -> tuple[Runner, Repo, Repo]:  
                   cuda-major-version: ''
                   image: {cmake_image}
                   command: {BUILD}
+            workflows: {{action: ./}}  # the action.yml copied in below
             """
         )
     )

@@ -136,3 +136,42 @@ def test_localai_rows_accept_numbers_and_booleans_as_strings(tmp_path: Path) -> 
     )
     row = load_localai_matrix(path, tmp_path).rows[0]
     assert row.values["cuda-major-version"] == "12" and row.values["skip-drivers"] == "false"
+
+
+GOOD_ACTION = "  action: OWNER/patchctl@89abcdef0123456789abcdef0123456789abcdef\n"
+
+
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        ("  action: OWNER/patchctl@v1.2.3\n", "workflows.action: must be ./ (in patchctl's own repository) or"),
+        ("  action: 'OWNER/patchctl@${{ x }}'\n", "workflows.action: unsafe value"),
+        ("  pin_sync: {github_app: {client_id_var: APP_ID}}\n", "workflows.pin_sync.github_app: missing required key"),
+        (
+            "  pin_sync: {github_app: {client_id_var: 'APP ID', private_key_secret: KEY}}\n",
+            "workflows.pin_sync.github_app.client_id_var: must be a variable or secret name",
+        ),
+        (
+            "  pin_sync: {github_app: {client_id_var: APP_ID, private_key_secret: GITHUB_KEY}}\n",
+            "workflows.pin_sync.github_app.private_key_secret: GitHub reserves names that start with GITHUB_",
+        ),
+        ("  pin_sync: {token: X}\n", "workflows.pin_sync.token: unknown key"),
+    ],
+)
+def test_the_workflows_section_is_validated(tmp_path: Path, section: str, message: str) -> None:
+    path = tmp_path / "matrix.yaml"
+    path.write_text(GOOD.read_text().replace(GOOD_ACTION, section))
+    with pytest.raises(ConfigError) as err:
+        config_mod.load(path)
+    assert message in str(err.value) and str(err.value).startswith(f"{path}:")
+
+
+def test_the_workflows_section_loads(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.yaml"
+    app = "  pin_sync:\n    github_app: {client_id_var: APP_ID, private_key_secret: APP_KEY}\n"
+    path.write_text(GOOD.read_text() + app)
+    settings = from_config(config_mod.load(path)).workflows
+    assert settings.action == GOOD_ACTION.split(": ")[1].strip()
+    assert (settings.github_app.client_id_var, settings.github_app.private_key_secret) == ("APP_ID", "APP_KEY")
+    path.write_text(GOOD.read_text().replace(GOOD_ACTION, "  action: ./\n"))
+    assert from_config(config_mod.load(path)).workflows.action == "./"

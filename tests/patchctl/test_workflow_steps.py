@@ -6,19 +6,24 @@ pull-request step) and `.ci/run` (the test suite that runs this test)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from patchctl.matrix.actions import installed_action
+
 from .actions_harness import FakeActionsCache, Harness, JobResult, run_steps_of
 from .conftest import Project, Repo, run_cli
 from .fixtures_sync import main_c, write_config
 from .matrix_fixtures import REPO
-from .test_action import GATE, bot_project, harness
+from .test_action import GATE, bot_project, harness, stub_bin
+from .tools import installed_tool
 
 PR_STEP = "open or update the pull request"
 
@@ -396,3 +401,201 @@ def test_the_canary_saves_the_upstream_it_fetched_to_the_cache(tmp_path: Path, u
     assert len(cache.saved) == 2  # and this week's new commits saved on top
     weekly_run(3)
     assert len(cache.saved) == 2  # nothing new upstream: nothing saved
+
+
+def test_a_new_downstream_gets_workflows_that_reference_only_what_it_has(tmp_path: Path, upstream: Repo) -> None:
+    """`init` then `matrix render` in a fresh repository with another series name, no action.yml and
+    no .ci/: its workflows call the published action at the commit of this patchctl, run only its
+    own series, pass actionlint, zizmor and `matrix check`, and its CI job runs green."""
+    downstream = Repo(tmp_path / "downstream")
+    downstream.commit({".gitignore": ".patchctl/\n"}, "a new repository")
+    result = run_cli("-C", str(downstream.path), "init", "--upstream-url", str(upstream.path), "--pin", upstream.head)
+    assert result.exit_code == 0, result.output
+    published = installed_action()
+    assert published is not None and published.startswith("OWNER/patchctl@")
+    assert f"  action: {published}\n" in (downstream.path / "matrix.yaml").read_text()
+    assert run_cli("-C", str(downstream.path), "matrix", "render").exit_code == 0
+    downstream.commit({}, "patchctl init and render")
+    workflows = downstream.path / ".github/workflows"
+    assert sorted(p.name for p in workflows.iterdir()) == ["ci.yml", "pin-sync.yml"]  # no rows, no canary
+    for path in workflows.iterdir():
+        text = path.read_text()
+        assert "uses: ./" not in text and ".ci/run" not in text and "llama.cpp" not in text, path.name
+        assert f"uses: {published}\n" in text
+    check = run_cli("-C", str(downstream.path), "matrix", "check")
+    assert check.exit_code == 0 and "no findings" in check.output, check.output
+    lint = subprocess.run(
+        [installed_tool("actionlint"), "-no-color", *map(str, workflows.iterdir())],
+        text=True,
+        capture_output=True,
+        cwd=downstream.path,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    audit = subprocess.run(
+        [installed_tool("zizmor"), "--offline", "--persona", "pedantic", "."],
+        text=True,
+        capture_output=True,
+        cwd=downstream.path,
+    )
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    # Its CI job, with the published action standing in for this checkout (act's --local-repository).
+    h = harness(tmp_path, downstream.path, github={"event_name": "pull_request"}, local_actions={published: REPO})
+    job = h.run_job(workflows / "ci.yml", "patchctl")
+    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome != "success"]
+    assert ran_commands(job) == [
+        ("lint", "pass"),
+        ("matrix render", "pass"),
+        ("apply", "pass"),
+        ("export upstream", "pass"),
+    ]  # no gate step: init's series declares no gates yet (a gate step would fail on none)
+
+
+FAKE_GH = """#!/bin/sh
+# gh as the pull-request step calls it: every call recorded with the token it was given.
+printf '%s | GH_TOKEN=%s\\n' "$*" "$GH_TOKEN" >> "$FAKE_GH_LOG"
+if [ "$1 $2" = "pr list" ]; then echo 0; fi
+exit 0
+"""
+APP = "workflows:\n  pin_sync:\n    github_app: {client_id_var: SYNC_APP_CLIENT_ID, private_key_secret: SYNC_APP_KEY}\n"
+
+
+@pytest.mark.parametrize("token", ["github-token", "bot-secret", "github-app"])
+def test_the_pull_request_token_and_a_warning_when_the_pull_request_gets_no_ci(
+    tmp_path: Path, upstream: Repo, token: str
+) -> None:
+    project = bot_project(tmp_path, upstream)
+    write_config(project, upstream.head, series_extra=GATE, tail=APP if token == "github-app" else "")
+    shutil.copytree(REPO / "templates", project.path / "templates")
+    assert run_cli("-C", str(project.path), "matrix", "render").exit_code == 0
+    project.commit({}, "rendered workflows")
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", str(origin)], check=True)
+    project.git("remote", "add", "origin", str(origin))
+    upstream.commit({"src/main.c": main_c(prepend=3)}, "upstream: lines on top")
+    fake_bin, log = tmp_path / "fake-gh", tmp_path / "gh.log"
+    fake_bin.mkdir()
+    (fake_bin / "gh").write_text(FAKE_GH)
+    (fake_bin / "gh").chmod(0o755)
+    minted = []
+    h = harness(
+        tmp_path,
+        project.path,
+        env={
+            "PATH": os.pathsep.join([str(fake_bin), str(stub_bin(tmp_path)), os.environ["PATH"]]),
+            "FAKE_GH_LOG": str(log),
+        },
+        github={"event_name": "schedule", "token": "the-github-token", "ref_name": "main"},
+        secrets={"PATCHCTL_BOT_TOKEN": "the-bot-token"} if token == "bot-secret" else {"SYNC_APP_KEY": "a key"},
+        vars={"SYNC_APP_CLIENT_ID": "Iv1.client"},
+        remote={"actions/create-github-app-token": lambda given, _env: minted.append(given) or {"token": "app-tok"}},
+    )
+    job = h.run_job(workflow(project, "pin-sync.yml"), "pin-sync", matrix={"upstream": "up"}, inputs={})
+    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome != "success"]
+    calls = log.read_text().splitlines()
+    assert any(c.startswith("pr create --base main --head patchctl/pin-sync/up") for c in calls), calls
+    used = {"github-token": "the-github-token", "bot-secret": "the-bot-token", "github-app": "app-tok"}[token]
+    assert all(c.endswith(f"GH_TOKEN={used}") for c in calls)
+    assert (
+        subprocess.run(["git", "rev-parse", "--verify", "refs/heads/patchctl/pin-sync/up"], cwd=origin).returncode == 0
+    )
+    pr_step = next(s for s in job.order if s.name == PR_STEP)
+    warned = "::warning title=pin-sync pull request without CI::" in pr_step.stdout
+    assert warned is (token == "github-token")
+    assert ("gets no CI" in job.summary) is (token == "github-token")
+    if token == "github-app":
+        rendered_file = str(workflow(project, "pin-sync.yml"))
+        lint = subprocess.run(
+            [installed_tool("actionlint"), "-no-color", rendered_file], capture_output=True, text=True
+        )
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+        config = str(REPO / ".github/zizmor.yml")
+        audit = subprocess.run(
+            [installed_tool("zizmor"), "--offline", "--persona", "pedantic", "--config", config, rendered_file],
+            capture_output=True,
+            text=True,
+        )
+        assert audit.returncode == 0, audit.stdout + audit.stderr
+        assert minted == [
+            {
+                "client-id": "Iv1.client",
+                "private-key": "a key",
+                "permission-contents": "write",
+                "permission-pull-requests": "write",
+                "permission-issues": "write",
+            }
+        ]
+    else:
+        assert minted == [] and "create-github-app-token" not in workflow(project, "pin-sync.yml").read_text()
+
+
+FAKE_ISSUES_GH = """#!{python}
+# gh for the canary's issues job: `issue list` filtered by --author and --label as the API does,
+# over the issues in $FAKE_ISSUES; every other call recorded.
+import json, os, sys
+args = sys.argv[1:]
+def option(name):
+    return args[args.index(name) + 1] if name in args else None
+if args[:2] == ["issue", "list"]:
+    issues = json.load(open(os.environ["FAKE_ISSUES"]))
+    author, label = option("--author"), option("--label")
+    shown = [
+        {{"number": i["number"], "body": i["body"]}}
+        for i in issues
+        if (author is None or i["author"] == author) and (label is None or label in i["labels"])
+    ]
+    print(json.dumps(shown))
+    sys.exit(0)
+with open(os.environ["FAKE_GH_LOG"], "a") as log:
+    log.write(" ".join(args[:3] if args[0] == "label" else args) + "\\n")
+"""
+
+
+def test_the_canary_files_only_into_issues_its_own_bot_opened_with_its_label(tmp_path: Path) -> None:
+    marker = "<!-- patchctl-canary-key: {} -->"
+    bot, label = "app/github-actions", "patchctl-canary"
+    issues = [
+        {
+            "number": 5,
+            "author": "mallory",
+            "labels": [label],
+            "body": "pasted " + marker.format("llama.cpp/apply/main"),
+        },
+        {"number": 6, "author": bot, "labels": [label], "body": "fixed since " + marker.format("llama.cpp/apply/gone")},
+        {"number": 7, "author": bot, "labels": [], "body": "unlabelled " + marker.format("llama.cpp/apply/other")},
+        {"number": 8, "author": "mallory", "labels": [], "body": "spoof " + marker.format("llama.cpp/apply/stale")},
+    ]
+    (tmp_path / "issues.json").write_text(json.dumps(issues))
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    key = "llama.cpp/apply/main"
+    breaks = [{"key": key, "title": "canary: main no longer applies", "body": "broken\n" + marker.format(key)}]
+    (reports / "issues-apply.json").write_text(json.dumps(breaks))
+    fake_bin, log = tmp_path / "bin", tmp_path / "gh.log"
+    fake_bin.mkdir()
+    (fake_bin / "gh").write_text(FAKE_ISSUES_GH.format(python=sys.executable))
+    (fake_bin / "gh").chmod(0o755)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+
+    def download(given: dict[str, str], _env: dict[str, str]) -> dict[str, str]:
+        shutil.copytree(reports, workspace / given["path"], dirs_exist_ok=True)
+        return {}
+
+    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "FAKE_ISSUES": str(tmp_path / "issues.json")}
+    env["FAKE_GH_LOG"] = str(log)
+    h = Harness(
+        workspace,
+        tmp_path,
+        github={"event_name": "schedule", "token": "t", "repository": "owner/repo"},
+        base_env=env,
+        remote={"actions/download-artifact": download},
+    )
+    needs = {"resolve": {"outputs": {"rev": "a" * 40}, "result": "success"}, "compile": {"result": "success"}}
+    job = h.run_job(REPO / ".github/workflows/canary.yml", "issues", needs=needs)
+    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps()]
+    # A new issue (#5's pasted marker is not the bot's), #6 closed; #7 (no label) and #8 untouched.
+    assert log.read_text().splitlines() == [
+        f"label create {label}",
+        f"issue create --title canary: main no longer applies --body-file body.md --label {label}",
+        "issue close 6 --comment The canary no longer finds this break at `" + "a" * 40 + "`: closing.",
+    ]
