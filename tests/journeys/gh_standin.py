@@ -20,9 +20,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 GITHUB_TOKEN_LOGIN = "app/github-actions"
 
@@ -61,7 +62,10 @@ def repository() -> str:
     root = os.environ["JOURNEY_GITHUB"].rstrip("/") + "/"
     if url.startswith(root) and url.endswith(".git"):
         return url[len(root) : -len(".git")]
-    sys.stderr.write("failed to determine base repo: none of the git remotes configured for this repository point to a known GitHub host\n")
+    sys.stderr.write(
+        "failed to determine base repo: none of the git remotes configured for this repository"
+        " point to a known GitHub host\n"
+    )
     sys.exit(1)
 
 
@@ -160,7 +164,9 @@ def url(repo: str, kind: str, number: int) -> str:
 
 
 def git_bare(repo: str, *args: str) -> str:
-    return subprocess.run(["git", "--git-dir", str(origin(repo)), *args], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "--git-dir", str(origin(repo)), *args], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def write_pull_refs(repo: str, pull: dict[str, Any]) -> None:
@@ -169,7 +175,9 @@ def write_pull_refs(repo: str, pull: dict[str, Any]) -> None:
     base = git_bare(repo, "rev-parse", f"refs/heads/{pull['baseRefName']}").strip()
     git_bare(repo, "update-ref", f"refs/pull/{pull['number']}/head", head)
     merged = subprocess.run(
-        ["git", "--git-dir", str(origin(repo)), "merge-tree", "--write-tree", base, head], capture_output=True, text=True
+        ["git", "--git-dir", str(origin(repo)), "merge-tree", "--write-tree", base, head],
+        capture_output=True,
+        text=True,
     )
     pull["headRefOid"], pull["baseRefOid"] = head, base
     if merged.returncode != 0:
@@ -183,9 +191,23 @@ def write_pull_refs(repo: str, pull: dict[str, Any]) -> None:
         "GIT_COMMITTER_EMAIL": "noreply@github.com",
     }
     commit = subprocess.run(
-        ["git", "--git-dir", str(origin(repo)), "commit-tree", tree, "-p", base, "-p", head, "-m",
-         f"Merge {head} into {base}"],
-        capture_output=True, text=True, check=True, env={**os.environ, **identity},
+        [
+            "git",
+            "--git-dir",
+            str(origin(repo)),
+            "commit-tree",
+            tree,
+            "-p",
+            base,
+            "-p",
+            head,
+            "-m",
+            f"Merge {head} into {base}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **identity},
     ).stdout.strip()
     git_bare(repo, "update-ref", f"refs/pull/{pull['number']}/merge", commit)
     pull["mergeable"] = "MERGEABLE"
@@ -235,7 +257,9 @@ def issue_command(args: list[str], repo: str, state: dict[str, Any]) -> Any:
     number = int(str(positional(args, 2)).rsplit("/", 1)[-1])
     issue = next((i for i in issues if i["number"] == number), None)
     if issue is None:
-        sys.stderr.write(f"GraphQL: Could not resolve to an issue or pull request with the number of {number}. (repository.issue)\n")
+        sys.stderr.write(
+            f"GraphQL: Could not resolve to an issue or pull request with the number of {number}. (repository.issue)\n"
+        )
         raise SystemExit(1)
     if verb == "view":
         emit(issue, args)
@@ -312,8 +336,11 @@ def pr_command(args: list[str], repo: str, state: dict[str, Any]) -> Any:
         return number
     selector = positional(args, 2)
     pull = next(
-        (p for p in sorted(pulls, key=lambda p: -p["number"]) if str(p["number"]) == selector or
-         (p["headRefName"] == selector and p["state"] == "OPEN")),
+        (
+            p
+            for p in sorted(pulls, key=lambda p: -p["number"])
+            if str(p["number"]) == selector or (p["headRefName"] == selector and p["state"] == "OPEN")
+        ),
         None,
     )
     if pull is None:
@@ -345,12 +372,16 @@ def label_command(args: list[str], repo: str, state: dict[str, Any]) -> Any:
     labels = state.setdefault("labels", [])
     existing = next((x for x in labels if x["name"] == name), None)
     if existing and "--force" not in args:
-        sys.stderr.write(f"label with name \"{name}\" already exists; use `--force` to update its color and description\n")
+        sys.stderr.write(
+            f'label with name "{name}" already exists; use `--force` to update its color and description\n'
+        )
         raise SystemExit(1)
     if existing is None:
         labels.append({"name": name})
         existing = labels[-1]
-    existing.update({"color": option(args, "--color", "-c") or "", "description": option(args, "--description", "-d") or ""})
+    existing.update(
+        {"color": option(args, "--color", "-c") or "", "description": option(args, "--description", "-d") or ""}
+    )
     return name
 
 
@@ -365,7 +396,9 @@ def main(args: list[str]) -> int:
         sys.stderr.write(f'unknown command "{args[0] if args else ""}" for "gh" (rehearsal stand-in)\n')
         record(args, repo, None, code=1)
         return 1
-    body = body_of(args) if "--body-file" in args and option(args, "--body-file") != "-" else option(args, "--body", "-b")
+    body = (
+        body_of(args) if "--body-file" in args and option(args, "--body-file") != "-" else option(args, "--body", "-b")
+    )
     try:
         with locked_state() as everything:
             state = everything.setdefault(repo, {})

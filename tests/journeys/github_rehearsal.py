@@ -40,7 +40,7 @@ import sys
 import sysconfig
 import textwrap
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,8 @@ if args[:3] == ["buildx", "imagetools", "inspect"]:
 if args[:3] == ["buildx", "imagetools", "create"]:
     rest = args[3:]
     tags = [rest[i + 1] for i, a in enumerate(rest) if a in ("-t", "--tag")]
-    sources = [a for i, a in enumerate(rest) if not a.startswith("-") and (i == 0 or rest[i - 1] not in ("-t", "--tag"))]
+    sources = [a for i, a in enumerate(rest)
+               if not a.startswith("-") and (i == 0 or rest[i - 1] not in ("-t", "--tag"))]
     log = os.path.join(os.environ["JOURNEY_STORE"], "registry.jsonl")
     pushed = {{}}
     if os.path.exists(log):
@@ -181,6 +182,7 @@ def _filter(values: Iterable[str], include: list[str] | None, exclude: list[str]
     """GitHub's include/ignore filter: a pattern list with `!` negations, the last match wins."""
     values = list(values)
     if include is not None:
+
         def included(value: str) -> bool:
             verdict = False
             for pattern in include:
@@ -319,6 +321,12 @@ class GitHubRehearsal:
         """The artifacts run RUN_ID uploaded whose names match PATTERN."""
         return sorted((self.store / "artifacts" / str(run_id)).glob(pattern))
 
+    def remove_images(self) -> None:
+        """Take the images the runs built out of the Docker engine again."""
+        built = sorted({c["image"] for c in self.action_calls() if c["action"] == "docker/build-push-action"})
+        if built:
+            subprocess.run(["docker", "rmi", "--force", *built], capture_output=True)
+
     def cache_keys(self) -> list[str]:
         path = self.store / "actions-cache" / "index.json"
         return [e["key"] for e in json.loads(path.read_text())] if path.exists() else []
@@ -431,8 +439,11 @@ class GitHubRehearsal:
             spec = triggers[event] or {}
             if event == "push":
                 ref = payload["ref"]
-                kind, short = ("tags", ref.removeprefix("refs/tags/")) if ref.startswith("refs/tags/") else (
-                    "branches", ref.removeprefix("refs/heads/"))
+                kind, short = (
+                    ("tags", ref.removeprefix("refs/tags/"))
+                    if ref.startswith("refs/tags/")
+                    else ("branches", ref.removeprefix("refs/heads/"))
+                )
                 other = "branches" if kind == "tags" else "tags"
                 if (kind not in spec and f"{kind}-ignore" not in spec) and (other in spec or f"{other}-ignore" in spec):
                     continue  # only the other kind of ref is filtered in
@@ -489,8 +500,15 @@ class GitHubRehearsal:
         before = self.sha(base_ref)
         work = self.clone(base_ref, self.root / "merge")
         self._git("fetch", "-q", "origin", f"refs/pull/{number}/head", cwd=work)
-        self._git("merge", "-q", "--no-ff", "-m", f"Merge pull request #{number} from {pull['headRefName']}",
-                  "FETCH_HEAD", cwd=work)
+        self._git(
+            "merge",
+            "-q",
+            "--no-ff",
+            "-m",
+            f"Merge pull request #{number} from {pull['headRefName']}",
+            "FETCH_HEAD",
+            cwd=work,
+        )
         self._git("push", "-q", "origin", f"HEAD:{base_ref}", cwd=work)
         after = self.sha(base_ref)
 
@@ -521,7 +539,9 @@ class GitHubRehearsal:
                     continue
                 standin = STANDINS / owner_repo
                 if not (STANDINS / name / "action.yml").is_file():
-                    raise AssertionError(f"no rehearsal stand-in for {uses} (add tests/journeys/actions/{name}/action.yml)")
+                    raise AssertionError(
+                        f"no rehearsal stand-in for {uses} (add tests/journeys/actions/{name}/action.yml)"
+                    )
                 mapping[f"{owner_repo}@{ref}"] = standin
         return [f"{key}={value}" for key, value in sorted(mapping.items())]
 
@@ -551,25 +571,40 @@ class GitHubRehearsal:
         command = [
             shutil.which("act") or str(Path(sys.executable).parent / "act"),
             event,
-            "-W", str(view / ".github" / "workflows" / workflow),
-            "-C", str(view),
-            "-e", str(event_file),
+            "-W",
+            str(view / ".github" / "workflows" / workflow),
+            "-C",
+            str(view),
+            "-e",
+            str(event_file),
             "--json",
             "--no-skip-checkout",
             "--no-cache-server",
             "--action-offline-mode",
-            "--action-cache-path", str(self.root / "act-cache"),
-            "--env-file", os.devnull,
-            "--var-file", os.devnull,
-            "--secret-file", os.devnull,
-            "--input-file", os.devnull,
-            "--env", f"GITHUB_REPOSITORY={self.repository}",
-            "--env", f"GITHUB_REPOSITORY_OWNER={self.repository.split('/')[0]}",
-            "--env", f"GITHUB_RUN_ID={run_id}",
-            "--env", f"GITHUB_RUN_NUMBER={run_id}",
-            "--env", "GITHUB_RUN_ATTEMPT=1",
-            "--env", f"GITHUB_SHA={sha}",
-            "-s", f"GITHUB_TOKEN={GITHUB_TOKEN}",
+            "--action-cache-path",
+            str(self.root / "act-cache"),
+            "--env-file",
+            os.devnull,
+            "--var-file",
+            os.devnull,
+            "--secret-file",
+            os.devnull,
+            "--input-file",
+            os.devnull,
+            "--env",
+            f"GITHUB_REPOSITORY={self.repository}",
+            "--env",
+            f"GITHUB_REPOSITORY_OWNER={self.repository.split('/')[0]}",
+            "--env",
+            f"GITHUB_RUN_ID={run_id}",
+            "--env",
+            f"GITHUB_RUN_NUMBER={run_id}",
+            "--env",
+            "GITHUB_RUN_ATTEMPT=1",
+            "--env",
+            f"GITHUB_SHA={sha}",
+            "-s",
+            f"GITHUB_TOKEN={GITHUB_TOKEN}",
         ]
         for label in RUNNER_LABELS:
             command += ["-P", f"{label}=-self-hosted"]
@@ -580,11 +615,15 @@ class GitHubRehearsal:
         for mapping in self._local_repositories(self.action_texts(view)):
             command += ["--local-repository", mapping]
         env = {
-            "PATH": os.pathsep.join([str(self.bin), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]),
+            "PATH": os.pathsep.join(
+                [str(self.bin), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+            ),
             "HOME": str(self.home),
             "LANG": "C.UTF-8",
             "JOURNEY_PYTHON": sys.executable,
-            "JOURNEY_BASE_PYTHON": str(Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"),
+            "JOURNEY_BASE_PYTHON": str(
+                Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+            ),
             "JOURNEY_HOST_SITE": os.pathsep.join(host_site_packages()),
             "JOURNEY_STANDINS": str(STANDINS),
             "JOURNEY_STORE": str(self.store),
@@ -603,7 +642,9 @@ class GitHubRehearsal:
             except json.JSONDecodeError:
                 continue
         jobs = [
-            Job(e["jobID"], e.get("job", ""), e.get("matrix") or {}, e["jobResult"]) for e in entries if "jobResult" in e
+            Job(e["jobID"], e.get("job", ""), e.get("matrix") or {}, e["jobResult"])
+            for e in entries
+            if "jobResult" in e
         ]
         steps = [e for e in entries if e.get("level") != "debug"]
         return WorkflowRun(workflow, event, run_id, proc.returncode, jobs, steps, proc.stdout + proc.stderr)

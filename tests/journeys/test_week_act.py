@@ -191,7 +191,10 @@ def test_week_for_this_repository(tmp_path: Path, image: str, report_timings: di
     source = this_repository(tmp_path / "checkout", upstream, image)
     github = GitHubRehearsal(tmp_path / "github", "rehearsal/patchctl", secrets=BOT_SECRETS)
     github.publish(source)
-    report_timings.update(run_week(github, upstream, "llama.cpp"))
+    try:
+        report_timings.update(run_week(github, upstream, "llama.cpp"))
+    finally:
+        github.remove_images()
 
 
 def test_week_for_a_new_downstream(tmp_path: Path, image: str, report_timings: dict[str, float]) -> None:
@@ -199,11 +202,17 @@ def test_week_for_a_new_downstream(tmp_path: Path, image: str, report_timings: d
     source = new_downstream(tmp_path / "checkout", upstream, image)
     assert not (source / "action.yml").exists() and not (source / ".ci").exists()
     published = copy_checkout(REPO, tmp_path / "published-patchctl")
-    actions = {"/".join(u.split("@")[0].split("/")[:2]) for p in (source / ".github/workflows").glob("*.yml")
-               for u in uses_of(p.read_text())}
+    actions = {
+        "/".join(u.split("@")[0].split("/")[:2])
+        for p in (source / ".github/workflows").glob("*.yml")
+        for u in uses_of(p.read_text())
+    }
     patchctl_actions = {a: published for a in actions if a.endswith("/patchctl")}
     github = GitHubRehearsal(
         tmp_path / "github", "acme/libfoo", secrets=BOT_SECRETS, published_actions=patchctl_actions
     )
     github.publish(source)
-    report_timings.update(run_week(github, upstream, "libfoo"))
+    try:
+        report_timings.update(run_week(github, upstream, "libfoo"))
+    finally:
+        github.remove_images()

@@ -49,8 +49,12 @@ def test_gh_files_comments_and_closes_issues_across_runs(github: GitHubRehearsal
     [issue] = json.loads(listed.stdout)
     assert issue["number"] == 1 and "up/apply/0001" in issue["body"]
     assert issue["author"] == {"login": "app/github-actions", "is_bot": True}
-    assert gh(github, clone, "issue", "list", "--author", "app/github-actions", "--json", "number",
-              "--jq", "length").stdout == "1\n"
+    assert (
+        gh(
+            github, clone, "issue", "list", "--author", "app/github-actions", "--json", "number", "--jq", "length"
+        ).stdout
+        == "1\n"
+    )
     assert gh(github, clone, "issue", "comment", "1", "--body", "still red").returncode == 0
     assert gh(github, clone, "issue", "close", "1", "--comment", "gone").returncode == 0
     assert gh(github, clone, "issue", "list", "--json", "number", "--jq", "length").stdout == "0\n"
@@ -60,28 +64,58 @@ def test_gh_files_comments_and_closes_issues_across_runs(github: GitHubRehearsal
     assert gh(github, clone, "issue", "create", "--title", "t", "--body", "b", token="").returncode == 4
     refused = gh(github, clone, "issue", "create", "--title", "t", "--body", "b", "--label", "canary")
     assert refused.returncode == 1 and "'canary' not found" in refused.stderr
-    assert [c["args"][:2] for c in github.gh_calls()] == [["issue", "create"], ["issue", "list"], ["issue", "list"],
-                                                          ["issue", "comment"], ["issue", "close"], ["issue", "list"],
-                                                          ["issue", "create"], ["issue", "create"]]
+    assert [c["args"][:2] for c in github.gh_calls()] == [
+        ["issue", "create"],
+        ["issue", "list"],
+        ["issue", "list"],
+        ["issue", "comment"],
+        ["issue", "close"],
+        ["issue", "list"],
+        ["issue", "create"],
+        ["issue", "create"],
+    ]
 
 
 def test_gh_opens_a_pull_request_with_the_refs_github_makes(github: GitHubRehearsal, tmp_path: Path) -> None:
     clone = github.clone("refs/heads/main", tmp_path / "clone")
     (clone / "README.md").write_text("# project, moved\n")
-    subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qam", "move"], cwd=clone, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qam", "move"], cwd=clone, check=True
+    )
     subprocess.run(["git", "push", "-q", "origin", "HEAD:refs/heads/topic"], cwd=clone, check=True)
     assert gh(github, clone, "label", "create", "pin-sync", "--force", "--color", "0366d6").returncode == 0
-    opened = gh(github, clone, "pr", "create", "--base", "main", "--head", "topic", "--title", "t", "--body", "b",
-                "--label", "pin-sync", token="ghs_rehearsal_app_patchctl-bot")
+    opened = gh(
+        github,
+        clone,
+        "pr",
+        "create",
+        "--base",
+        "main",
+        "--head",
+        "topic",
+        "--title",
+        "t",
+        "--body",
+        "b",
+        "--label",
+        "pin-sync",
+        token="ghs_rehearsal_app_patchctl-bot",
+    )
     assert opened.stdout == "https://github.com/acme/project/pull/1\n", opened.stderr
-    assert gh(github, clone, "pr", "list", "--head", "topic", "--state", "open", "--json", "number",
-              "--jq", "length").stdout == "1\n"
+    assert (
+        gh(
+            github, clone, "pr", "list", "--head", "topic", "--state", "open", "--json", "number", "--jq", "length"
+        ).stdout
+        == "1\n"
+    )
     [pull] = github.pulls("open")
     assert pull["author"]["login"] == "app/patchctl-bot"
     assert github.sha("refs/pull/1/head") == github.sha("refs/heads/topic")
     merge = github.sha("refs/pull/1/merge")
     assert github.origin_git("rev-parse", f"{merge}^1", f"{merge}^2").split() == [
-        github.sha("refs/heads/main"), github.sha("refs/heads/topic")]
+        github.sha("refs/heads/main"),
+        github.sha("refs/heads/topic"),
+    ]
     # The same branch again: gh refuses a second pull request, `pr edit` updates the open one.
     again = gh(github, clone, "pr", "create", "--base", "main", "--head", "topic", "--title", "t", "--body", "b")
     assert again.returncode == 1 and "already exists" in again.stderr
@@ -96,7 +130,10 @@ def test_a_pull_request_made_with_github_token_starts_no_workflow(github: GitHub
     subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@b", "add", "-A"], cwd=clone, check=True)
     subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "ci"], cwd=clone, check=True)
     subprocess.run(["git", "push", "-q", "origin", "HEAD:refs/heads/topic"], cwd=clone, check=True)
-    assert gh(github, clone, "pr", "create", "--base", "main", "--head", "topic", "--title", "t", "--body", "b").returncode == 0
+    assert (
+        gh(github, clone, "pr", "create", "--base", "main", "--head", "topic", "--title", "t", "--body", "b").returncode
+        == 0
+    )
     assert github.on_pull_request(1) == []
 
 
@@ -104,7 +141,9 @@ def test_triggers_follow_branch_and_path_filters(github: GitHubRehearsal, tmp_pa
     clone = github.clone("refs/heads/main", tmp_path / "clone")
     workflows = clone / ".github/workflows"
     workflows.mkdir(parents=True)
-    (workflows / "images.yml").write_text("on:\n  push:\n    branches: [main]\n    paths: ['backend/**', '!backend/*.md']\njobs: {}\n")
+    (workflows / "images.yml").write_text(
+        "on:\n  push:\n    branches: [main]\n    paths: ['backend/**', '!backend/*.md']\njobs: {}\n"
+    )
     (workflows / "tags.yml").write_text("on:\n  push:\n    tags: ['v*']\njobs: {}\n")
     (workflows / "any.yml").write_text("on: [push, pull_request]\njobs: {}\n")
 
@@ -113,8 +152,13 @@ def test_triggers_follow_branch_and_path_filters(github: GitHubRehearsal, tmp_pa
             (clone / name).parent.mkdir(parents=True, exist_ok=True)
             (clone / name).write_text(text)
         before = github.sha("refs/heads/main")
-        env = {**os.environ, "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a",
-               "GIT_COMMITTER_EMAIL": "a@b"}
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": "a",
+            "GIT_AUTHOR_EMAIL": "a@b",
+            "GIT_COMMITTER_NAME": "a",
+            "GIT_COMMITTER_EMAIL": "a@b",
+        }
         subprocess.run(["git", "add", "-A"], cwd=clone, check=True)
         subprocess.run(["git", "commit", "-qm", "change"], cwd=clone, check=True, env=env)
         subprocess.run(["git", "push", "-q", "origin", "HEAD:refs/heads/main"], cwd=clone, check=True)

@@ -22,6 +22,7 @@ import io
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def main_c(changes: dict[int, str] | None = None) -> str:
 
 
 class WeekUpstream:
-    """The upstream on the rehearsal's github.com (a local repository), and an offline mirror of it frozen at the pin."""
+    """The upstream on the rehearsal's github.com (a local repository), and its offline mirror frozen at the pin."""
 
     def __init__(self, root: Path) -> None:
         self.path = root / "upstream"
@@ -89,7 +90,9 @@ class WeekUpstream:
 
     # One commit per week.
     def advance_cleanly(self) -> str:
-        return self.commit({"src/util.c": "util 1\nutil 2: the week's work\n", "src/new.c": "int week1;\n"}, "week 1 work")
+        return self.commit(
+            {"src/util.c": "util 1\nutil 2: the week's work\n", "src/new.c": "int week1;\n"}, "week 1 work"
+        )
 
     def break_the_patch(self) -> str:
         return self.commit({"src/main.c": main_c({20: "main twenty rewritten"})}, "week 2: rewrite line 20")
@@ -116,7 +119,9 @@ def base_image() -> str:
         ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
         for line in ldd.splitlines():
             parts = line.split()
-            path = parts[2] if "=>" in parts and len(parts) > 2 else parts[0] if parts and parts[0].startswith("/") else ""
+            path = (
+                parts[2] if "=>" in parts and len(parts) > 2 else parts[0] if parts and parts[0].startswith("/") else ""
+            )
             if path.startswith("/"):
                 files[Path(path).as_posix().lstrip("/")] = Path(path).resolve()
                 files[Path(path).resolve().as_posix().lstrip("/")] = Path(path).resolve()
@@ -159,7 +164,10 @@ def base_image() -> str:
 def tracked_files(root: Path) -> list[str]:
     """What `git add --all` would commit from ROOT: tracked and untracked files, ignored ones left out."""
     out = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root, capture_output=True, check=True
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        check=True,
     ).stdout.decode()
     return [name for name in out.split("\0") if name and (root / name).exists()]
 
@@ -175,19 +183,13 @@ def copy_checkout(source: Path, dest: Path) -> Path:
 def render(project: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHCTL_")}
     proc = subprocess.run(
-        [os.environ.get("JOURNEY_PATCHCTL_PYTHON") or _python(), "-m", "patchctl", "-C", str(project), "matrix", "render"],
+        [sys.executable, "-m", "patchctl", "-C", str(project), "matrix", "render"],
         capture_output=True,
         text=True,
         env={**env, "PYTHONPATH": str(REPO)},
     )
     if proc.returncode != 0:
         raise AssertionError(f"matrix render failed: {proc.stdout}{proc.stderr}")
-
-
-def _python() -> str:
-    import sys
-
-    return sys.executable
 
 
 def this_repository(dest: Path, upstream: WeekUpstream, image: str) -> Path:
@@ -227,7 +229,7 @@ def this_repository(dest: Path, upstream: WeekUpstream, image: str) -> Path:
 
 DOWNSTREAM_ADDITIONS = """\
 
-# Added by the user after init: one CPU image and a canary that compiles it.
+# Added by the user after init: one CPU image, where it is published, and a canary that compiles it.
 include:
   - build-type: ''
     cuda-major-version: ''
@@ -241,6 +243,23 @@ include:
     backend: libfoo
     dockerfile: ./docker/Dockerfile
     context: ./
+
+index:
+  output: backend/index.yaml
+  metas:
+    - name: libfoo
+      alias: libfoo
+      description: libfoo with its patches.
+      capabilities:
+        default: cpu-libfoo
+    - name: libfoo-development
+      alias: libfoo-development
+      description: libfoo with its patches, built from main.
+      capabilities:
+        default: cpu-libfoo-development
+  variants:
+    - {{name: cpu-libfoo, uri: 'ghcr.io/acme/libfoo:latest-cpu-libfoo'}}
+    - {{name: cpu-libfoo-development, uri: 'ghcr.io/acme/libfoo:master-cpu-libfoo'}}
 
 backends:
   libfoo:
@@ -265,9 +284,23 @@ def new_downstream(dest: Path, upstream: WeekUpstream, image: str) -> Path:
     git.init_repo(dest)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHCTL_")}
     init = subprocess.run(
-        [_python(), "-m", "patchctl", "-C", str(dest), "init", "--upstream-url", str(upstream.path),
-         "--pin", upstream.pin, "--name", "libfoo"],
-        capture_output=True, text=True, env={**env, "PYTHONPATH": str(REPO)},
+        [
+            sys.executable,
+            "-m",
+            "patchctl",
+            "-C",
+            str(dest),
+            "init",
+            "--upstream-url",
+            str(upstream.path),
+            "--pin",
+            upstream.pin,
+            "--name",
+            "libfoo",
+        ],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO)},
     )
     if init.returncode != 0:
         raise AssertionError(f"init failed: {init.stdout}{init.stderr}")

@@ -17,8 +17,10 @@ workflows use, and appends one JSON line per call to $JOURNEY_STORE/actions.json
 - upload-artifact, download-artifact: directories $JOURNEY_STORE/artifacts/RUN_ID/NAME;
 - docker/metadata-action: tags and labels for the tag types the templates use;
 - docker/build-push-action: `docker build` (the legacy builder: no buildx here), `push` recorded
-  in $JOURNEY_STORE/registry.jsonl (no registry is reachable);
-- docker/login-action, docker/setup-buildx-action: checks and records, nothing else;
+  in $JOURNEY_STORE/registry.jsonl (no registry is reachable), refused as a registry refuses
+  it: a tag is needed, and a login to the tag's registry in the same job;
+- docker/login-action: needs a username and a password, remembers the registry for the job;
+- docker/setup-buildx-action: records, nothing else;
 - create-github-app-token: a token the gh stand-in knows as the app.
 """
 
@@ -237,12 +239,18 @@ def cache_save(key: str | None = None) -> None:
     version = _cache_version(paths)
     index = _cache_index()
     if any(e["key"] == key and e["version"] == version for e in index):
-        print(f"::warning::Failed to save: Unable to reserve cache with key {key}, another job may be creating this cache.")
+        print(
+            f"::warning::Failed to save: Unable to reserve cache with key {key},"
+            " another job may be creating this cache."
+        )
         record("actions/cache/save", key=key, saved=False, paths=paths)
         return
     existing = [p for p in paths if os.path.exists(p)]
     if not existing:
-        print("::warning::Path Validation Error: Path(s) specified in the action for caching do(es) not exist, hence no cache is being saved.")
+        print(
+            "::warning::Path Validation Error: Path(s) specified in the action for caching do(es) not exist,"
+            " hence no cache is being saved."
+        )
         record("actions/cache/save", key=key, saved=False, paths=paths)
         return
     root = str(machine_root())
@@ -310,7 +318,8 @@ def upload_artifact() -> None:
             continue
         kept.append(file)
     if not kept:
-        message = f"No files were found with the provided path: {action_input('path').strip()}. No artifacts will be uploaded."
+        paths = action_input("path").strip()
+        message = f"No files were found with the provided path: {paths}. No artifacts will be uploaded."
         record("actions/upload-artifact", name=name, files=[])
         if missing == "error":
             fail(message)
@@ -334,7 +343,11 @@ def upload_artifact() -> None:
     set_output("artifact-id", str(abs(hash((env("GITHUB_RUN_ID"), name))) % 10**9))
     set_output("artifact-digest", digest)
     set_output("artifact-url", f"https://github.com/{env('GITHUB_REPOSITORY')}/actions/runs/{env('GITHUB_RUN_ID')}")
-    record("actions/upload-artifact", name=name, files=sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()))
+    record(
+        "actions/upload-artifact",
+        name=name,
+        files=sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()),
+    )
 
 
 def download_artifact() -> None:
@@ -422,7 +435,8 @@ def metadata() -> None:
         full = prefix + tag + suffix
         if full not in ordered:
             ordered.append(full)
-    refs = [f"{image}:{tag}" for tag in ordered for image in images]
+    # With no images, metadata-action outputs the bare tags.
+    refs = [f"{image}:{tag}" for tag in ordered for image in images] if images else ordered
     labels = [
         f"org.opencontainers.image.revision={sha}",
         f"org.opencontainers.image.source=https://github.com/{env('GITHUB_REPOSITORY')}",
@@ -435,10 +449,22 @@ def metadata() -> None:
     record("docker/metadata-action", tags=refs)
 
 
+def _logins() -> Path:
+    return machine_root() / "docker-logins"
+
+
+def _registry_of(tag: str) -> str:
+    """The registry a reference is pushed to, as docker reads it (docker.io when none is named)."""
+    first = tag.split("/")[0]
+    return first if "/" in tag and ("." in first or ":" in first or first == "localhost") else "docker.io"
+
+
 def login() -> None:
     registry = action_input("registry") or "docker.io"
     if not action_input("username") or not action_input("password"):
         fail("Username and password required")
+    with open(_logins(), "a") as out:
+        out.write(registry + "\n")
     record("docker/login-action", registry=registry)
     print(f"Login Succeeded (stand-in: {registry})")
 
@@ -454,6 +480,17 @@ def build_push() -> None:
     workspace = Path(env("GITHUB_WORKSPACE"))
     file = action_input("file") or str(Path(context) / "Dockerfile")
     tags = lines(action_input("tags"))
+    push = truthy(action_input("push", "false"))
+    if push:
+        if not tags:
+            fail("buildx failed with: ERROR: tag is needed when pushing to registry")
+        logged_in = set(_logins().read_text().split()) if _logins().exists() else set()
+        for tag in tags:
+            if _registry_of(tag) not in logged_in:
+                fail(
+                    f"failed to push {tag}: denied: requested access to the resource is denied"
+                    f" (no login to {_registry_of(tag)})"
+                )
     command = ["docker", "build", "--quiet", "-f", str(workspace / file)]
     for arg in lines(action_input("build-args")):
         command += ["--build-arg", arg]
@@ -469,11 +506,15 @@ def build_push() -> None:
     if proc.returncode != 0:
         fail(f"docker build failed with exit code {proc.returncode}")
     image_id = proc.stdout.strip().splitlines()[-1]
-    push = truthy(action_input("push", "false"))
     if push:
         with open(store() / "registry.jsonl", "a") as log:
             for tag in tags:
-                entry = {"tag": tag, "image": image_id, "platform": action_input("platforms"), "run_id": env("GITHUB_RUN_ID")}
+                entry = {
+                    "tag": tag,
+                    "image": image_id,
+                    "platform": action_input("platforms"),
+                    "run_id": env("GITHUB_RUN_ID"),
+                }
                 log.write(json.dumps(entry, sort_keys=True) + "\n")
     set_output("imageid", image_id)
     set_output("digest", image_id)
