@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from .github_rehearsal import GITHUB_TOKEN, STANDINS, GitHubRehearsal, uses_of
-from .week_fixtures import REPO, WeekUpstream, new_downstream
+from .week_fixtures import REPO, WeekUpstream, new_downstream, render
 
 pytestmark = pytest.mark.journey
 
@@ -179,3 +179,20 @@ def test_every_remote_action_of_the_rendered_workflows_has_a_stand_in(tmp_path: 
     published = {name for name in used if name.endswith("/patchctl")}
     missing = sorted(name for name in used - published if not (STANDINS / name / "action.yml").is_file())
     assert missing == [], f"remote actions with no stand-in under tests/journeys/actions: {missing}"
+
+
+def test_a_downstream_with_no_registry_builds_its_images_and_pushes_none(tmp_path: Path) -> None:
+    import yaml
+
+    downstream = new_downstream(tmp_path / "downstream", WeekUpstream(tmp_path), "patchctl-journey-base:none")
+    config = yaml.safe_load((downstream / "matrix.yaml").read_text())
+    del config["index"]
+    (downstream / "matrix.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    render(downstream)
+    backend = yaml.safe_load((downstream / ".github/workflows/backend.yml").read_text())
+    [plan] = [s for s in backend["jobs"]["plan"]["steps"] if s.get("id") == "plan"]
+    assert "push=true" not in plan["run"] and "images built, not pushed" in plan["run"]
+    # Without it the publish job pushed bare tags (`master-cpu-libfoo`) to a registry it never logged in to.
+    with_index = yaml.safe_load((REPO / ".github/workflows/backend.yml").read_text())
+    [plan] = [s for s in with_index["jobs"]["plan"]["steps"] if s.get("id") == "plan"]
+    assert "push=true" in plan["run"]
