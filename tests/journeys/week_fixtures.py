@@ -35,17 +35,17 @@ BASE_TOOLS = ("bash", "cat", "grep", "ls", "cp", "mkdir", "head", "test", "echo"
 GATE_COMMAND = "grep -q 'MAIN 20 patched' src/main.c"
 TOOLCHAIN_COMMAND = "test -f src/main.c && grep -q 'MAIN 20 patched' src/main.c"
 REHEARSAL_DOCKERFILE = """\
-# The rehearsal's image: the applied tree copied into the row's images (the real Dockerfile
+# The rehearsal's image: the applied tree copied into the row's base image (the real Dockerfile
 # compiles llama.cpp; a rehearsal proves the plan, the apply and the push, not the compiler).
+# One stage: the legacy builder (no buildx here) would leave a builder stage behind as an
+# untagged image.
 ARG BUILDER_BASE_IMAGE
 ARG BASE_IMAGE
-FROM ${BUILDER_BASE_IMAGE} AS builder
+FROM ${BASE_IMAGE}
 ARG BUILD_TYPE=
 ARG TREE=.patchctl/trees/SERIES
-COPY ${TREE} /src/tree
-RUN test -f /src/tree/src/main.c && echo "build-type=${BUILD_TYPE}" > /src/tree/BUILD_INFO
-FROM ${BASE_IMAGE}
-COPY --from=builder /src/tree /opt/tree
+COPY ${TREE} /opt/tree
+RUN test -f /opt/tree/src/main.c && echo "build-type=${BUILD_TYPE}" > /opt/tree/BUILD_INFO
 """
 
 
