@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 import pytest
 
 
@@ -16,3 +19,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip_slow)
+
+
+@pytest.fixture(autouse=True)
+def _dev_null_stays_a_device():
+    """A test that writes a report "to /dev/null" through an atomic rename replaces the device
+    with a file (as root), and every later git call of the suite reads it as its global config.
+    Fail the test that did it, and put the device back for the others."""
+    yield
+    if stat.S_ISCHR(os.stat(os.devnull).st_mode):
+        return
+    try:
+        os.unlink(os.devnull)
+        os.mknod(os.devnull, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        os.chmod(os.devnull, 0o666)
+    except OSError:
+        pass
+    pytest.fail(f"this test replaced {os.devnull} with a regular file (an atomic write to it?)")
