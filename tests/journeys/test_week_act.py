@@ -114,7 +114,13 @@ class Week:
         start = time.monotonic()
         checks = github.on_pull_request(pull["number"])
         self.timings["week 1 pull request CI"] = time.monotonic() - start
-        assert sorted(r.workflow for r in checks) == ["backend.yml", "ci.yml"], [r.workflow for r in checks]
+        # This repository also builds its manual on every pull request (docs.yml, not rendered).
+        manual = ["docs.yml"] if any(r.workflow == "docs.yml" for r in checks) else []
+        assert sorted(r.workflow for r in checks) == ["backend.yml", "ci.yml", *manual], [r.workflow for r in checks]
+        for docs in manual:
+            built = ok(only(checks, docs))
+            assert built.results()["build"] == ["success"], built.describe()
+            assert "success" not in built.results().get("deploy", []), built.describe()  # no Pages from a PR
         ci = ok(only(checks, "ci.yml"))
         assert ci.results()["patchctl"] == ["success"], ci.describe()
         [applied] = github.artifacts(ci.run_id, "patchctl-patchctl-apply-*")
@@ -133,6 +139,9 @@ class Week:
         self.timings["week 1 merge"] = time.monotonic() - start
         backend = ok(only(pushed, "backend.yml"))
         ok(only(pushed, "ci.yml"))
+        for docs in manual:  # from main, the manual is published to Pages
+            published = ok(only(pushed, docs))
+            assert published.results()["deploy"] == ["success"], published.describe()
         entries = [e for e in github.registry() if e["run_id"] == str(backend.run_id)]
         images = {e["image"] for e in entries if "image" in e}
         assert images, backend.describe()

@@ -146,7 +146,7 @@ def test_red_canary_files_one_issue_per_break_with_a_key_stable_across_runs(
     assert issue["title"] == "canary up: main/0001-patch-line-twenty.patch no longer applies"
     body = issue["body"]
     assert body.splitlines()[0] == f"<!-- patchctl-canary-key: {key} -->"
-    assert f"first bad upstream commit: `{breaking}` Edit near line 20" in body
+    assert f"first bad upstream commit: `{breaking}` `Edit near line 20`" in body
     assert f"tip: `{first_tip}`" in body and "merged 3-way without conflict" in body
 
     second_tip = upstream.commit({"include/util.h": "three\n"}, "Unrelated three")

@@ -141,7 +141,7 @@ def test_compile_break_is_bisected_per_toolchain_to_the_commit_that_breaks_the_b
     # bisect rebuilt incrementally in the tip's tree: CMake identified the compiler only once
     probes = sorted((tmp_path / "w" / "logs" / "plain" / "main" / "bisect").rglob("*.log"))
     assert probes and not any("The C compiler identification" in p.read_text() for p in probes)
-    assert f"`{breaking[:12]}` Break b" in result.stdout and "tail of the failing build log" in result.stdout
+    assert f"`{breaking[:12]}` `Break b`" in result.stdout and "tail of the failing build log" in result.stdout
     issues = json.loads(issues_file.read_text())
     assert [i["key"] for i in issues] == [f"up/compile/plain/main/{breaking}", f"up/compile/built/main/{breaking}"]
     assert (

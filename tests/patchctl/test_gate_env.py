@@ -93,7 +93,7 @@ def test_pin_sync_dry_run_builds_and_gates_are_scrubbed(
             command: env -0 > {gate}
         """,
     )
-    upstream.commit({"src/main.c": main_c({20: "MAIN 20 patched"}, prepend=2)}, "Shift")
+    upstream.commit({"src/main.c": main_c(prepend=2)}, "Shift")
     upstream.commit({"src/util.c": "util rewritten\n"}, "Rewrite util")
     result = cli("-C", project.path, "pin-sync", "up", "--latest", "--dry-run")
     assert result.exit_code == 0, result.output

@@ -534,6 +534,34 @@ def app_token() -> None:
     record("actions/create-github-app-token", app=app, owner=action_input("owner"))
 
 
+def upload_pages_artifact() -> None:
+    """The site as GitHub Pages takes it: one tar of PATH, the run's artifact `github-pages`."""
+    import tarfile
+
+    name = action_input("name", "github-pages")
+    site = Path(env("GITHUB_WORKSPACE")) / action_input("path", "_site/")
+    if not site.is_dir() or not any(site.iterdir()):
+        fail(f"tar: {action_input('path', '_site/')}: Cannot open: No such file or directory")
+    target = _artifact_dir(env("GITHUB_RUN_ID"), name)
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(target / "artifact.tar", "w") as archive:
+        archive.add(site, arcname=".")
+    set_output("artifact_id", str(abs(hash((env("GITHUB_RUN_ID"), name))) % 10**9))
+    record("actions/upload-pages-artifact", name=name, files=sorted(p.name for p in site.iterdir()))
+
+
+def deploy_pages() -> None:
+    """A deployment of the run's `github-pages` artifact: refused when the run uploaded none."""
+    name = action_input("artifact_name", "github-pages")
+    archive = _artifact_dir(env("GITHUB_RUN_ID"), name) / "artifact.tar"
+    if not archive.is_file():
+        fail(f"No artifacts named {name} were found for this workflow run")
+    owner, _, repo = env("GITHUB_REPOSITORY").partition("/")
+    url = f"https://{owner}.github.io/{repo}/"
+    set_output("page_url", url)
+    record("actions/deploy-pages", artifact=name, page_url=url)
+
+
 COMMANDS = {
     "checkout": checkout,
     "setup-python": setup_python,
@@ -547,6 +575,8 @@ COMMANDS = {
     "setup-buildx": setup_buildx,
     "build-push": build_push,
     "app-token": app_token,
+    "upload-pages-artifact": upload_pages_artifact,
+    "deploy-pages": deploy_pages,
 }
 
 if __name__ == "__main__":
