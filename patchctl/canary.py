@@ -391,7 +391,7 @@ def _note_taken(entry: CanaryPatch, tree: Path, patch: PatchFile, move: carry.Pi
     url = patch.upstream_status.url if patch.upstream_status is not None else None
     entry.taken_upstream = {"commit": taken.commit, "subject": taken.subject, "how": taken.how, "url": url}
     if holds:
-        entry.trial = f"{taken.describe(url)}: pin-sync drops it"
+        entry.trial = f"already upstream, {taken.describe(url)}: pin-sync drops it"
     elif entry.verdict == NEEDS_HAND:  # what 3-way said stays in the record; pin-sync drops the patch all the same
         entry.trial = f"{taken.describe(url)}: pin-sync drops it (3-way alone: {entry.trial})"
         entry.verdict = MECHANICAL

@@ -491,7 +491,7 @@ def _note_taken(record: PatchRecord, tree: Path, move: carry.PinMove, patch: Pat
     url = patch.upstream_status.url if patch.upstream_status is not None else None
     record.taken_upstream = {"commit": taken.commit, "subject": taken.subject, "how": taken.how, "url": url}
     if holds:
-        record.detail = f"{taken.describe(url)}; the patch is dropped from the series"
+        record.detail = f"its change is already in the upstream tree, {taken.describe(url)}; the patch is dropped"
         return
     git.run(["reset", "-q", "--hard", "HEAD"], tree)
     git.run(["clean", "-q", "-fd"], tree)
