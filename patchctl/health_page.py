@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import html
 import io
-import re
 from datetime import datetime
 
 from .errors import EnvironmentFailure
+from .escape import linkable_url
 
 # A colour per upstream status, in Yocto's order; the ones that mean "still ours to carry" warm.
 STATUS_COLOURS = {
@@ -123,7 +123,7 @@ def render_page(payload: dict) -> str:
         ]
         for patch in series["patches"]:
             status = esc(patch["upstream_status"])
-            if patch.get("upstream_url") and re.match(r"^https?://", patch["upstream_url"]):
+            if patch.get("upstream_url") and linkable_url(patch["upstream_url"]):
                 status += f' <a href="{esc(patch["upstream_url"], quote=True)}">{esc(patch["upstream_url"])}</a>'
             elif patch.get("upstream_detail"):
                 status += f" [{esc(patch['upstream_detail'])}]"

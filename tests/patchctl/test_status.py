@@ -209,3 +209,32 @@ def test_pin_sync_drops_a_patch_upstream_took_and_changed_since(project: Project
     assert "upstream changed those lines since (conflict" in record["detail"]
     assert any("0001-tune-main.patch was DROPPED" in w for w in payload["warnings"])
     assert project.patch_names() == ["0002-add-paged.patch"]
+
+
+@pytest.mark.parametrize(
+    ("detail", "linked"),
+    [
+        ("javascript:alert(1)", None),
+        ("https://evil.example/a><img src=x onerror=alert(1)>", "https://evil.example/a"),
+        ("https://evil.example/`x` @octocat #1", None),
+        ("see https://evil.example/pr|1 and <b>bold</b>", None),
+    ],
+)
+def test_a_hostile_submitted_detail_links_at_most_its_plain_url(
+    project: Project, upstream: Repo, tmp_path: Path, detail: str, linked: str | None
+) -> None:
+    """The report links only a plain http(s) URL read from the header (the part of the detail
+    before anything that could end it); nothing else of the detail becomes a tag or a link."""
+    from .markdown_check import FOREIGN_TAG, render
+
+    main_c = upstream.read("src/main.c")
+    patch = make_patch(upstream, upstream.head, {"src/main.c": main_c.replace("main 5\n", "main V\n")}, "Tune")
+    project.add_patch("0001-tune.patch", with_status(patch, f"Upstream-Status: Submitted [{detail}]"))
+    markdown, page = tmp_path / "status.md", tmp_path / "status.html"
+    ok("-C", project.path, "status", "--no-trial", "--markdown", markdown, "--html", page)
+    rendered = render(markdown.read_text())
+    assert re.findall(r'<a href="([^"]*)"', rendered) == ([linked] if linked else [])
+    assert not FOREIGN_TAG.search(re.sub(r"</?a\b[^>]*>", "", rendered))
+    text = page.read_text()
+    assert "<img" not in text and "<b>" not in text
+    assert re.findall(r'<a href="([^"]*)"', text) == ([linked] if linked else [])
