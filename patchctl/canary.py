@@ -45,12 +45,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
-from . import carry, git, worktree
+from . import carry, git, health, worktree
 from .applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, seed_three_way_objects
 from .config import BuildStep, Config, Series
 from .confined import confined_path
 from .errors import GitError, UsageError
-from .escape import marker_token, md_code, md_fence, md_prose, md_text, visible
+from .escape import marker_token, md_code, md_fence, md_link, md_prose, md_text, visible
+from .health import HealthRow
 from .jsonout import json_field, to_json
 from .patchset import PatchFile, read_series
 from .rangediff import series_range_diff
@@ -73,6 +74,9 @@ class CanaryPatch:
     breaking_commit: dict | None = None  # {sha, subject}: first upstream commit it fails at
     bisect_note: str = ""
     blocked_by: str | None = json_field(omit_empty=True, default=None)  # the earlier failing patch it depends on
+    # {commit, subject, how, url}: the upstream commit since the pin that holds the patch's change
+    taken_upstream: dict | None = json_field(omit_empty=True, default=None)
+    upstream_holds: bool = False  # the tip already holds the patch's change (taken upstream or already applied)
 
 
 @dataclass
@@ -131,6 +135,7 @@ class CanaryReport:
     compiles: list[CompileRecord] = field(default_factory=list)
     work_dir: str = ""
     duration_s: float = json_field(digits=3, default=0.0)
+    health: list[HealthRow] = json_field(omit_empty=True, default_factory=list)  # the short table of `status`
 
     @property
     def red(self) -> bool:
@@ -212,6 +217,13 @@ def _patch_body(patch: CanaryPatch, blocked: list[str]) -> str:
     ]
     if blocked:
         lines.append(f"- blocked behind it: {', '.join(md_code(b) for b in blocked)}")
+    if patch.taken_upstream:
+        taken = patch.taken_upstream
+        sent = f" (sent as {md_link(taken['url'])})" if taken.get("url") else ""
+        lines.append(
+            f"- taken upstream in {md_code(taken['commit'][:12])} {md_code(taken['subject'])}{sent}: "
+            f"{md_text(taken['how'])}; pin-sync drops the patch"
+        )
     return "\n".join(lines)
 
 
@@ -285,6 +297,8 @@ def canary(
             )
             report.series.append(result)
             result.range_diff = _range_diff(mirror.path, up.pin, patches, tip, head)
+            outcomes = {p.patch: to_json(p) for p in result.patches}
+            report.health += health.health_rows(mirror.path, up.pin, tip, series.name, patches, outcomes)
             heads[series.name] = head if result.verdict not in (NEEDS_HAND, BLOCKED) else None
             if bisect:
                 _bisect_failures(mirror, patches, result, up.pin, tip, say)
@@ -310,6 +324,16 @@ def canary(
             shutil.rmtree(scratch, ignore_errors=True)
     report.duration_s = time.monotonic() - start
     return report
+
+
+def trial_at(
+    store: Store, mirror: Mirror, series: Series, patches: list[PatchFile], pin: str, tip: str, scratch: Path
+) -> CanarySeries:
+    """The canary's verdict on each patch of SERIES at TIP (strict, else 3-way, taken upstream),
+    in a tree under SCRATCH that is removed afterwards: what `patchctl status` reports."""
+    seed_three_way_objects(mirror.path, pin, patches)
+    result, _ = _trial(store, mirror, series, patches, tip, scratch / f"trial-{series.name}", pin=pin)
+    return result
 
 
 def _range_diff(repo: Path, pin: str, patches: list[PatchFile], tip: str, head: str) -> str:
@@ -346,12 +370,33 @@ def _trial(
                     entry.trial, entry.verdict, entry.blocked_by = f"blocked by {blocker}", BLOCKED, blocker
                 else:
                     entry.trial, entry.verdict = _three_way_trial(tree, patch, strict, move)
+                    _note_taken(entry, tree, patch, move)
                 if entry.verdict in (NEEDS_HAND, BLOCKED):
                     unapplied.update(dict.fromkeys(patch.touched_paths(), patch.name))
             result.patches.append(entry)
         return result, git.rev_parse(tree, "HEAD")
     finally:
         store.remove_worktree(mirror, tree)
+
+
+def _note_taken(entry: CanaryPatch, tree: Path, patch: PatchFile, move: carry.PinMove) -> None:
+    """Say which upstream commit took the patch, when one did: a patch the tip already holds
+    (found with every hunk present), or one that fails but whose patch-id an upstream commit
+    since the pin has (upstream took it, then changed those lines again): pin-sync drops both."""
+    holds = entry.trial.startswith("already upstream")
+    taken = carry.taken_upstream(move, patch, tree if holds else None)
+    entry.upstream_holds = holds or taken is not None
+    if taken is None:
+        return
+    url = patch.upstream_status.url if patch.upstream_status is not None else None
+    entry.taken_upstream = {"commit": taken.commit, "subject": taken.subject, "how": taken.how, "url": url}
+    if holds:
+        entry.trial = f"already upstream, {taken.describe(url)}: pin-sync drops it"
+    elif entry.verdict == NEEDS_HAND:  # what 3-way said stays in the record; pin-sync drops the patch all the same
+        entry.trial = f"{taken.describe(url)}: pin-sync drops it (3-way alone: {entry.trial})"
+        entry.verdict = MECHANICAL
+    else:
+        entry.trial += f"; {taken.describe(url)}"
 
 
 def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome, move: carry.PinMove) -> tuple[str, str]:

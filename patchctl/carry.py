@@ -293,6 +293,62 @@ def _foreign_files(original: PatchFile, rebuilt: PatchFile) -> list[str]:
     return [path for path, named in _index_ids(original).items() if not real.get(path, "").startswith(named)]
 
 
+# ---------------------------------------------------------------- taken upstream
+
+TAKEN_SAME_PATCH_ID = "same patch-id"
+TAKEN_EVERY_HUNK = "every hunk already present from one upstream commit"
+
+
+@dataclass(frozen=True)
+class TakenUpstream:
+    """The upstream commit between the pins that holds a patch's change, and how it was told."""
+
+    commit: str
+    subject: str
+    how: str  # TAKEN_SAME_PATCH_ID | TAKEN_EVERY_HUNK
+
+    def describe(self, url: str | None = None) -> str:
+        sent = f"; sent as {url}" if url else ""
+        return f'taken upstream in {self.commit[:12]} "{self.subject}" ({self.how}{sent})'
+
+
+def taken_upstream(move: PinMove, patch: PatchFile, tree: Path | None = None) -> TakenUpstream | None:
+    """The upstream commit between the pins that holds PATCH's change: one with the patch's
+    patch-id, or, with TREE (at the new pin, the series before PATCH applied, PATCH found
+    already applied there), the one commit that made every hunk of it. None when neither."""
+    own = _own_patch_id(move, patch)
+    paths = patch.touched_paths()
+    if own != "-" and paths:
+        listed = git.run(
+            ["log", "--no-merges", "--format=%H", f"{move.old}..{move.new}", "--", *paths], move.repo, check=False
+        )
+        for commit in listed.stdout.split() if listed.ok else []:
+            if _patch_id(move, commit) == own:
+                return _taken(move, commit, TAKEN_SAME_PATCH_ID)
+    if tree is None:
+        return None
+    try:
+        hunks = sum(len(diff.hunks) for diff in patch.files)
+    except MalformedPatch:
+        return None
+    present = hunks_already_upstream(tree, patch)
+    if not present or len(present) != hunks:
+        return None
+    common: list[str] | None = None
+    for diff, hunk, upstream_lines in present:
+        making = _commits_making(move, diff.path, hunk, upstream_lines)
+        common = making if common is None else [c for c in common if c in making]
+        if not common:
+            return None
+    assert common is not None
+    return _taken(move, common[-1], TAKEN_EVERY_HUNK)  # the oldest: the commit that made the edit
+
+
+def _taken(move: PinMove, commit: str, how: str) -> TakenUpstream:
+    subject = git.run(["log", "-1", "--format=%s", commit], move.repo).stdout.strip()
+    return TakenUpstream(commit, subject, how)
+
+
 # ---------------------------------------------------------------- the same edit for another reason
 
 

@@ -248,6 +248,11 @@ cli.add_lazy_command(
     "Apply every series to the upstream tip: an early warning that never modifies the repository.",
 )
 cli.add_lazy_command(
+    "status",
+    "patchctl.commands.status:status_cmd",
+    "The health of each series: upstream status, age, drift and verdict of every patch.",
+)
+cli.add_lazy_command(
     "vendor",
     "patchctl.commands.vendor:vendor_cmd",
     "Write the vendored copies of SERIES (default: every series with `vendor:`) from pin + series.",

@@ -24,6 +24,7 @@
         allow_crlf: false
         allow_binary: false
         allow_undescribed: false # true: lint does not ask for subjects and descriptions (PC007, PC008)
+        upstream_status: optional  # required: lint asks every patch for Yocto's Upstream-Status: header (PC014)
         build: [{name, runner: local|docker, command, image, timeout, env, pass_env}]
         gates: [{name, command, timeout, baseline, pass_env, slow}]
         vendor:                  # optional: copies of the patched tree kept in this repository
@@ -78,6 +79,7 @@ DEFAULT_EXCLUDE = ("*.md", "docs/**")
 UPSTREAM_URL_ENV = "PATCHCTL_UPSTREAM_URL"
 RUNNERS = ("local", "docker")
 NAMINGS = ("format-patch", "strict", "quilt")
+UPSTREAM_STATUS_POLICIES = ("optional", "required")
 
 # Sections that belong to the CI build matrix; `patchctl.matrix` validates them.
 MATRIX_SECTIONS = ("include", "includeDarwin", "index", "canary", "backends", "actions", "workflows")
@@ -162,6 +164,8 @@ class Series:
     allow_empty: bool = False
     # An adopted series whose patches lack subjects or descriptions: lint leaves PC007/PC008 out.
     allow_undescribed: bool = False
+    # `required`: lint refuses a patch without a well-formed `Upstream-Status:` header (PC014).
+    upstream_status: str = "optional"
     vendor: tuple[VendorCopy, ...] = ()
     # Where `dir:` (or the series, when it has no `dir:`) is in matrix.yaml, as FILE:LINE: KEYPATH,
     # for errors about the directory; and the repository root its files must stay inside.
@@ -388,6 +392,7 @@ def _series(config: Config, name: str) -> Series:
             "allow_binary",
             "allow_empty",
             "allow_undescribed",
+            "upstream_status",
             "naming",
             "build",
             "gates",
@@ -406,6 +411,12 @@ def _series(config: Config, name: str) -> Series:
     naming = v.string(keypath, "naming", "format-patch")
     if naming not in NAMINGS:
         raise config.error(keypath + ("naming",), f"unknown naming {naming!r} (choose: {', '.join(NAMINGS)})")
+    upstream_status = v.string(keypath, "upstream_status", "optional")
+    if upstream_status not in UPSTREAM_STATUS_POLICIES:
+        raise config.error(
+            keypath + ("upstream_status",),
+            f"unknown upstream_status {upstream_status!r} (choose: {', '.join(UPSTREAM_STATUS_POLICIES)})",
+        )
     build = []
     for i in range(len(v.optional_list(keypath, "build"))):
         step = keypath + ("build", i)
@@ -470,6 +481,7 @@ def _series(config: Config, name: str) -> Series:
         gates=tuple(gates),
         allow_empty=v.boolean(keypath, "allow_empty", False),
         allow_undescribed=v.boolean(keypath, "allow_undescribed", False),
+        upstream_status=upstream_status,
         vendor=_vendor(config, v, keypath),
         where=f"{config.doc.path}:{config.doc.line_of(keypath + ('dir',))}: {format_keypath(keypath + ('dir',))}",
         root=config.root,

@@ -128,6 +128,27 @@ def html_text(value: object) -> str:
     return html.escape(_unlinked(visible(value)), quote=True)
 
 
+# A URL a report may link: http(s), a host, and only characters that need no escaping in an
+# autolink (no space, no `<>`, no backtick or quote, no backslash, no control character).
+_LINKABLE_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~!$&()*+,;=:@%/?#-]*)?$")
+
+
+def linkable_url(value: object) -> bool:
+    """Whether VALUE is a plain http(s) URL a report may link (in Markdown or HTML)."""
+    text = str(value)
+    return len(text) <= 2000 and _LINKABLE_URL.match(text) is not None
+
+
+def md_link(value: object, *, table: bool = False) -> str:
+    """VALUE, a URL a patch names (`Upstream-Status: Submitted [URL]`), as a Markdown autolink
+    when it is a plain http(s) URL, else as a code span (nothing links). An autolink shows the
+    URL itself, so the text a reader sees is where it leads."""
+    text = str(value)
+    if linkable_url(text) and not (table and "|" in text):
+        return f"<{text}>"
+    return md_code(value, table=table)
+
+
 def md_cell(value: object) -> str:
     """VALUE as a table cell's prose; an empty value as a dash (a cell must not look missing)."""
     text = md_prose(value, table=True) if value not in (None, "") else ""

@@ -68,6 +68,8 @@ class Layout:
     vendor: list[VendorCopy] = field(default_factory=list)
     allow_empty: bool = False
     undescribed: int = 0  # patches without a subject or a description (lint PC007/PC008)
+    upstream_statuses: int = 0  # patches with a well-formed `Upstream-Status:` header (lint PC014)
+    patch_count: int = 0
     found: list[str] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
     extra_files: dict[str, bytes] = field(default_factory=dict)  # e.g. a quilt `series` file
@@ -116,11 +118,21 @@ def plan(
         if head.ok and head.stdout.strip():
             detected.branch = head.stdout.strip()
     if detected.dir:
-        total, detected.undescribed = _undescribed(root, detected)
+        total, detected.undescribed, detected.upstream_statuses = _undescribed(root, detected)
+        detected.patch_count = total
         if detected.undescribed:
             detected.found.append(
                 f"{detected.undescribed} of {total} patch(es) without a subject or a description: allow_undescribed: "
                 "true (lint PC007/PC008 stay quiet until they have one)"
+            )
+        if total:
+            detected.found.append(
+                f"{detected.upstream_statuses} of {total} patch(es) with a well-formed Upstream-Status: header"
+                + (
+                    ": upstream_status: required (lint PC014 keeps every new patch saying it)"
+                    if detected.upstream_statuses == total
+                    else ""
+                )
             )
     if action is None:
         detected.unmapped.append(
@@ -845,8 +857,9 @@ def _naming(root: Path, directory: str) -> tuple[str, list[str], dict[str, bytes
     )
 
 
-def _undescribed(root: Path, layout: Layout) -> tuple[int, int]:
-    """(patches, those without a subject or a description) in the layout's patch directory."""
+def _undescribed(root: Path, layout: Layout) -> tuple[int, int, int]:
+    """(patches, those without a subject or a description, those with a well-formed
+    `Upstream-Status:` header) in the layout's patch directory."""
     listed = layout.extra_files.get(f"{layout.dir}/series")
     if layout.naming == "quilt" and listed is None:
         listed = (_text(root, f"{layout.dir}/series") or "").encode()
@@ -854,7 +867,7 @@ def _undescribed(root: Path, layout: Layout) -> tuple[int, int]:
         names = [words[0] for words in _quilt_lines(listed.decode(errors="replace"))]
     else:
         names = [n for n in _files(root, layout.dir) if n.endswith(".patch")]
-    count = 0
+    count = with_status = 0
     confined = Root(root)
     for name in names:
         try:
@@ -862,9 +875,10 @@ def _undescribed(root: Path, layout: Layout) -> tuple[int, int]:
         except Refused:
             continue  # a link, a FIFO or a giant: lint names it; the count is only a hint
         if data is not None:
-            message = PatchFile(root / layout.dir / name, data).message
-            count += not (message.subject and message.description)
-    return len(names), count
+            patch = PatchFile(root / layout.dir / name, data)
+            count += not (patch.message.subject and patch.message.description)
+            with_status += patch.upstream_status is not None and patch.upstream_status.ok
+    return len(names), count, with_status
 
 
 def _has_patches(root: Path, directory: str) -> bool:
@@ -1024,6 +1038,10 @@ def render_config(layout: Layout, source: str | None, action: str | None = None)
         out.append(
             f"    allow_undescribed: true  # {layout.undescribed} patch(es) lack a subject or a description "
             "(lint PC007/PC008): remove once they have one"
+        )
+    if layout.patch_count and layout.upstream_statuses == layout.patch_count:
+        out.append(
+            "    upstream_status: required  # every patch has an Upstream-Status: header: lint keeps it so (PC014)"
         )
     if layout.vendor:
         out.append("    # copies of the patched tree into this repository (`patchctl vendor`; `vendor --check` in CI)")

@@ -14,6 +14,8 @@ build. Each rule has an id; findings carry `file:line`.
     PC011  every `tracks` constraint holds
     PC012  no patch writes outside the tree
     PC013  no line past a hunk's declared counts (git apply would silently drop it)
+    PC014  every patch has a well-formed `Upstream-Status:` header (only where the series sets
+           upstream_status: required)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .patchset import (
     FORMAT_PATCH_SLUG_MAX,
     PATCH_NAME_RE,
     STRICT_NAME_RE,
+    UPSTREAM_STATUS_KEY,
     MalformedPatch,
     PatchFile,
     is_excluded,
@@ -49,6 +52,7 @@ RULES = {
     "PC011": "tracks constraints hold",
     "PC012": "no patch writes outside the tree",
     "PC013": "no line past a hunk's declared counts",
+    "PC014": "every patch has a well-formed Upstream-Status: header (upstream_status: required)",
 }
 
 
@@ -139,6 +143,18 @@ def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Fi
         )
     if not message.description and not series.allow_undescribed:
         add(message.body_line, "PC008", "no description: say why the patch exists")
+    if series.upstream_status == "required":
+        status = patch.upstream_status
+        if status is None:
+            add(
+                message.body_line,
+                "PC014",
+                f"no {UPSTREAM_STATUS_KEY}: header (upstream_status: required): say in the description whether it "
+                f"was sent upstream, e.g. `{UPSTREAM_STATUS_KEY}: Submitted [URL]` or "
+                f"`{UPSTREAM_STATUS_KEY}: Inappropriate [why]`",
+            )
+        elif not status.ok:
+            add(status.line, "PC014", f"{UPSTREAM_STATUS_KEY}: {status.problem}")
     try:
         files = patch.files
     except MalformedPatch as exc:

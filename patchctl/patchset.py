@@ -40,6 +40,22 @@ _DIFF_START_RE = re.compile(r"^(?:diff --git |Index: |diff -|={20,}$)")
 _HEADER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*):(?:\s|$)")
 _PATH_HEADER_RE = re.compile(r"^(?:---|\+\+\+) (?P<path>\S+)")
 _RENAME_RE = re.compile(r"^(?:rename|copy) (?:from|to) (?P<path>.+)$")
+# Yocto's `Upstream-Status:` vocabulary (OpenEmbedded's patch QA): the value, and whether its bracketed
+# detail is required (where it was sent, where it came from, why it is not for upstream).
+UPSTREAM_STATUSES = {
+    "Pending": False,
+    "Submitted": True,
+    "Accepted": False,
+    "Backport": True,
+    "Denied": False,
+    "Inappropriate": True,
+}
+UPSTREAM_STATUS_KEY = "Upstream-Status"
+# Any line that means to be the header, however it is spelled (Yocto's QA reads it as loosely, to refuse
+# a misspelling rather than miss it); only `Upstream-Status: VALUE [DETAIL]` is well formed.
+_UPSTREAM_STATUS_LOOSE_RE = re.compile(r"^\s*upstream[-_ ]?status\s*:", re.IGNORECASE)
+_UPSTREAM_STATUS_RE = re.compile(r"^Upstream-Status: (?P<value>\S+)(?: \[(?P<detail>[^\[\]]*)\])?\s*$")
+_URL_RE = re.compile(r"https?://[^\s<>\[\]]+")
 
 
 @dataclass(frozen=True)
@@ -107,6 +123,11 @@ class PatchFile:
         return self.message.subject or title_from_name(self.name)
 
     @cached_property
+    def upstream_status(self) -> UpstreamStatus | None:
+        """The patch's `Upstream-Status:` header (Yocto's), or None when it has none."""
+        return parse_upstream_status(self.text)
+
+    @cached_property
     def parsed(self) -> ParsedDiff:
         """The patch's diff, read once the way git apply reads it; every check reads this."""
         return parse_diff_text(self.text)
@@ -132,6 +153,29 @@ class PatchMessage:
     author: str
     date: str
     body_line: int  # first line of the description in the file (1-based)
+
+
+@dataclass(frozen=True)
+class UpstreamStatus:
+    """A patch's `Upstream-Status: VALUE [DETAIL]` line, as Yocto writes it: VALUE one of
+    UPSTREAM_STATUSES, DETAIL where it was submitted or backported from (a URL, usually) or why
+    it is inappropriate. PROBLEM says why a header is malformed; VALUE is then the text read."""
+
+    value: str
+    detail: str
+    line: int  # 1-based line of the header in the patch file
+    text: str  # the line as written
+    problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+    @property
+    def url(self) -> str | None:
+        """The first http(s) URL of the detail: where a Submitted patch was sent, a Backport came from."""
+        found = _URL_RE.search(self.detail)
+        return found.group(0).rstrip(".,;:)") if found else None
 
 
 class MalformedPatch(ValueError):
@@ -222,6 +266,34 @@ def parse_message(text: str) -> PatchMessage:
     date = " ".join(headers.get("date") or [""]).strip()
     body_line = (header_end + 2) if header_end else 1
     return PatchMessage(subject, description, author, date, min(body_line, max(len(lines), 1)))
+
+
+def parse_upstream_status(text: str) -> UpstreamStatus | None:
+    """The `Upstream-Status:` header of a patch's description (the lines before its diff, and
+    before a mail's `---`), or None when there is none. A header that is misspelled, has a
+    value outside Yocto's vocabulary, lacks the bracketed detail its value needs, or is
+    repeated comes back with its PROBLEM said."""
+    lines = patch_lines(text)
+    end = next((n for n, line in enumerate(lines) if _starts_diff(lines, n) or line == "---"), len(lines))
+    found = [(n + 1, lines[n]) for n in range(end) if _UPSTREAM_STATUS_LOOSE_RE.match(lines[n])]
+    if not found:
+        return None
+    number, line = found[0]
+    match = _UPSTREAM_STATUS_RE.match(line.rstrip("\r"))
+    value = line.partition(":")[2].strip().split(" ")[0] if match is None else match["value"]
+    detail = (match["detail"] or "").strip() if match else ""
+    vocabulary = ", ".join(f"{v} [...]" if needs else v for v, needs in UPSTREAM_STATUSES.items())
+    problem = ""
+    if len(found) > 1:
+        problem = f"more than one {UPSTREAM_STATUS_KEY}: header (lines {', '.join(str(n) for n, _ in found)})"
+    elif match is None:
+        problem = f"malformed: write it `{UPSTREAM_STATUS_KEY}: VALUE [DETAIL]` ({vocabulary})"
+    elif value not in UPSTREAM_STATUSES:
+        problem = f"unknown value {value!r} (Yocto's vocabulary: {vocabulary})"
+    elif UPSTREAM_STATUSES[value] and not detail:
+        what = "why it is not for upstream" if value == "Inappropriate" else "where (a URL)"
+        problem = f"{value} needs its detail in brackets: `{UPSTREAM_STATUS_KEY}: {value} [{what}]`"
+    return UpstreamStatus(value, detail, number, line, problem)
 
 
 def _decoded(value: str) -> str:

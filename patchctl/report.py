@@ -7,11 +7,12 @@ import json
 import os
 from pathlib import Path
 
-from .escape import html_text, md_cell, md_code, md_fence, md_prose, md_text
+from .escape import html_text, md_cell, md_code, md_fence, md_link, md_prose, md_text
 from .paths import atomic_write_text
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 MAX_COMMITS_SHOWN = 50
+MAX_HEALTH_ROWS = 100
 
 
 # Everything in a report but its own words is escaped for where it goes (patchctl.escape):
@@ -75,6 +76,8 @@ def sync_markdown(payload: dict) -> str:
                 f"| {md_cell(record['series'])} | {md_cell(record['patch'])} | {md_cell(record['classification'])} | "
                 f"{md_cell(detail)} |"
             )
+    if payload.get("health"):
+        out += ["", *health_markdown(payload["health"])]
     for series, text in sorted((payload.get("range_diffs") or {}).items()):
         out += ["", *range_diff_section(f"series {series}: the patches on the old pin against the new pin", text)]
     if payload.get("gates"):
@@ -97,6 +100,38 @@ def sync_markdown(payload: dict) -> str:
     if payload.get("next_steps"):
         out += ["", "### Next steps", ""] + [f"- {md_prose(step)}" for step in payload["next_steps"]]
     return "\n".join(out) + "\n"
+
+
+def health_markdown(rows: list[dict]) -> list[str]:
+    """The series' health as a short table in a fold: each patch's upstream status (with the
+    URL it was submitted to, linked), its drift and its verdict; a note for a patch taken
+    upstream or marked Accepted that the tip does not hold (`patchctl.health.HealthRow`)."""
+    if not rows:
+        return []
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["upstream_status"]] = counts.get(row["upstream_status"], 0) + 1
+    summary = f"Series health: {len(rows)} patch(es); upstream status: " + ", ".join(
+        f"{count} {status}" for status, count in sorted(counts.items())
+    )
+    out = [
+        "| series | patch | upstream status | drift | verdict | note |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows[:MAX_HEALTH_ROWS]:
+        status = md_cell(row["upstream_status"])
+        if row.get("upstream_url"):
+            status += " " + md_link(row["upstream_url"], table=True)
+        drift = "–" if row.get("drift") is None else str(row["drift"])
+        out.append(
+            f"| {md_cell(row['series'])} | {md_cell(row['patch'])} | {status} | {drift} | "
+            f"{md_cell(row.get('verdict'))} | {md_cell(row.get('note'))} |"
+        )
+    if len(rows) > MAX_HEALTH_ROWS:
+        out.append(f"\n… and {len(rows) - MAX_HEALTH_ROWS} more (`patchctl status` lists every patch)")
+    out.append("")
+    out.append("Drift: upstream commits between the pin and the tip that touched the patch's files.")
+    return _folded(summary, out)
 
 
 def range_diff_section(summary: str, text: str) -> list[str]:
@@ -141,6 +176,8 @@ def canary_markdown(payload: dict) -> str:
             )
         if series.get("range_diff"):
             out += ["", *range_diff_section("the patches on the pin against the tip", series["range_diff"])]
+    if payload.get("health"):
+        out += ["", *health_markdown(payload["health"])]
     if payload.get("compiles"):
         out += [
             "",

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from . import carry, exporter, git, pinfile, vendor, worktree
+from . import carry, exporter, git, health, pinfile, vendor, worktree
 from .applier import (
     PatchOutcome,
     Status,
@@ -77,6 +77,7 @@ CLASSIFICATION = {
     Status.ALREADY_APPLIED: "already upstream (dropped)",
     Status.CONFLICT: "conflict",
 }
+TAKEN_UPSTREAM = "taken upstream (dropped)"
 
 
 @dataclass
@@ -109,6 +110,7 @@ class SyncReport:
     warnings: list[str] = field(default_factory=list)  # patches dropped from the series, said loudly
     # series -> `git range-diff` of the series on the old pin against the series on the new pin
     range_diffs: dict[str, str] = json_field(omit_empty=True, default_factory=dict)
+    health: list[health.HealthRow] = json_field(omit_empty=True, default_factory=list)  # the short table of `status`
     phase_seconds: dict[str, float] = json_field(digits=3, default_factory=dict)
 
     @property
@@ -334,6 +336,8 @@ def _run(
     report.warnings = _drop_warnings(state)
     with timer.phase("range-diff"):
         report.range_diffs = _range_diffs(config, state)
+    with timer.phase("health"):
+        report.health = _health_rows(config, store, state)
     if stopped is not None:
         report.patches += _blocked_records(config, state)
         markers = state.records[-1].classification == CLASSIFICATION[Status.CONFLICT]
@@ -399,10 +403,26 @@ def _run(
     ]
     message = f"pin-sync: move {state.upstream} to {state.target[:12]}"
     add = shell_command(["git", "add", "--", *report.files_changed])
-    report.next_steps = (
-        [f"review and commit: `{add} && {shell_command(['git', 'commit', '-m', message])}`"] if changes else []
-    )
+    trailers = sync_trailers(state.records)
+    commit = ["git", "commit", "-m", message] + (["-m", "\n".join(trailers)] if trailers else [])
+    report.next_steps = [f"review and commit: `{add} && {shell_command(commit)}`"] if changes else []
     return report
+
+
+def sync_trailers(records: list[PatchRecord]) -> list[str]:
+    """`KEY: SERIES/PATCH` for every patch that needed a hand or was dropped in this sync: the
+    commit's trailers, from which `patchctl status` tells how each patch fared."""
+    trailers = []
+    for record in records:
+        name = f"{record.series}/{record.patch}"
+        if record.classification == "resolved by hand":
+            trailers.append(f"{health.NEEDED_HAND_TRAILER}: {name}")
+        elif record.classification.startswith(("dropped", "already upstream", "taken upstream")):
+            if record.classification.startswith("dropped"):
+                trailers.append(f"{health.NEEDED_HAND_TRAILER}: {name}")
+            taken = f" (taken upstream in {record.taken_upstream['commit']})" if record.taken_upstream else ""
+            trailers.append(f"{health.DROPPED_TRAILER}: {name}{taken}")
+    return trailers
 
 
 def _refuse_vendored_edits(config: Config, store: Store, series_list: list[Series]) -> None:
@@ -438,7 +458,13 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
             carried = carry.carry_patch(tree, move, patch)
             outcome = carried.outcome
             record = _carried_record(series.name, patch, carried, tree)
+            if not carried.needs_look:
+                _note_taken(record, tree, move, patch, outcome)
             state.records.append(record)
+            if record.classification == TAKEN_UPSTREAM:
+                entry.next += 1
+                entry.head_before = None
+                continue
             if carried.needs_look:
                 return f"{series.name}/{patch.name}: {record.classification} ({record.detail})"
             if outcome.ok or outcome.status == Status.ALREADY_APPLIED:
@@ -449,6 +475,30 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
                 f" ({record.detail})" if record.detail else ""
             )
     return None
+
+
+def _note_taken(record: PatchRecord, tree: Path, move: carry.PinMove, patch: PatchFile, outcome: PatchOutcome) -> None:
+    """Name the upstream commit that took PATCH: one that made every hunk of a patch the target
+    already holds, or one with its patch-id. A patch that upstream took (same patch-id) and then
+    changed again, so that it no longer merges, is dropped with that note instead of stopping
+    the sync: upstream holds its change. The tree is put back as it was before the patch."""
+    holds = outcome.status == Status.ALREADY_APPLIED
+    if not holds and outcome.ok:
+        return  # it applies: upstream does not hold it
+    taken = carry.taken_upstream(move, patch, tree if holds else None)
+    if taken is None:
+        return
+    url = patch.upstream_status.url if patch.upstream_status is not None else None
+    record.taken_upstream = {"commit": taken.commit, "subject": taken.subject, "how": taken.how, "url": url}
+    if holds:
+        record.detail = f"its change is already in the upstream tree, {taken.describe(url)}; the patch is dropped"
+        return
+    git.run(["reset", "-q", "--hard", "HEAD"], tree)
+    git.run(["clean", "-q", "-fd"], tree)
+    was = f"{record.classification}" + (f": {record.detail}" if record.detail else "")
+    record.classification = TAKEN_UPSTREAM
+    record.detail = f"{taken.describe(url)}; upstream changed those lines since ({was}); the patch is dropped"
+    record.conflicts = []
 
 
 def _carried_record(series: str, patch: PatchFile, carried: carry.Carried, tree: Path) -> PatchRecord:
@@ -500,6 +550,26 @@ def _range_diffs(config: Config, state: SyncState) -> dict[str, str]:
             diffs[entry.name] = f"(range-diff not available: {exc})\n"
         diffs[entry.name] = _rename_notes(state, entry.name) + diffs[entry.name]
     return diffs
+
+
+def _health_rows(config: Config, store: Store, state: SyncState) -> list[health.HealthRow]:
+    """The series' health for the report: each patch's upstream status, its drift between the
+    pins and how the replay (so far) classified it, with the commit that took it upstream."""
+    rows: list[health.HealthRow] = []
+    for entry in state.series:
+        outcomes = {
+            r.patch: {
+                "verdict": r.classification,
+                "taken_upstream": r.taken_upstream,
+                "upstream_holds": r.classification.startswith(("already upstream", "taken upstream")),
+            }
+            for r in state.records
+            if r.series == entry.name
+        }
+        patches = read_series(config.get_series(entry.name))
+        repo = _mirror_of(config, store, entry.upstream).path
+        rows += health.health_rows(repo, state.old_pin, state.target, entry.name, patches, outcomes)
+    return rows
 
 
 def _rename_notes(state: SyncState, series: str) -> str:
@@ -644,12 +714,12 @@ def _drop_warnings(state: SyncState, *, done: bool = False) -> list[str]:
         return [
             f"{r.series}/{r.patch} was DROPPED from the series ({r.classification}): its file was deleted"
             for r in state.records
-            if r.classification.startswith(("dropped", "already upstream"))
+            if r.classification.startswith(("dropped", "already upstream", "taken upstream"))
         ]
     return [
         f"{r.series}/{r.patch} is DROPPED from the series ({r.classification}): its file will be deleted"
         for r in state.records
-        if r.classification.startswith(("dropped", "already upstream"))
+        if r.classification.startswith(("dropped", "already upstream", "taken upstream"))
     ]
 
 

@@ -37,6 +37,8 @@ class PatchRecord:
     detail: str = ""
     conflicts: list[str] = field(default_factory=list)  # FILE:START-END of each marker block
     renames: list[str] = json_field(omit_empty=True, default_factory=list)  # "OLD → NEW": moved files followed
+    # {commit, subject, how, url}: the upstream commit between the pins that holds the patch's change
+    taken_upstream: dict | None = json_field(omit_empty=True, default=None)
 
 
 @dataclass

@@ -23,7 +23,8 @@ def lint_cmd(app: AppContext, series: tuple[str, ...], no_apply: bool, as_json: 
     allows them), PC007 subject, PC008 description (both off with allow_undescribed),
     PC009 the series applies strictly to its pin, PC010 pin_files equal the pin, PC011
     tracks constraints, PC012 no path outside the tree, PC013 no line past a hunk's
-    declared counts (git apply would drop it).
+    declared counts (git apply would drop it), PC014 a well-formed Upstream-Status: header
+    (only with upstream_status: required).
     Findings print as FILE:LINE: RULE: message, and as ::error annotations under GitHub
     Actions.
 

@@ -140,6 +140,9 @@ class WorkflowSettings:
 
     action: str | None = None  # the patchctl action's `uses:`; None: `./` in patchctl's own repository
     github_app: GithubApp | None = None  # `pin_sync: github_app:`
+    # `pin_sync: automerge:` merge | squash | rebase: a green sync's pull request merges itself
+    # (`gh pr merge --auto`) once the branch protection's required checks pass; None: off
+    automerge: str | None = None
 
 
 @dataclass

@@ -188,6 +188,7 @@ def context(config: Config, matrix: BuildMatrix) -> dict[str, Any]:
         "patchctl_action": lambda: patchctl_action(config.root, matrix.workflows.action),
         "ci_script": CI_SCRIPT if (config.root / CI_SCRIPT).is_file() else None,
         "github_app": matrix.workflows.github_app,
+        "automerge": matrix.workflows.automerge,
     }
 
 

@@ -32,6 +32,7 @@
       action: OWNER/patchctl@<40-hex commit>   # the patchctl action the workflows call ('./' in patchctl's repo)
       pin_sync:
         github_app: {client_id_var: NAME, private_key_secret: NAME}   # the App token pin-sync pushes with
+        automerge: squash        # merge | squash | rebase: a green sync's pull request merges itself (off by default)
 
 Every value that can reach a rendered workflow is restricted to a safe character set, so
 no value can open a GitHub expression (`${{`), start a YAML construct or a shell word
@@ -94,6 +95,10 @@ DARWIN_REQUIRED = ("backend", "tag-suffix")
 DARWIN_OPTIONAL = ("build-type", "lang")
 NON_EMPTY = ("tag-suffix", "backend", "platforms", "runs-on", "base-image", "dockerfile", "context")
 DEFAULT_SCHEDULE = "17 3 * * 1"
+
+
+# `workflows: pin_sync: automerge:`: the merge methods `gh pr merge --auto` takes.
+AUTOMERGE_METHODS = ("merge", "squash", "rebase")
 
 
 class Section(Validator):
@@ -325,13 +330,21 @@ class Section(Validator):
                     f"must be {SELF_ACTION} (in patchctl's own repository) or OWNER/REPO@<40-hex commit>, "
                     f"got {action!r}",
                 )
-        app = None
+        app = automerge = None
         if "pin_sync" in value:
             where = keypath + ("pin_sync",)
-            self.mapping(value["pin_sync"], where, ("github_app",))
+            self.mapping(value["pin_sync"], where, ("github_app", "automerge"))
             if "github_app" in value["pin_sync"]:
                 app = self.github_app(value["pin_sync"]["github_app"], where + ("github_app",))
-        return WorkflowSettings(action=action, github_app=app)
+            if "automerge" in value["pin_sync"]:
+                automerge = value["pin_sync"]["automerge"]
+                if automerge not in AUTOMERGE_METHODS:
+                    raise self.error(
+                        where + ("automerge",),
+                        f"must be one of {', '.join(AUTOMERGE_METHODS)} (gh pr merge --auto's methods), "
+                        f"got {automerge!r}",
+                    )
+        return WorkflowSettings(action=action, github_app=app, automerge=automerge)
 
     def github_app(self, value: Any, keypath: KeyPath) -> GithubApp:
         keys = ("client_id_var", "private_key_secret")

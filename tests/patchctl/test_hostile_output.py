@@ -75,7 +75,8 @@ def test_pin_sync_report_of_hostile_subjects_is_inert_and_lists_each_commit_once
     assert payload["commits"] == [{"sha": s, "subject": t} for s, t in zip(shas, HOSTILE_SUBJECTS)]
 
     markdown = report.read_text()
-    rendered = assert_inert(markdown, folds=1 + len(payload.get("range_diffs") or {}))
+    # Folds: the upstream commits, each range-diff, the series' health table.
+    rendered = assert_inert(markdown, folds=1 + len(payload.get("range_diffs") or {}) + bool(payload.get("health")))
     items = fold_items(rendered, "Upstream commits")
     assert len(items) == len(HOSTILE_SUBJECTS)
     for item, (sha, subject) in zip(items, zip(shas, HOSTILE_SUBJECTS)):
@@ -128,7 +129,8 @@ def test_canary_report_and_issue_of_a_hostile_patch_name_and_subject_are_inert(
     payload, markdown, filed = run_canary(project, tmp_path, monkeypatch)
     [patch] = payload["series"][0]["patches"]
     assert patch["patch"] == name and patch["breaking_commit"] == {"sha": breaking, "subject": HOSTILE_SUBJECTS[0]}
-    rendered = assert_inert(markdown, folds=len([s for s in payload["series"] if s.get("range_diff")]))
+    folds = len([s for s in payload["series"] if s.get("range_diff")]) + bool(payload.get("health"))  # + health
+    rendered = assert_inert(markdown, folds=folds)
     row = next(line for line in rendered.split("<tr>") if "octocat" in line)
     assert row.count("<td>") == 5, row  # the patch table's five cells: the name's `|` stays inside its cell
     [issue] = filed
@@ -153,7 +155,8 @@ def test_canary_build_log_tail_and_breaking_subject_are_inert(
     [record] = payload["compiles"]
     assert record["state"] == "failed" and "::error::from the build" in record["log_tail"]
     assert record["breaking_commit"] == {"sha": breaking, "subject": HOSTILE_SUBJECTS[1]}
-    folds = len([s for s in payload["series"] if s.get("range_diff")]) + 1  # + the build log's tail
+    # + the build log's tail, + the series' health table
+    folds = len([s for s in payload["series"] if s.get("range_diff")]) + 1 + bool(payload.get("health"))
     rendered = assert_inert(markdown, folds=folds)
     tail = re.findall(r"<pre><code>(.*?)</code></pre>", rendered, re.DOTALL)
     assert tail and "::error::from the build" in tail[-1] and "&lt;/details&gt;" in tail[-1]

@@ -156,6 +156,8 @@ GOOD_ACTION = "  action: OWNER/patchctl@89abcdef0123456789abcdef0123456789abcdef
             "workflows.pin_sync.github_app.private_key_secret: GitHub reserves names that start with GITHUB_",
         ),
         ("  pin_sync: {token: X}\n", "workflows.pin_sync.token: unknown key"),
+        ("  pin_sync: {automerge: ff}\n", "workflows.pin_sync.automerge: must be one of merge, squash, rebase"),
+        ("  pin_sync: {automerge: true}\n", "workflows.pin_sync.automerge: must be one of merge, squash, rebase"),
     ],
 )
 def test_the_workflows_section_is_validated(tmp_path: Path, section: str, message: str) -> None:
@@ -173,5 +175,8 @@ def test_the_workflows_section_loads(tmp_path: Path) -> None:
     settings = from_config(config_mod.load(path)).workflows
     assert settings.action == GOOD_ACTION.split(": ")[1].strip()
     assert (settings.github_app.client_id_var, settings.github_app.private_key_secret) == ("APP_ID", "APP_KEY")
+    assert settings.automerge is None  # off unless asked for
+    path.write_text(GOOD.read_text() + app + "    automerge: rebase\n")
+    assert from_config(config_mod.load(path)).workflows.automerge == "rebase"
     path.write_text(GOOD.read_text().replace(GOOD_ACTION, "  action: ./\n"))
     assert from_config(config_mod.load(path)).workflows.action == "./"

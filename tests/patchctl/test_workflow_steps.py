@@ -599,3 +599,57 @@ def test_the_canary_files_only_into_issues_its_own_bot_opened_with_its_label(tmp
         f"issue create --title canary: main no longer applies --body-file body.md --label {label}",
         "issue close 6 --comment The canary no longer finds this break at `" + "a" * 40 + "`: closing.",
     ]
+
+
+AUTOMERGE = "workflows:\n  pin_sync:\n    automerge: squash\n"
+
+
+@pytest.mark.parametrize("token", ["bot-secret", "github-token"])
+def test_a_green_sync_sets_its_pull_request_to_merge_itself_when_asked(
+    tmp_path: Path, upstream: Repo, token: str
+) -> None:
+    """`workflows: pin_sync: automerge: squash`: after a sync that passed every gate, the pull
+    request is set to merge itself (`gh pr merge --auto --squash`); not with GITHUB_TOKEN, whose
+    pull request runs no CI (no required check would pass): a warning says so instead."""
+    project = bot_project(tmp_path, upstream)
+    write_config(project, upstream.head, series_extra=GATE, tail=AUTOMERGE)
+    shutil.copytree(REPO / "templates", project.path / "templates")
+    assert run_cli("-C", str(project.path), "matrix", "render").exit_code == 0
+    rendered_file = workflow(project, "pin-sync.yml")
+    assert 'gh pr merge "$BRANCH" --auto --squash' in rendered_file.read_text()
+    project.commit({}, "rendered workflows")
+    origin = tmp_path / "origin.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", str(origin)], check=True)
+    project.git("remote", "add", "origin", str(origin))
+    upstream.commit({"src/main.c": main_c(prepend=3)}, "upstream: lines on top")
+    fake_bin, log = tmp_path / "fake-gh", tmp_path / "gh.log"
+    fake_bin.mkdir()
+    (fake_bin / "gh").write_text(FAKE_GH)
+    (fake_bin / "gh").chmod(0o755)
+    h = harness(
+        tmp_path,
+        project.path,
+        env={
+            "PATH": os.pathsep.join([str(fake_bin), str(stub_bin(tmp_path)), os.environ["PATH"]]),
+            "FAKE_GH_LOG": str(log),
+        },
+        github={"event_name": "schedule", "token": "the-github-token", "ref_name": "main"},
+        secrets={"PATCHCTL_BOT_TOKEN": "the-bot-token"} if token == "bot-secret" else {},
+    )
+    job = h.run_job(rendered_file, "pin-sync", matrix={"upstream": "up"}, inputs={})
+    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome != "success"]
+    calls = log.read_text().splitlines()
+    merges = [c for c in calls if c.startswith("pr merge")]
+    if token == "bot-secret":
+        assert merges == ["pr merge patchctl/pin-sync/up --auto --squash | GH_TOKEN=the-bot-token"], calls
+    else:
+        assert merges == [], calls
+        step = next(s for s in job.order if s.name == "merge the pull request when its required checks pass")
+        assert "::warning title=pin-sync auto-merge off::" in step.stdout
+    for linter in (
+        [installed_tool("actionlint"), "-no-color", str(rendered_file)],
+        [installed_tool("zizmor"), "--offline", "--persona", "pedantic", "--config", str(REPO / ".github/zizmor.yml"),
+         str(rendered_file)],
+    ):  # fmt: skip
+        found = subprocess.run(linter, capture_output=True, text=True)
+        assert found.returncode == 0, found.stdout + found.stderr

@@ -1,0 +1,76 @@
+"""`patchctl status`: the health of each series (see `patchctl.health`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .. import health
+from .. import report as report_mod
+from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app, progress_display
+from ..jsonout import to_json
+
+
+@click.command("status")
+@click.argument("series", nargs=-1, shell_complete=complete_series)
+@click.option("--rev", help="Judge the series at this upstream revision instead of the branch tip.")
+@click.option(
+    "--trial/--no-trial",
+    default=True,
+    help="Apply each series at the tip for its verdicts, as the canary does (default: yes).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON: one entry per patch.")
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the report as one self-contained HTML page with charts to FILE (needs matplotlib).",
+)
+@click.option(
+    "--markdown",
+    "markdown_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the short Markdown table (what canary and pin-sync reports carry) to FILE.",
+)
+@pass_app
+def status_cmd(
+    app: AppContext,
+    series: tuple[str, ...],
+    rev: str | None,
+    trial: bool,
+    as_json: bool,
+    html_file: Path | None,
+    markdown_file: Path | None,
+) -> None:
+    """The health of each series: upstream status, age, drift and verdict of every patch.
+
+    \b
+    For each patch of SERIES (default: all): its Upstream-Status: header, its age (from the
+    commit that added its file to the project, to HEAD), the files it touches, its drift
+    (upstream commits between the pin and the tip that touched those files), its verdict
+    at the tip (strict, else 3-way, as the canary tries it; "taken upstream in COMMIT" when
+    upstream holds its change) and how it fared in the recent pin-syncs (kept, rewritten,
+    needed a hand). --html writes one page with charts (drift by status, the series' size
+    over time), with no script and nothing fetched. Never modifies the repository.
+
+    \b
+    Examples:
+      patchctl status
+      patchctl status llama.cpp --json | jq '.series[].patches[] | {patch, upstream_status, drift, verdict}'
+      patchctl status --html status.html --rev b6000
+    """
+    html_file, markdown_file = app.path(html_file), app.path(markdown_file)
+    with progress_display() as progress:
+        report = health.status(app.config, app.store, series, rev=rev, trial=trial, progress=progress)
+    payload = to_json(report)
+    if html_file:
+        from ..health_page import render_page  # matplotlib: only for the page
+
+        report_mod.write_text(html_file, render_page(payload))
+    if markdown_file:
+        report_mod.write_text(markdown_file, "\n".join(report_mod.health_markdown(health.rows_of(report))) + "\n")
+    if as_json:
+        emit_json(payload)
+        return
+    echo_lines(health.text_lines(report))
