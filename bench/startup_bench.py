@@ -1,19 +1,24 @@
 """Benchmark: what a patchctl command costs before it does anything, and the warm pin bump
-as a user runs it (the `patchctl` command, start-up included), each against a baseline
+as a user runs it (the `patchctl` command, start-up included), each against baselines
 measured in the same run.
 
   start-up       `patchctl --help`, `--version`, `lint --no-apply` and `matrix check` on this
                  repository's matrix.yaml and series, as separate processes; baseline: `python -c pass` (the
                  interpreter alone). Bar: `patchctl --help` median < 100 ms.
   warm pin bump  the pin in matrix.yaml moves (0.3.30 <-> 0.3.33, both directions) and
-                 `patchctl apply` runs on the existing tree; baseline: the same move in an
-                 existing clone, `git checkout -f REV` then `git apply` for each patch.
-                 Bar: ratio <= 1.3. The same apply in-process (no start-up) is printed too,
-                 so the remainder is start-up.
+                 `patchctl apply` runs on the existing tree; against the two recipes users run
+                 today on an existing clone, each bumped the same way in the same run:
+                   git apply loop   `git checkout -f REV`, then `git apply` for each patch;
+                   git am -3 loop   Ollama's Makefile.sync: `git checkout -f REV`, then
+                                    `git -c user.name=nobody -c user.email=<> am -3 PATCH` for each patch.
+                 Bar: ratio <= 1.3 against the `git apply` loop. The same apply in-process (no
+                 start-up) is printed too, so the remainder is start-up; then a per-step table:
+                 processes spawned and time per bump, for patchctl (per git subcommand) and for
+                 each recipe step.
 
 Prints medians and ratios.
 
-    python bench/startup_bench.py [--runs 20] [--bump-runs 5] [--patches 30]
+    python bench/startup_bench.py [--runs 20] [--bump-runs 5] [--patches 30] [--bump-only]
 
 The upstream is the embedded default (llama.cpp from llama-cpp-python 0.3.30 and 0.3.33 on
 PyPI), built into $PATCHCTL_CACHE (or the user cache) on first use; the build is not timed.
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import dataclasses
 import os
 import shutil
 import statistics
@@ -59,9 +65,12 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def time_process(argv: list[str], cwd: Path, expect: tuple[int, ...] = (0,)) -> float:
+def time_process(argv: list[str], cwd: Path, expect: tuple[int, ...] = (0,), pythonpath: Path | None = None) -> float:
+    env = clean_env()
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
     start = time.perf_counter()
-    done = subprocess.run(argv, cwd=cwd, env=clean_env(), capture_output=True, text=True)
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if done.returncode not in expect:
         raise SystemExit(f"{' '.join(argv)}: exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
@@ -98,17 +107,49 @@ def set_pin(matrix: Path, old: str, new: str) -> None:
     matrix.write_text(text.replace(old, new))
 
 
-def recipe_bump(clone: Path, rev: str, patches: list[Path]) -> float:
+def _recipe_git(clone: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=clone, check=True, capture_output=True, env=git.isolated_env(clone))
+
+
+def recipe_bump(clone: Path, rev: str, patches: list[Path], steps: StepTimes | None = None) -> float:
     """The existing clone's pin bump: git checkout -f REV, then git apply each patch (seconds)."""
-
-    def sh(*args: str) -> None:
-        subprocess.run(["git", *args], cwd=clone, check=True, capture_output=True, env=git.isolated_env(clone))
-
     start = time.perf_counter()
-    sh("checkout", "-q", "-f", rev)
+    _recipe_git(clone, "checkout", "-q", "-f", rev)
+    checked_out = time.perf_counter()
     for patch in patches:
-        sh("apply", str(patch))
-    return time.perf_counter() - start
+        _recipe_git(clone, "apply", str(patch))
+    end = time.perf_counter()
+    if steps is not None:
+        steps.add("git checkout -f", 1, checked_out - start)
+        steps.add("git apply (a patch each)", len(patches), end - checked_out)
+    return end - start
+
+
+def am_bump(clone: Path, rev: str, patches: list[Path], steps: StepTimes | None = None) -> float:
+    """Ollama's pin bump (Makefile.sync): git checkout -f REV, then `git am -3` each patch, one
+    process a patch as its make rule runs it (seconds)."""
+    start = time.perf_counter()
+    _recipe_git(clone, "checkout", "-q", "-f", rev)
+    checked_out = time.perf_counter()
+    for patch in patches:
+        _recipe_git(clone, "-c", "user.name=nobody", "-c", "user.email=<>", "am", "-3", str(patch))
+    end = time.perf_counter()
+    if steps is not None:
+        steps.add("git checkout -f", 1, checked_out - start)
+        steps.add("git am -3 (a patch each)", len(patches), end - checked_out)
+    return end - start
+
+
+class StepTimes:
+    """Processes spawned and seconds spent per step, summed over the bumps."""
+
+    def __init__(self) -> None:
+        self.processes: collections.Counter = collections.Counter()
+        self.seconds: collections.Counter = collections.Counter()
+
+    def add(self, step: str, processes: int, seconds: float) -> None:
+        self.processes[step] += processes
+        self.seconds[step] += seconds
 
 
 @contextlib.contextmanager
@@ -134,41 +175,66 @@ def git_tally() -> Iterator[tuple[collections.Counter, collections.Counter]]:
         git.run = original  # type: ignore[assignment]
 
 
-def warm_pin_bump(
-    runs: int, count: int, root: Path
-) -> tuple[dict[str, list[float]], collections.Counter, collections.Counter, str, int]:
+@dataclasses.dataclass
+class BumpRun:
+    times: dict[str, list[float]]
+    calls: collections.Counter  # git subcommand -> calls, in-process apply
+    seconds: collections.Counter  # git subcommand -> seconds, in-process apply
+    recipes: dict[str, StepTimes]  # recipe -> its steps
+    bump: str
+    count: int
+
+
+def warm_pin_bump(runs: int, count: int, root: Path, compare_with: Path | None = None) -> BumpRun:
     store = Store()
     project = root / "bump-project"
     project.mkdir()
     make_project(project, store, count)
     matrix = project / "matrix.yaml"
+    other = root / "bump-project-other"  # the same project, for the other checkout's command
+    shutil.copytree(project, other)
     patches = sorted((project / "patches" / "bench").glob("*.patch"))
     mirror = store.mirror(URL)
     bump = store.resolve(mirror, BUMP)
     patchctl = patchctl_command()
     apply = [*patchctl, "-C", str(project), "apply", "bench"]
+    apply_other = [*patchctl, "-C", str(other), "apply", "bench"]
 
-    clone = root / "clone"  # the existing clone: objects shared with the cache's mirror, at the pin, patched
-    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(mirror.path), str(clone)], check=True)
-    recipe_bump(clone, PIN, patches)
+    # The existing clones: objects shared with the cache's mirror, at the pin, patched.
+    clones = {"git apply loop": root / "clone", "git am -3 loop": root / "clone-am"}
+    recipes = {"git apply loop": recipe_bump, "git am -3 loop": am_bump}
+    for name, clone in clones.items():
+        subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(mirror.path), str(clone)], check=True)
+        recipes[name](clone, PIN, patches)
     time_process(apply, root)  # the existing tree, at the pin
+    if compare_with is not None:
+        time_process(apply_other, root, pythonpath=compare_with)
     inprocess_target = root / "inprocess"
     config = config_mod.load(matrix)
     time_patchctl(config, store, inprocess_target)
 
-    times: dict[str, list[float]] = {"patchctl apply": [], "in-process apply": [], "existing clone": []}
+    times: dict[str, list[float]] = {"patchctl apply": [], "in-process apply": [], **{name: [] for name in recipes}}
+    if compare_with is not None:
+        times["other checkout"] = []
+    steps = {name: StepTimes() for name in recipes}
     current = PIN
-    with git_tally() as (calls, seconds):
+    with git_tally() as (calls, seconds):  # the in-process apply's git calls: the others are processes of their own
         for _ in range(runs):
             for new in (bump, PIN):  # both directions
                 set_pin(matrix, current, new)
-                current = new
                 times["patchctl apply"].append(time_process(apply, root))
+                if compare_with is not None:
+                    set_pin(other / "matrix.yaml", current, new)
+                    times["other checkout"].append(time_process(apply_other, root, pythonpath=compare_with))
+                current = new
                 times["in-process apply"].append(time_patchctl(config, store, inprocess_target, new))
-                times["existing clone"].append(recipe_bump(clone, new, patches))
+                for name, recipe in recipes.items():
+                    times[name].append(recipe(clones[name], new, patches, steps[name]))
     store.remove_worktree(mirror, inprocess_target)
     store.remove_worktree(mirror, project / ".patchctl" / "trees" / "bench")
-    return times, calls, seconds, bump, len(patches)
+    if compare_with is not None:
+        store.remove_worktree(mirror, other / ".patchctl" / "trees" / "bench")
+    return BumpRun(times, calls, seconds, steps, bump, len(patches))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,42 +242,70 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20, help="start-up runs per command")
     parser.add_argument("--bump-runs", type=int, default=5, help="pin bumps each way")
     parser.add_argument("--patches", type=int, default=30)
+    parser.add_argument("--bump-only", action="store_true", help="the warm pin bump alone (no start-up section)")
+    parser.add_argument(
+        "--compare-with",
+        type=Path,
+        default=None,
+        help="another patchctl source tree (an older commit): its `patchctl apply` is timed too, interleaved",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="patchctl-bench-") as tmp:
         root = Path(tmp)
-        started = startup(args.runs, root)
-        bumps, calls, seconds, bump, count = warm_pin_bump(args.bump_runs, args.patches, root)
+        started = [] if args.bump_only else startup(args.runs, root)
+        bumps = warm_pin_bump(args.bump_runs, args.patches, root, args.compare_with)
 
-    print(f"start-up ({args.runs} runs each, interleaved; {' '.join(patchctl_command())})")
-    print(f"{'command':<28} {'median ms':>10} {'min ms':>8} {'minus python':>13}")
-    floor = started[0][1]
-    for name, median, fastest in started:
-        print(f"{name:<28} {median * 1000:10.1f} {fastest * 1000:8.1f} {(median - floor) * 1000:13.1f}")
-    help_ms = started[1][1] * 1000
-    print(f"bar: patchctl --help median < 100 ms: {help_ms:.1f} ms ({'met' if help_ms < 100 else 'NOT met'})")
-    print()
-    print(f"warm pin bump: {count} patches, {PIN[:12]} <-> {bump[:12]} ({args.bump_runs} runs each way, median)")
-    print(f"{'case':<34} {'median s':>8} {'ratio':>7} {'min s':>7}")
-    recipe = statistics.median(bumps["existing clone"])
+    if started:
+        print(f"start-up ({args.runs} runs each, interleaved; {' '.join(patchctl_command())})")
+        print(f"{'command':<28} {'median ms':>10} {'min ms':>8} {'minus python':>13}")
+        floor = started[0][1]
+        for name, median, fastest in started:
+            print(f"{name:<28} {median * 1000:10.1f} {fastest * 1000:8.1f} {(median - floor) * 1000:13.1f}")
+        help_ms = started[1][1] * 1000
+        print(f"bar: patchctl --help median < 100 ms: {help_ms:.1f} ms ({'met' if help_ms < 100 else 'NOT met'})")
+        print()
+    print_bump(bumps, args.bump_runs, args.compare_with)
+    return 0
+
+
+def print_bump(run: BumpRun, bump_runs: int, compare_with: Path | None = None) -> None:
+    count, times = run.count, run.times
+    print(f"warm pin bump: {count} patches, {PIN[:12]} <-> {run.bump[:12]} ({bump_runs} runs each way, median)")
+    print(f"{'case':<40} {'median s':>8} {'vs apply':>8} {'vs am -3':>8} {'min s':>7}")
+    apply_loop = statistics.median(times["git apply loop"])
+    am_loop = statistics.median(times["git am -3 loop"])
     labels = {
         "patchctl apply": "patchctl apply (the command)",
         "in-process apply": "apply_job.apply (no start-up)",
-        "existing clone": "git checkout -f + git apply loop",
+        "git apply loop": "git checkout -f + git apply loop",
+        "git am -3 loop": "git checkout -f + git am -3 loop (Ollama)",
     }
+    if compare_with is not None:
+        labels["other checkout"] = f"patchctl apply ({compare_with.name})"
     for name, label in labels.items():
-        median = statistics.median(bumps[name])
-        print(f"{label:<34} {median:8.3f} {median / recipe:7.3f} {min(bumps[name]):7.3f}")
-    ratio = statistics.median(bumps["patchctl apply"]) / recipe
-    bumped = 2 * args.bump_runs
-    print(f"where apply_job.apply's time goes, per bump (git subprocesses; the recipe runs {count + 1}):")
-    for subcommand, n in calls.most_common():
-        print(f"  git {subcommand:<14} {n / bumped:5.0f} calls {seconds[subcommand] / bumped * 1000:8.1f} ms")
-    rest = statistics.mean(bumps["in-process apply"]) - sum(seconds.values()) / bumped
-    print(f"  {'python (no git)':<18} {'':>11} {rest * 1000:8.1f} ms")
-    startup_s = statistics.median(bumps["patchctl apply"]) - statistics.median(bumps["in-process apply"])
-    print(f"  start-up and the rest of the command (command - in-process): {startup_s * 1000:.0f} ms")
-    print(f"bar: patchctl apply <= 1.3x the existing clone: {ratio:.2f}x ({'met' if ratio <= 1.3 else 'NOT met'})")
-    return 0
+        median = statistics.median(times[name])
+        print(f"{label:<40} {median:8.3f} {median / apply_loop:8.2f} {median / am_loop:8.2f} {min(times[name]):7.3f}")
+    bumped = 2 * bump_runs
+    print()
+    print("per step, per bump (mean): processes spawned and time")
+    print(f"{'what':<18} {'step':<30} {'processes':>9} {'ms':>9}")
+    for subcommand, n in run.calls.most_common():
+        ms = run.seconds[subcommand] / bumped * 1000
+        print(f"{'patchctl':<18} {'git ' + subcommand:<30} {n / bumped:9.0f} {ms:9.1f}")
+    rest = statistics.mean(times["in-process apply"]) - sum(run.seconds.values()) / bumped
+    print(f"{'patchctl':<18} {'python (no process)':<30} {0:9d} {rest * 1000:9.1f}")
+    startup_s = statistics.median(times["patchctl apply"]) - statistics.median(times["in-process apply"])
+    print(f"{'patchctl':<18} {'start-up, the rest (median)':<30} {1:9d} {startup_s * 1000:9.1f}")
+    print(f"{'patchctl':<18} {'in all':<30} {sum(run.calls.values()) / bumped + 1:9.0f}")
+    for name, steps in run.recipes.items():
+        for step, n in steps.processes.items():
+            print(f"{name:<18} {step:<30} {n / bumped:9.0f} {steps.seconds[step] / bumped * 1000:9.1f}")
+        print(f"{name:<18} {'in all':<30} {sum(steps.processes.values()) / bumped:9.0f}")
+    ratio = statistics.median(times["patchctl apply"]) / apply_loop
+    am_ratio = statistics.median(times["patchctl apply"]) / am_loop
+    print()
+    print(f"patchctl apply against the git am -3 loop: {am_ratio:.2f}x")
+    print(f"bar: patchctl apply <= 1.3x the git apply loop: {ratio:.2f}x ({'met' if ratio <= 1.3 else 'NOT met'})")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,10 @@ component, `.git`, a path too long for a file system, a path through a symlink, 
 leaves a symlink pointing out of the tree (in any of its diff blocks) is refused up front;
 after each apply, in an index or a work tree, every symlink of the result is resolved through
 the others (`patchctl.confined.links`): a patch that leaves one pointing out of the tree, into
-.git or into a loop, alone or as the last link of a chain, is refused and undone.
+.git or into a loop, alone or as the last link of a chain, is refused and undone. Every check
+reads the patch's one parse (`PatchFile.parsed`); the tree's links are listed again only after a
+patch that parse says can change them (`diffblocks.may_change_links`: a mode 120000, or a path that
+is a link, lies under one or holds one), so a series that leaves links alone costs no git call for them.
 """
 
 from __future__ import annotations
@@ -24,15 +27,16 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from . import git
-from .confined.links import index_links, new_bad_link
+from .confined.links import index_links, link_dirs, new_bad_link
 from .confined.names import invalid_path_reason
-from .diffblocks import ParsedDiff, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
+from .diffblocks import ParsedDiff, may_change_links, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
 from .jsonout import json_field
 from .patchset import FileDiff, Hunk, MalformedPatch, PatchFile
 from .store import prefetch_blobs
@@ -363,6 +367,7 @@ class IndexBuilder:
         self.env = {"GIT_INDEX_FILE": str(Path(self._dir.name) / "index")}
         git.run(["read-tree", base], self.repo, env=self.env)
         self._links: dict[str, str] | None = None  # the index's symlinks before the next patch
+        self._link_dirs: set[str] = set()  # the directories holding them
         self._link_targets: dict[str, str] = {}  # blob id -> target, read once
 
     def close(self) -> None:
@@ -381,17 +386,21 @@ class IndexBuilder:
             return bad
         if self._links is None:
             self._links = index_links(self.repo, self.env, self._link_targets)
+            self._link_dirs = link_dirs(self._links)
+        # The index's links are listed again only after a patch that can change them (the parse says which).
+        watch = may_change_links(patch.parsed, self._links.__contains__, self._link_dirs.__contains__)
         result = self._git_apply(patch, [])
         if not result.ok:
             reverse = self._git_apply(patch, ["--check", "-R"]).ok
             every_hunk = "" if reverse else self._git_apply(patch, ["--check", "--reject"]).stderr
             return _classify_failure(patch, result.stderr, reverse, every_hunk)
-        links = index_links(self.repo, self.env, self._link_targets)
-        if (link := new_bad_link(self._links, links)) is not None:
-            git.run(["read-tree", self.head], self.repo, env=self.env)  # undo this patch in the private index
-            self._links = None
-            return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=f"leaves {link.describe()}")
-        self._links = links
+        if watch:
+            links = index_links(self.repo, self.env, self._link_targets)
+            if (link := new_bad_link(self._links, links)) is not None:
+                git.run(["read-tree", self.head], self.repo, env=self.env)  # undo this patch in the private index
+                self._links = None
+                return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=f"leaves {link.describe()}")
+            self._links, self._link_dirs = links, link_dirs(links)
         offsets = _offsets(result.stdout + result.stderr)
         outcome = PatchOutcome(patch.name, Status.OFFSET if offsets else Status.APPLIED, offsets=offsets)
         if commit:
@@ -478,7 +487,11 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
     if (bad := _malformed_before_git(patch)) is not None:
         return bad
-    links = index_links(tree)
+    # The tree's links on disk say whether the patch can change them; only then are they listed, before and after.
+    watch = may_change_links(
+        patch.parsed, lambda path: _on_disk(tree, path, Path.is_symlink), lambda path: _on_disk(tree, path, Path.is_dir)
+    )
+    links = index_links(tree) if watch else None
     strict = git.run([*APPLY_CONFIG, "apply", "-v", "--index", "-"], tree, check=False, input=patch.data)
     if strict.ok:
         offsets = _offsets(strict.stdout + strict.stderr)
@@ -518,12 +531,21 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         outcome = _merged_outcome(tree, patch)
         if outcome.status == Status.ALREADY_APPLIED:
             return outcome  # nothing to commit: the merge changed nothing
-    if (link := new_bad_link(links, index_links(tree))) is not None:
+    if links is not None and (link := new_bad_link(links, index_links(tree))) is not None:
         git.run(["reset", "-q", "--hard", "HEAD"], tree)  # the tree as it was before this patch
         return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=f"leaves {link.describe()}")
     if commit:
         outcome.commit = commit_worktree(tree, patch)
     return outcome
+
+
+def _on_disk(tree: Path, path: str, test: Callable[[Path], bool]) -> bool:
+    """TEST (is a link, is a directory) of PATH in TREE, without following a link; a path that
+    cannot be looked at counts as one that passes, so that the links are checked."""
+    try:
+        return test(tree / path)
+    except (OSError, ValueError):
+        return True
 
 
 def _merged_outcome(tree: Path, patch: PatchFile) -> PatchOutcome:

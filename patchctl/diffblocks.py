@@ -1,9 +1,10 @@
 """A patch's diff, read once and the way `git apply` reads it.
 
 `parse_diff_text` is the one place that decides where a file block starts, where a hunk
-ends and what text after a hunk is: every reader (the file list and hunks of `patchset`,
-the symlink and path checks of `applier`, lint's PC013) reads its result, so no two checks
-can disagree about a hunk's extent.
+ends and what text after a hunk is: every reader (the file list, hunks and touched paths of
+`patchset`, the path, symlink and link-change checks of `applier`, lint's PC013) reads its
+result, read once per patch (`PatchFile.parsed`), so no two checks can disagree about a
+hunk's extent and none reads the text again.
 
 How git reads a hunk, and what patchctl accepts and refuses:
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .confined.links import bad_links
@@ -48,6 +50,7 @@ _MODE_RE = re.compile(r"^(?P<kind>old mode|new mode|new file mode|deleted file m
 _INDEX_MODE_RE = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+ (?P<mode>.*)$")
 _OCTAL_RE = re.compile(r"^[ \t\n\v\f\r]*(?P<sign>[+-]?)(?P<digits>[0-7]+)(?:[ \t\n\v\f\r]|$)")
 _RENAME_RE = re.compile(r"^(?P<kind>rename|copy) (?P<side>from|to) (?P<path>.+)$")
+_PATH_HEADER_RE = re.compile(r"^(?:---|\+\+\+) \S")
 _OTHER_HEADER_RE = re.compile(r"^(?:index [0-9a-f]+\.\.[0-9a-f]+$|(?:dis)?similarity index \d+%$)")
 _BINARY_RE = re.compile(r"^(?:GIT binary patch|Binary files .* differ)$")
 # The separator line of an mbox: the next mail (and its patch) starts here.
@@ -99,6 +102,12 @@ class ParsedDiff:
     corrupt_line: int | None = None  # the first line git stops at with "corrupt patch" (None: none)
     corrupt_reason: str = ""
     trailing_line: int | None = None  # where the text after the last hunk that git ignores starts (a signature)
+    # Every path a header line names, wherever it stands (a/ b/ removed, C-quoted names unquoted, /dev/null
+    # skipped): the path checks see more than git applies, never less, even in a patch that does not parse.
+    named_paths: tuple[str, ...] = ()
+    # Some line, wherever it stands, reads as a mode header naming a symlink (`new file mode 120000`,
+    # `old mode 0120000`, `index a..b 120000`): the patch may add, remove or retarget a link.
+    names_link_mode: bool = False
 
 
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
@@ -188,6 +197,8 @@ def parse_diff_text(text: str) -> ParsedDiff:
     trailing: int | None = None
     changes = 0
     lines = patch_lines(text)
+    named: list[str] = []
+    link_mode = False
     unterminated = bool(text) and not text.endswith("\n")
 
     def fail(number: int, reason: str) -> None:
@@ -196,6 +207,8 @@ def parse_diff_text(text: str) -> ParsedDiff:
             corrupt = (number, reason)
 
     for number, line in enumerate(lines, 1):
+        named += _header_line_paths(line)
+        link_mode = link_mode or _names_link_mode(line)
         if open_hunk and hunk is not None:
             tag = line[:1]
             if tag in (" ", "", "-", "+") or (tag == "\\" and line.startswith("\\ ") and len(line) >= 11):
@@ -326,12 +339,26 @@ def parse_diff_text(text: str) -> ParsedDiff:
         corrupt[0] if corrupt else None,
         corrupt[1] if corrupt else "",
         trailing,
+        tuple(named),
+        link_mode,
     )
 
 
-def read_blocks(text: str | ParsedDiff) -> tuple[Block, ...]:
-    """Every file block of TEXT (`diff --git`, or a plain `---`/`+++` pair), in order."""
-    return (parse_diff_text(text) if isinstance(text, str) else text).blocks
+def _header_line_paths(line: str) -> list[str]:
+    """The paths LINE names if it reads as a header line (`diff --git`, `---`/`+++`, rename or copy)."""
+    if line.startswith("diff --git "):
+        return list(header_paths(line[len("diff --git ") :]))
+    if _PATH_HEADER_RE.match(line):
+        path = line[4:].split("\t")[0].rstrip()
+        return [] if path == DEV_NULL else [strip_prefix(path)]
+    if m := _RENAME_RE.match(line):
+        return [unquote(m["path"].strip())]
+    return []
+
+
+def _names_link_mode(line: str) -> bool:
+    m = _MODE_RE.match(line) or _INDEX_MODE_RE.match(line)
+    return m is not None and git_mode(m["mode"]) == SYMLINK_MODE
 
 
 def header_line_range(blocks: tuple[Block, ...], position: int, total: int) -> range:
@@ -407,15 +434,15 @@ def symlink_target_escapes(link_path: str, target: str) -> bool:
     return resolved == ".." or resolved.startswith("../")
 
 
-def unsafe_symlink_reason(text: str | ParsedDiff) -> str | None:
-    """Why a block of TEXT could leave a symlink pointing outside the tree, or None.
+def unsafe_symlink_reason(parsed: ParsedDiff) -> str | None:
+    """Why a block of PARSED could leave a symlink pointing outside the tree, or None.
 
     Every block is checked: a symlink created, a file turned into one (delete + create, or a
     mode change to 120000), an existing symlink retargeted (its index line says 120000), and
     a symlink renamed or copied (moving a relative link can change where it points). A
     symlink whose target the patch does not show (a bare mode change, a pure rename) is
     refused, since its target cannot be checked from the patch."""
-    for block in read_blocks(text):
+    for block in parsed.blocks:
         if not block.makes_symlink:
             continue
         targets = [line for hunk in block.hunks for line in hunk.added]
@@ -430,12 +457,36 @@ def unsafe_symlink_reason(text: str | ParsedDiff) -> str | None:
     # Links that each stay inside can still lead out through one another (`s -> d/..`, `d -> ..`).
     created = {
         block.new_path: block.hunks[-1].added[-1]
-        for block in read_blocks(text)
+        for block in parsed.blocks
         if block.makes_symlink and block.hunks and block.hunks[-1].added
     }
     if (bad := next(iter(bad_links(created)), None)) is not None:
         return f"creates {bad.describe()}"
     return None
+
+
+def may_change_links(parsed: ParsedDiff, is_link: Callable[[str], bool], holds_links: Callable[[str], bool]) -> bool:
+    """Whether applying PARSED can add, remove or retarget a symlink of a tree: IS_LINK says
+    whether a path of the tree is a symlink, HOLDS_LINKS whether it is a directory that may
+    hold one.
+
+    git writes only the paths a patch's headers name (and, creating a file where a directory
+    was, drops the directory's entries), so a patch that shows no mode 120000 and names no
+    link, no path under a link and no directory holding one leaves the tree's links as they
+    were: they need not be listed again to know that none of them became bad. A name is also
+    tried cut at each space (git drops a timestamp after a `---` name and splits a `diff
+    --git` line with spaces by its own rules): the answer errs on the side of looking."""
+    if parsed.names_link_mode:
+        return True
+    names = set(parsed.named_paths)
+    for block in parsed.blocks:
+        names.update(p for p in (block.old_path, block.new_path, block.renamed_from, block.copied_from) if p)
+    for name in names:
+        for cut in {name.rstrip(), *(name[:at] for at, char in enumerate(name) if char == " ")}:
+            parts = cut.split("/")
+            if is_link(cut) or holds_links(cut) or any(is_link("/".join(parts[:n])) for n in range(1, len(parts))):
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -447,12 +498,12 @@ class OverlongHunk:
     extra_line: int  # first line past the declared counts
 
 
-def overlong_hunks(text: str | ParsedDiff) -> list[OverlongHunk]:
+def overlong_hunks(parsed: ParsedDiff) -> list[OverlongHunk]:
     """Hunks followed by lines that read as hunk lines but lie past the header's counts:
     `git apply` ignores them, so they never land."""
     return [
         OverlongHunk(block.new_path, hunk.index, hunk.header, hunk.line, hunk.overflow_line)
-        for block in read_blocks(text)
+        for block in parsed.blocks
         for hunk in block.hunks
         if hunk.overflow_line is not None
     ]

@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from . import seriesdir
 from .config import Series
-from .diffblocks import DEV_NULL, ParsedDiff, header_paths, parse_diff_text, patch_lines, strip_prefix, unquote
+from .diffblocks import DEV_NULL, ParsedDiff, parse_diff_text, patch_lines, strip_prefix
 from .globs import glob_match
 
 PATCH_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[A-Za-z0-9][A-Za-z0-9._-]*)\.patch$")
@@ -38,8 +38,6 @@ QUILT_SERIES_FILE = seriesdir.QUILT_SERIES_FILE
 # Where the diff starts in a patch file: everything before is the message.
 _DIFF_START_RE = re.compile(r"^(?:diff --git |Index: |diff -|={20,}$)")
 _HEADER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*):(?:\s|$)")
-_PATH_HEADER_RE = re.compile(r"^(?:---|\+\+\+) (?P<path>\S+)")
-_RENAME_RE = re.compile(r"^(?:rename|copy) (?:from|to) (?P<path>.+)$")
 # Yocto's `Upstream-Status:` vocabulary (OpenEmbedded's patch QA): the value, and whether its bracketed
 # detail is required (where it was sent, where it came from, why it is not for upstream).
 UPSTREAM_STATUSES = {
@@ -143,7 +141,7 @@ class PatchFile:
 
     @cached_property
     def _touched_paths(self) -> tuple[str, ...]:
-        return tuple(sorted(set(raw_paths(self.text))))
+        return tuple(sorted(set(self.parsed.named_paths)))
 
 
 @dataclass(frozen=True)
@@ -324,18 +322,8 @@ def title_from_name(name: str) -> str:
 def raw_paths(text: str) -> list[str]:
     """Paths named by diff headers, with their a/ b/ prefixes removed and C-quoted names
     unquoted; /dev/null skipped. Every header line counts, wherever it stands, so that a path
-    check sees more than git applies, never less."""
-    paths: list[str] = []
-    for line in patch_lines(text):
-        if line.startswith("diff --git "):
-            paths += list(header_paths(line[len("diff --git ") :]))
-        elif _PATH_HEADER_RE.match(line):
-            path = line[4:].split("\t")[0].rstrip()
-            if path != DEV_NULL:
-                paths.append(strip_prefix(path))
-        elif m := _RENAME_RE.match(line):
-            paths.append(unquote(m["path"].strip()))
-    return paths
+    check sees more than git applies, never less (`ParsedDiff.named_paths`)."""
+    return list(parse_diff_text(text).named_paths)
 
 
 _strip_prefix = strip_prefix

@@ -10,6 +10,11 @@ to `note(line)`. Both do nothing unless the CLI installed a reporter (`installed
   least once a minute while it runs (the steps, the elapsed time and the last note) and one
   when it ends after a second or more (or fails), so a log never goes quiet for long.
 
+A step that writes a log (`step(title, tail=log)`: a gate, a build) names it where it starts
+and in every line that shows it running, and a build's progress lines, ninja's `[12/340] ...` or
+the `[ 35%] ...` of CMake's Makefiles, whether noted or last in its log, show as how far it has
+come: `compiling 12/340 (3%): Building CXX object ...`.
+
 `-q/--quiet` (or $PATCHCTL_QUIET=1) installs no reporter. $PATCHCTL_PROGRESS_INTERVAL sets
 the heartbeat interval in seconds (default 60).
 """
@@ -22,6 +27,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -51,16 +57,66 @@ def printable(line: str) -> str:
     return _CONTROL.sub("", line).strip()
 
 
-def last_line(path: Path) -> str:
-    """The last non-empty line of PATH (its last 4 KiB), "" when there is none."""
+def tail_lines(path: Path) -> list[str]:
+    """The non-empty lines of PATH's last 4 KiB, printable; [] when it cannot be read."""
     try:
         with open(path, "rb") as handle:
             handle.seek(max(0, handle.seek(0, os.SEEK_END) - 4096))
             tail = handle.read().decode("utf-8", errors="replace")
     except OSError:
-        return ""
-    lines = [printable(line) for line in tail.replace("\r", "\n").splitlines() if printable(line)]
+        return []
+    return [printable(line) for line in tail.replace("\r", "\n").splitlines() if printable(line)]
+
+
+def last_line(path: Path) -> str:
+    """The last non-empty line of PATH (its last 4 KiB), "" when there is none."""
+    lines = tail_lines(path)
     return lines[-1][:200] if lines else ""
+
+
+# ninja's status line (`[12/340] Building CXX object ...`) and CMake's Makefiles' (`[ 35%] Building ...`).
+_NINJA_STATUS_RE = re.compile(r"^\[(\d+)/(\d+)\]\s*")
+_MAKE_STATUS_RE = re.compile(r"^\[\s*(\d{1,3})%\]\s*")
+
+
+@dataclass(frozen=True)
+class BuildProgress:
+    """How far a build has come, read from one of its status lines."""
+
+    done: int
+    total: int | None  # None: the build says a percentage only (make)
+    percent: int
+
+    @property
+    def finished(self) -> bool:
+        return self.percent >= 100
+
+    def describe(self) -> str:
+        if self.total is not None:
+            return f"compiling {self.done}/{self.total} ({self.percent}%)"
+        return f"compiling ({self.percent}%)"
+
+
+def build_progress(line: str) -> tuple[BuildProgress, str] | None:
+    """LINE read as a build's status line: how far it has come and what it is doing (the rest
+    of the line); None for any other line."""
+    if m := _NINJA_STATUS_RE.match(line):
+        done, total = int(m[1]), int(m[2])
+        if total == 0 or done > total:
+            return None
+        return BuildProgress(done, total, done * 100 // total), line[m.end() :]
+    if m := _MAKE_STATUS_RE.match(line):
+        percent = int(m[1])
+        return (BuildProgress(percent, None, percent), line[m.end() :]) if percent <= 100 else None
+    return None
+
+
+def shown_path(path: Path) -> str:
+    """PATH as a user can open it from here: relative to the working directory when under it."""
+    try:
+        return Path(path).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except (OSError, ValueError):
+        return str(path)
 
 
 class Reporter:
@@ -73,6 +129,7 @@ class Reporter:
         self._lock = threading.Lock()
         self._steps: list[tuple[str, float, Path | None]] = []  # title, start, a log it writes
         self._last_note = ""
+        self._progress: BuildProgress | None = None  # the last status line a build noted
         self._shown = False  # a live line is on screen
         self._drawn_at = 0.0
         self._wake = threading.Event()
@@ -84,11 +141,11 @@ class Reporter:
     def start(self, title: str, tail: Path | None = None) -> None:
         with self._lock:
             self._steps.append((title, time.monotonic(), tail))
-            self._last_note = ""
+            self._last_note, self._progress = "", None
             if self.live:
                 self._draw_locked()
             else:
-                self._log_locked(title)
+                self._log_locked(title + (f" (log: {shown_path(tail)})" if tail is not None else ""))
         self._ensure_thread()
 
     def finish(self, title: str, ok: bool) -> None:
@@ -98,7 +155,7 @@ class Reporter:
                 return
             started = self._steps[index][1]
             del self._steps[index:]
-            self._last_note = ""
+            self._last_note, self._progress = "", None
             if self.live:
                 if self._steps:
                     self._draw_locked()
@@ -113,6 +170,8 @@ class Reporter:
         if not line:
             return
         with self._lock:
+            if (status := build_progress(line)) is not None:
+                self._progress, line = status
             self._last_note = line
             # A build can print thousands of lines a second: redraw at most every 0.1 s (the
             # heartbeat thread draws the latest soon after anyway).
@@ -147,12 +206,19 @@ class Reporter:
 
     def _status_locked(self) -> str:
         started = self._steps[0][1]
-        text = f"{self._path_locked()} ({elapsed_text(time.monotonic() - started)})"
         tail = self._steps[-1][2]
-        note = self._last_note or (last_line(tail) if tail is not None else "")
-        if note:
-            text += f": {note}"
-        return text
+        log = f"; log: {shown_path(tail)}" if tail is not None else ""
+        text = f"{self._path_locked()} ({elapsed_text(time.monotonic() - started)}{log})"
+        note, status = self._last_note, self._progress
+        if not note and tail is not None:
+            lines = tail_lines(tail)
+            note = lines[-1][:200] if lines else ""
+            # the log's last status line: how far a build that writes its log rather than noting it has come
+            status = next((found[0] for line in reversed(lines) if (found := build_progress(line))), None)
+            if (last := build_progress(note)) is not None:
+                note = last[1]
+        parts = ([status.describe()] if status is not None and not status.finished else []) + ([note] if note else [])
+        return text + (": " + ": ".join(parts) if parts else "")
 
     def _draw_locked(self) -> None:
         if not self._steps:

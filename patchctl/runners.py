@@ -10,7 +10,8 @@
   KeyboardInterrupt.
 
 Output goes to the log file as it arrives, and line by line to an optional PROGRESS
-callback (the CLI shows it); this module never prints.
+callback (the CLI shows it, a build's `[12/340]` status lines as how far it has come, with
+the log's path); this module never prints.
 """
 
 from __future__ import annotations
@@ -76,10 +77,10 @@ def run_build(step: BuildStep, tree: Path, log_path: Path, progress: Progress | 
     # Output lines are notes of the step (the live line's tail), never log lines of their own.
     progress = progress_mod.note if progress is None or progress is progress_mod.say else progress
     if step.runner == "local":
-        with progress_mod.step(f"build {step.name}"):
+        with progress_mod.step(f"build {step.name}", tail=log_path):
             return _run_local(step, tree, log_path, progress)
     if step.runner == "docker":
-        with progress_mod.step(f"build {step.name} (docker {step.image})"):
+        with progress_mod.step(f"build {step.name} (docker {step.image})", tail=log_path):
             return _run_docker(step, tree, log_path, progress)
     raise UsageError(f"build {step.name}: unknown runner {step.runner!r}")
 

@@ -9,6 +9,11 @@ whose bytes differ are rewritten, so their timestamps tell ninja exactly what ch
 with nothing changed only checks timestamps; a changed file (an edited patch, a tampered port)
 recompiles that file and relinks. ccache is used when it is installed. A lock file serialises
 runs that share a directory.
+
+The build's output goes to its log (by default `KEY/build.log`, beside the build, so that it
+outlives the run) and a cold build takes minutes: an optional PROGRESS callback hears that it
+is configuring or compiling, how far it has come (from ninja's `[12/340]` or make's `[ 35%]`
+status lines, at every 5% and at least every 30 s) and where the log is.
 """
 
 from __future__ import annotations
@@ -16,12 +21,16 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+Progress = Callable[[str], None]
 
 CMAKE_OPTIONS: tuple[str, ...] = (
     "-DCMAKE_BUILD_TYPE=Release",
@@ -64,8 +73,16 @@ def build_key(upstream_rev: str, compiler: str, ccache: str | None, generator: s
     return f"{upstream_rev[:12] or 'unknown'}-{hashlib.sha256(material.encode()).hexdigest()[:16]}"
 
 
-def build_targets(tree: Path, targets: list[str], upstream_rev: str, log_path: Path, jobs: int = 2) -> BuildResult:
-    """Configure (once) and build `targets` of the llama.cpp tree; raises BuildError."""
+def build_targets(
+    tree: Path,
+    targets: list[str],
+    upstream_rev: str,
+    log_path: Path | None = None,
+    jobs: int = 2,
+    progress: Progress | None = None,
+) -> BuildResult:
+    """Configure (once) and build `targets` of the llama.cpp tree; raises BuildError. The output
+    goes to LOG_PATH (appended; default: `build.log` beside the build, rewritten each run)."""
     if not (tree / ".git").exists():
         raise BuildError(f"{tree} is not a git work tree (run `patchctl apply` to make one)")
     cmake = shutil.which("cmake")
@@ -81,27 +98,75 @@ def build_targets(tree: Path, targets: list[str], upstream_rev: str, log_path: P
         configure += [f"-DCMAKE_C_COMPILER_LAUNCHER={ccache}", f"-DCMAKE_CXX_COMPILER_LAUNCHER={ccache}"]
     start = time.monotonic()
     root.mkdir(parents=True, exist_ok=True)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(root / "lock", "a") as lock, open(log_path, "ab") as log:
+    say = progress or (lambda _line: None)
+    what = ", ".join(targets)
+    with open(root / "lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        mirror_tree(tree, source_dir)
-        # a configure cut short leaves a cache without build files: configure again
-        generated = (build_dir / "CMakeCache.txt").is_file() and any(
-            (build_dir / name).is_file() for name in ("build.ninja", "Makefile")
-        )
-        configured = not generated
-        if configured:
-            _run(configure, log, log_path, "cmake configure")
-        _run([cmake, "--build", str(build_dir), "-j", str(jobs), "--target", *targets], log, log_path, "cmake build")
+        if log_path is None:
+            log_path = root / "build.log"
+            log_path.unlink(missing_ok=True)  # this run's output only
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            mirror_tree(tree, source_dir)
+            # a configure cut short leaves a cache without build files: configure again
+            generated = (build_dir / "CMakeCache.txt").is_file() and any(
+                (build_dir / name).is_file() for name in ("build.ninja", "Makefile")
+            )
+            configured = not generated
+            if configured:
+                say(f"configuring the build of {what} (cmake; log: {log_path})")
+                _run(configure, log, log_path, "cmake configure")
+            say(f"compiling {what} (log: {log_path})")
+            build = [cmake, "--build", str(build_dir), "-j", str(jobs), "--target", *targets]
+            _run(build, log, log_path, "cmake build", _Reporter(f"compiling {what}", log_path, say))
     return BuildResult(build_dir, time.monotonic() - start, configured)
 
 
-def _run(command: list[str], log: BinaryIO, log_path: Path, step: str) -> None:
+# ninja's status line (`[12/340] Building CXX object ...`) and CMake's Makefiles' (`[ 35%] Building ...`).
+_NINJA_STATUS_RE = re.compile(rb"^\[(\d+)/(\d+)\]")
+_MAKE_STATUS_RE = re.compile(rb"^\[\s*(\d{1,3})%\]")
+REPORT_EVERY_PERCENT = 5
+REPORT_EVERY_S = 30.0
+
+
+class _Reporter:
+    """Turns a build's status lines into a line now and then: at every REPORT_EVERY_PERCENT and
+    at least every REPORT_EVERY_S seconds while the build moves."""
+
+    def __init__(self, what: str, log_path: Path, say: Progress):
+        self.what, self.log_path, self.say = what, log_path, say
+        self.reported_percent = -REPORT_EVERY_PERCENT
+        self.reported_at = time.monotonic()
+
+    def line(self, line: bytes) -> None:
+        if m := _NINJA_STATUS_RE.match(line):
+            done, total = int(m[1]), int(m[2])
+            if total <= 0 or done > total:
+                return
+            percent, count = done * 100 // total, f"[{done}/{total}] "
+        elif m := _MAKE_STATUS_RE.match(line):
+            percent, count = min(int(m[1]), 100), ""
+        else:
+            return
+        now = time.monotonic()
+        if percent >= self.reported_percent + REPORT_EVERY_PERCENT or now - self.reported_at >= REPORT_EVERY_S:
+            self.reported_percent, self.reported_at = percent - percent % REPORT_EVERY_PERCENT, now
+            self.say(f"{self.what}: {count}{percent}% (log: {self.log_path})")
+
+
+def _run(command: list[str], log: BinaryIO, log_path: Path, step: str, reporter: _Reporter | None = None) -> None:
     log.write(("$ " + " ".join(command) + "\n").encode())
     log.flush()
-    done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
-    if done.returncode != 0:
-        raise BuildError(f"{step} failed (exit {done.returncode}); see {log_path}")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert process.stdout is not None
+    for line in process.stdout:  # to the log as it comes; the status lines to the reporter
+        log.write(line)
+        log.flush()
+        if reporter is not None:
+            reporter.line(line)
+    returncode = process.wait()
+    if returncode != 0:
+        raise BuildError(f"{step} failed (exit {returncode}); see {log_path}")
 
 
 def tree_files(tree: Path) -> list[str]:

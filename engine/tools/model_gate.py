@@ -2,7 +2,8 @@
 
 Run by `patchctl gate` in the applied tree (`--tree`, default: the working directory). Writes the
 tiny model with the llama-spm vocabulary as a GGUF file, builds libllama and the series' driver
-`test-paged-decode` in the persistent build cache (engine/llamacpp/build.py), decodes every case
+`test-paged-decode` in the persistent build cache (engine/llamacpp/build.py; it says on stderr
+that it is compiling, how far it has come and where its log is), decodes every case
 of engine/llamacpp/model_gate.py with LLAMA_KV_PAGED off and on, and prints one
 `PASS|FAIL <check>/<case>: ...` line per check: paged == stock token streams (md5), the engine's
 tokenizer == llama.cpp's on the prompts, the engine's greedy tokens == llama.cpp's with logits
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     write_case_file(cases_file, CASES)
 
     try:
-        built = build_targets(tree, ["llama", DRIVER], rev, out / "build.log", jobs=args.jobs)
+        # The build's lines go to stderr, the gate's log: `patchctl gate` shows its last one while it runs.
+        built = build_targets(tree, ["llama", DRIVER], rev, jobs=args.jobs, progress=_to_stderr)
     except BuildError as exc:
         print(f"FAIL build: {exc}")
         return EXIT_ENVIRONMENT
@@ -83,3 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     return EXIT_OK if all(r.ok for r in results) else EXIT_FAILED
+
+
+def _to_stderr(line: str) -> None:
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)

@@ -15,7 +15,7 @@ when it leads into `.git` (in any spelling git refuses) or into a loop.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,6 +107,11 @@ def new_bad_link(before: Mapping[str, str], after: Mapping[str, str]) -> BadLink
     change made bad, not what the tree already held."""
     old = {(bad.path, bad.target) for bad in bad_links(before)} if before else set()
     return next((bad for bad in bad_links(after) if (bad.path, bad.target) not in old), None)
+
+
+def link_dirs(links: Iterable[str]) -> set[str]:
+    """Every directory that holds one of LINKS (tree paths), at any depth."""
+    return {path.rsplit("/", depth)[0] for path in links for depth in range(1, path.count("/") + 1)}
 
 
 # ---------------------------------------------------------------- the links of a git index or tree

@@ -256,3 +256,101 @@ def test_canary_and_pin_sync_refuse_a_chain_completed_in_their_worktrees(tmp_pat
     assert "symlink pointing outside the tree" in sync.output
     outside = [p for p in (project.path / ".patchctl").rglob("s1") if p.is_symlink()]
     assert all(os.path.realpath(p).startswith(str(project.path)) for p in outside)
+
+
+# ---------------------------------------------------------------- links listed only when a patch can change them
+
+# d -> a/b/c and s -> d/../../.. : s resolves through d to the root, inside.
+_THROUGH_D = {"d": "a/b/c", "s": "d/../../.."}
+
+
+def _retarget_d(timestamp: str) -> str:
+    """A plain unified diff (no git header, no mode line) that points d at `a`: s then climbs
+    out of the tree. Nothing in the patch says d is a link; only the tree knows."""
+    return (
+        "Subject: [PATCH] Retarget d\n\nWhy.\n---\n"
+        f"--- a/d{timestamp}\n+++ b/d{timestamp}\n"
+        "@@ -1 +1 @@\n-a/b/c\n\\ No newline at end of file\n+a\n\\ No newline at end of file\n"
+    )
+
+
+# git drops a timestamp after a traditional diff's name, tab- or space-separated.
+@pytest.mark.parametrize("timestamp", ["", " 2024-01-01 00:00:00.000000000 +0000"], ids=["bare", "space-timestamp"])
+def test_a_plain_diff_that_retargets_a_link_is_judged_after_apply(
+    tmp_path: Path, upstream: Repo, cli, timestamp: str
+) -> None:
+    from patchctl.applier import Status, apply_in_worktree
+    from patchctl.patchset import PatchFile
+
+    _chain_files(upstream.path, _THROUGH_D)
+    upstream.commit({}, "links that stay inside")
+    text = _retarget_d(timestamp)
+    assert "120000" not in text
+    project = Project(tmp_path / "project", upstream, upstream.head)
+    project.add_patch("0001-retarget-d.patch", text)
+    before = project.snapshot()
+    apply = cli("-C", project.path, "apply")
+    assert apply.exit_code == 1 and "leaves a symlink pointing outside the tree: 's'" in apply.stderr, apply.output
+    assert not tree_of(project).exists() and project.snapshot() == before
+
+    tree = tmp_path / "tree"
+    git.run(["clone", "-q", str(upstream.path), str(tree)], tmp_path)
+    outcome = apply_in_worktree(tree, PatchFile(Path("0001-retarget-d.patch"), text.encode()))
+    assert outcome.status is Status.UNSAFE_PATH and "'s' -> 'd/../../..'" in outcome.detail, outcome.describe()
+    assert os.readlink(tree / "d") == "a/b/c" and git.run(["status", "--porcelain"], tree).stdout == ""
+
+
+def test_a_plain_diff_that_deletes_a_link_others_lead_through_is_refused(tmp_path: Path, upstream: Repo) -> None:
+    """Without d, s reads d as a directory and climbs out: removing a link can make another bad."""
+    from patchctl.applier import IndexBuilder, Status
+    from patchctl.patchset import PatchFile
+
+    _chain_files(upstream.path, _THROUGH_D)
+    base = upstream.commit({}, "links that stay inside")
+    text = "--- a/d\n+++ /dev/null\n@@ -1 +0,0 @@\n-a/b/c\n\\ No newline at end of file\n"
+    with IndexBuilder(upstream.path, base) as builder:
+        outcome = builder.apply(PatchFile(Path("0001-drop-d.patch"), text.encode()))
+    assert outcome.status is Status.UNSAFE_PATH and "'s' -> 'd/../../..'" in outcome.detail, outcome.describe()
+
+
+def _git_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The git subcommands run through patchctl.git from now on."""
+    calls: list[str] = []
+    real = git.run
+
+    def counting(args, *rest, **kwargs):
+        calls.append(next(a for a in args if not a.startswith("-") and "=" not in a))
+        return real(args, *rest, **kwargs)
+
+    monkeypatch.setattr(git, "run", counting)
+    return calls
+
+
+def test_patches_that_name_no_link_list_the_links_once(
+    tmp_path: Path, upstream: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tree with links, a series that never names one: the index's links are listed once for the
+    series (not after each patch), and a work-tree apply lists them not at all; a patch that names
+    a link is still judged after it applies."""
+    from patchctl.applier import IndexBuilder, apply_in_worktree
+    from patchctl.patchset import PatchFile
+
+    _chain_files(upstream.path, _THROUGH_D)
+    base = upstream.commit({}, "links that stay inside")
+    patches = [
+        PatchFile(Path(f"000{n}-p.patch"), make_patch(upstream, base, {f"src/new{n}.c": f"{n}\n"}, f"P{n}").encode())
+        for n in range(1, 5)
+    ]
+    tree = tmp_path / "tree"
+    git.run(["clone", "-q", str(upstream.path), str(tree)], tmp_path)
+    calls = _git_calls(monkeypatch)
+    with IndexBuilder(upstream.path, base) as builder:
+        assert all(builder.apply(patch).ok for patch in patches)
+        assert calls.count("ls-files") == 1 and calls.count("apply") == len(patches), calls
+        retarget = PatchFile(Path("0005-retarget-d.patch"), _retarget_d("").encode())
+        assert not builder.apply(retarget).ok
+        assert calls.count("ls-files") == 2, calls
+    calls.clear()
+    for patch in patches:
+        assert apply_in_worktree(tree, patch).ok
+    assert "ls-files" not in calls and calls.count("apply") == len(patches), calls

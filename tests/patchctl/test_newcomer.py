@@ -182,10 +182,11 @@ def test_a_long_gate_gets_heartbeat_lines(good: Project, cli, loud, monkeypatch:
     result = cli("-C", good.path, "gate")
     assert result.exit_code == 0, result.output
     steps = [re.sub(STAMP, "", line) for line in result.stderr.splitlines()]
-    assert steps[0] == "gate slow (main)"
+    log = good.path / ".patchctl" / "gates" / "main" / "01-slow.log"
+    assert steps[0] == f"gate slow (main) (log: {log})" and log.is_file(), steps  # where its log is
     beats = [s for s in steps if s.startswith("still gate slow (main) (")]
     assert len(beats) >= 2, steps  # about one every 0.25 s of a 1.5 s gate, with the elapsed time
-    assert beats[-1].endswith("s): building libllama"), beats  # and the last line of the gate's log
+    assert beats[-1].endswith(f"s; log: {log}): building libllama"), beats  # and the last line of the gate's log
     assert re.fullmatch(r"gate slow \(main\): done in \d+\.\ds", steps[-1]), steps
 
 

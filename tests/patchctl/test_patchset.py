@@ -124,11 +124,12 @@ def test_series_digest_depends_on_order_names_and_bytes(tmp_path: Path) -> None:
 def test_a_form_feed_inside_a_hunk_is_part_of_its_line() -> None:
     """C sources carry ^L page breaks; str.splitlines would cut the line there and count the
     hunk one line too long (tar's Debian patches have them)."""
-    from patchctl.diffblocks import overlong_hunks, read_blocks
+    from patchctl.diffblocks import overlong_hunks, parse_diff_text
 
     text = (
         "--- a/tar.c\n+++ b/tar.c\n@@ -1,3 +1,4 @@\n one\n+two\n \x0c\n three\n"
         "--- a/other.c\n+++ b/other.c\n@@ -1 +1 @@\n-x\n+y\n"
     )
-    assert overlong_hunks(text) == []
-    assert [b.new_path for b in read_blocks(text)] == ["tar.c", "other.c"]
+    parsed = parse_diff_text(text)
+    assert overlong_hunks(parsed) == []
+    assert [b.new_path for b in parsed.blocks] == ["tar.c", "other.c"]
