@@ -78,7 +78,7 @@ def test_a_conflict_resolved_as_the_report_says(tmp_path: Path, upstream: Repo, 
 
 def test_a_conflicted_patch_dropped_on_purpose(tmp_path: Path, upstream: Repo, user_in) -> None:
     project, user = bumpable(tmp_path, upstream, user_in)
-    upstream.commit({"src/main.c": main_c({20: "MAIN 20 patched"})}, "Upstream takes a different line 20 fix")
+    upstream.commit({"src/main.c": main_c({20: "MAIN 20 fixed upstream"})}, "Upstream takes a different line 20 fix")
     upstream.commit({"src/main.c": main_c({20: "MAIN 20 patched upstream"})}, "Upstream improves on it")
     user.fails("patchctl pin-sync up --latest", 1)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -201,7 +202,10 @@ def test_on_a_terminal_the_live_line_is_drawn_and_cleared() -> None:
             time.sleep(0.6)  # the redraw thread (every 0.25 s) shows the note
         progress.uninstall()
         stream.flush()
-        shown = os.read(master, 65536).decode()
+        shown = b""
+        while select.select([master], [], [], 0.5)[0]:  # one read may return a part of what was written
+            shown += os.read(master, 65536)
+        shown = shown.decode()
     finally:
         progress.uninstall()
         stream.close()
