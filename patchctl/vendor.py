@@ -382,7 +382,7 @@ def take_back(config: Config, series: Series, tree: Path, message: str) -> list[
         singles = _singles(copy)
         # Tracked files only: an untracked file in the tree (a build's output) is never deleted.
         scope = ["--", f":(literal){copy.source}", *_literal(singles)[1:]] if copy.source else []
-        tracked = set(git.run(["ls-files", "-z", "--full-name", *scope], tree).stdout.split("\0"))
+        tracked = set(git.run(["ls-files", "-z", "--full-name", *scope], tree).stdout.split("\0")) - {""}
         in_tree = {
             relative
             for path in tracked
