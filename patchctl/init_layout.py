@@ -899,7 +899,7 @@ def render_config(layout: Layout, source: str | None, action: str | None = None)
             out.append(f"        to: {q(copy.dest)}  # the repository directory it is copied into")
             if copy.filter is not None:
                 out.append(
-                    "        # rsync's filter rules, read as the Makefile's rsync reads them (the files stay yours)"
+                    "        # rsync's filter rules, as the Makefile's rsync reads them (its filter files stay yours)"
                 )
                 given = copy.filter.given
                 merge = given[0].removeprefix("merge ") if len(given) == 1 and given[0].startswith("merge ") else None
