@@ -32,7 +32,7 @@
             include: ['**']      # globs relative to `from`: what is copied
             exclude: []          # globs relative to `from`: never copied
             protect: ['**/*.go'] # globs relative to `to`: the project's own files, never touched
-            filter: to/.rsync-filter # optional: rsync filter rules (a file, or a list of `-f` rules)
+            filter: third_party/up/src/.rsync-filter  # optional: rsync filter rules (a file, or `-f` rules)
             files:               # optional: single upstream files copied into `to` from elsewhere
               - {from: LICENSE, to: third_party/up/src/LICENSE}
 

@@ -473,7 +473,7 @@ def _rsync_copies(
     dest = sources.pop().rstrip("/")
     try:
         dest = _inside(root, dest, f"{file}: rule {target}: rsync destination")
-        rsync_filter = load_filter(root, rules, MAX_LAYOUT_FILE_BYTES) if rules else None
+        rsync_filter = load_filter(root, rules) if rules else None
     except (UsageError, FilterError) as exc:
         return [], [*notes, f"{dest}: {exc}: no vendor entry (patchctl cannot read this rsync's filter)"]
     if not delete:

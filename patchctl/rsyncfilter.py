@@ -34,6 +34,7 @@ from .confined import Refused, Root
 MAX_FILTER_FILE_BYTES = 1024 * 1024  # an rsync filter file holds tens of rules
 MAX_FILTER_RULES = 10_000  # a filter file of a vendoring project has tens
 MAX_MERGE_DEPTH = 8  # a merge file that merges a file that merges ...
+MAX_MERGE_FILES = 32  # merge rules read in all, so that no file can merge another a thousand times
 
 _LONG_NAMES = {
     "clear": "!",
@@ -47,6 +48,8 @@ _LONG_NAMES = {
     "show": "S",
 }
 _SIDED = {"H", "S", "P", "R"}  # the rule names that say their side themselves
+# (applies to the sender, applies to the receiver) of a sided rule name, or of a modifier (S, R)
+_SIDES = {"H": (True, False), "S": (True, False), "P": (False, True), "R": (False, True)}
 _POSIX_CLASSES = {
     "alnum": "a-zA-Z0-9",
     "alpha": "a-zA-Z",
@@ -61,7 +64,6 @@ _POSIX_CLASSES = {
     "upper": "A-Z",
     "xdigit": "0-9A-Fa-f",
 }
-_NEVER = re.compile(r"(?!)")
 
 
 class FilterError(ValueError):
@@ -128,15 +130,14 @@ class RsyncFilter:
 def parse(rules: list[str], read: Callable[[str], str]) -> RsyncFilter:
     """The filter of RULES (each as `-f` gives it); READ(PATH) is the text of a merge file
     (it raises FilterError when the file cannot be read). FilterError names a rule it refuses."""
-    parsed: list[Rule] = []
-    files: list[str] = []
+    reader = _Reader(read)
     for index, text in enumerate(rules):
         try:
-            _add(parsed, files, text, "", read, 0)
+            reader.add(text, "", 0)
         except FilterError as exc:
             exc.index = index
             raise
-    return RsyncFilter(tuple(rules), tuple(parsed), tuple(files))
+    return RsyncFilter(tuple(rules), tuple(reader.rules), tuple(reader.files))
 
 
 def load(root: Path, rules: list[str], limit: int = MAX_FILTER_FILE_BYTES) -> RsyncFilter:
@@ -159,30 +160,38 @@ def load(root: Path, rules: list[str], limit: int = MAX_FILTER_FILE_BYTES) -> Rs
     return replace(loaded, files=tuple("/".join(confined.parts(f)) for f in loaded.files))
 
 
-def _add(rules: list[Rule], files: list[str], text: str, where: str, read: Callable[[str], str], depth: int) -> None:
-    kind, modifiers, pattern = split_rule(text, where)
-    shown = f"{where}: " if where else ""
-    if kind == "!":
-        rules.clear()  # rsync's `clear`: the list so far, merged files' rules included
-        return
-    if kind == ".":
-        if depth >= MAX_MERGE_DEPTH:
-            raise FilterError(f"{shown}rule {text!r}: merge files nest more than {MAX_MERGE_DEPTH} deep (a loop?)")
-        files.append(pattern)
-        for number, line in enumerate(re.split(r"\r\n|\r|\n", read(pattern)), 1):
-            if line and line[0] not in "#;":
-                _add(rules, files, line, f"{pattern}:{number}", read, depth + 1)
-        return
-    if len(rules) >= MAX_FILTER_RULES:
-        raise FilterError(f"{shown}more than {MAX_FILTER_RULES:,} filter rules")
-    sides = {"s": (True, False), "r": (False, True)}
-    sender, receiver = {"H": (True, False), "S": (True, False), "P": (False, True), "R": (False, True)}.get(
-        kind, (True, True)
-    )
-    for modifier in modifiers.replace("!", ""):
-        sender, receiver = sides[modifier]
-    include = kind in "+SR"
-    rules.append(Rule(text, where, include, sender, receiver, "!" in modifiers, pattern))
+@dataclass
+class _Reader:
+    """The rules read so far, bounded: a filter file is the repository's, so untrusted."""
+
+    read: Callable[[str], str]
+    rules: list[Rule] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # every merge file read, once per merge rule
+    lines: int = 0
+
+    def add(self, text: str, where: str, depth: int) -> None:
+        kind, modifiers, pattern = split_rule(text, where)
+        shown = f"{where}: " if where else ""
+        self.lines += 1
+        if self.lines > MAX_FILTER_RULES:
+            raise FilterError(f"{shown}more than {MAX_FILTER_RULES:,} filter rules")
+        if kind == "!":
+            self.rules.clear()  # rsync's `clear`: the list so far, merged files' rules included
+        elif kind == ".":
+            if depth >= MAX_MERGE_DEPTH or len(self.files) >= MAX_MERGE_FILES:
+                raise FilterError(
+                    f"{shown}rule {text!r}: more than {MAX_MERGE_FILES} merge files, or nested more than "
+                    f"{MAX_MERGE_DEPTH} deep (a loop?)"
+                )
+            self.files.append(pattern)
+            for number, line in enumerate(re.split(r"\r\n|\r|\n", self.read(pattern)), 1):
+                if line and line[0] not in "#;":
+                    self.add(line, f"{pattern}:{number}", depth + 1)
+        else:
+            sender, receiver = _SIDES.get(kind, (True, True))
+            for modifier in modifiers.replace("!", ""):
+                sender, receiver = _SIDES[modifier.upper()]
+            self.rules.append(Rule(text, where, kind in "+SR", sender, receiver, "!" in modifiers, pattern))
 
 
 def split_rule(text: str, where: str = "") -> tuple[str, str, str]:
@@ -227,6 +236,11 @@ def split_rule(text: str, where: str = "") -> tuple[str, str, str]:
 # ------------------------------------------------------------------ matching
 
 
+# A pattern's pieces: ("char", C), ("one",) for '?', ("class", REGEX) for one character of a
+# class, ("star",) for '*' (within a name), ("stars",) for '**' (across names).
+_Token = tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class _Pattern:
     directory_only: bool
@@ -235,7 +249,7 @@ class _Pattern:
     wild2_prefix: bool  # starts with '**': matched from the start with a '/' before the path
     wild3_suffix: bool  # ends with '***': a directory matches as 'DIR/'
     trailing: int  # > 0: the last N names are matched; -1: at the start or after any '/'; 0: the whole
-    regex: re.Pattern[str]
+    fullmatch: Callable[[str], bool]
 
 
 @lru_cache(maxsize=4096)
@@ -256,9 +270,7 @@ def _compiled(pattern: str) -> _Pattern:
         trailing = -1
     else:
         trailing = 0
-    regex = _wild_regex(body) if wild else re.escape(body)
-    if trailing < 0 and regex is not None:
-        regex = f"(?:.*/)?(?:{regex})"
+    tokens = _tokens(body) if wild else [("char", c) for c in body]
     return _Pattern(
         directory_only,
         anchored,
@@ -266,7 +278,7 @@ def _compiled(pattern: str) -> _Pattern:
         wild2_prefix,
         wild2 and pattern.endswith("***"),
         trailing,
-        _NEVER if regex is None else re.compile(regex, re.DOTALL),
+        _matcher(tokens, anywhere=trailing < 0),
     )
 
 
@@ -285,37 +297,98 @@ def _matches(pattern: str, negate: bool, name: str, is_dir: bool) -> bool:
         if len(names) < compiled.trailing:
             return negate
         text = "/".join(names[-compiled.trailing :])
-    return (compiled.regex.fullmatch(text) is not None) != negate
+    return compiled.fullmatch(text) != negate
 
 
-def _wild_regex(pattern: str) -> str | None:
-    """rsync's wildmatch PATTERN as a regex (None: a pattern that matches nothing, like an
+def _matcher(tokens: list[_Token] | None, *, anywhere: bool) -> Callable[[str], bool]:
+    """Whether a whole text matches TOKENS (ANYWHERE: or its part after any '/'). A regex when it
+    has at most one wildcard (it cannot backtrack more than once over the text); else a walk of
+    the pattern's states, one pass over the text, so no pattern a filter file holds can make
+    matching take more than (pattern length x path length) steps."""
+    if tokens is None:
+        return lambda text: False
+    wildcards = sum(kind in ("star", "stars") for kind, *_ in tokens) + anywhere
+    if wildcards <= 1:
+        regex = "".join(_TOKEN_REGEX[kind](*rest) for kind, *rest in tokens)
+        compiled = re.compile(f"(?:.*/)?(?:{regex})" if anywhere else regex, re.DOTALL)
+        return lambda text: compiled.fullmatch(text) is not None
+    if anywhere:
+        tokens = [("stars",), ("char", "/"), *tokens]
+    classes = {i: re.compile(t[1]) for i, t in enumerate(tokens) if t[0] == "class"}
+    starts = _closure(tokens, {0, 2} if anywhere else {0})
+
+    def walk(text: str) -> bool:
+        states = starts
+        for char in text:
+            following = set()
+            for i in states:
+                if i == len(tokens):
+                    continue
+                kind = tokens[i][0]
+                if kind == "stars" or (kind == "star" and char != "/"):
+                    following.add(i)
+                elif (
+                    (kind == "char" and tokens[i][1] == char)
+                    or (kind == "one" and char != "/")
+                    or (kind == "class" and classes[i].fullmatch(char))
+                ):
+                    following.add(i + 1)
+            states = _closure(tokens, following)
+            if not states:
+                return False
+        return len(tokens) in states
+
+    return walk
+
+
+def _closure(tokens: list[_Token], states: set[int]) -> frozenset[int]:
+    """STATES and those a run of wildcards lets the walk reach without reading a character."""
+    reached = set(states)
+    for i in sorted(states):
+        while i < len(tokens) and tokens[i][0] in ("star", "stars"):
+            i += 1
+            reached.add(i)
+    return frozenset(reached)
+
+
+_TOKEN_REGEX: dict[str, Callable[..., str]] = {
+    "char": re.escape,
+    "one": lambda: "[^/]",
+    "class": lambda regex: regex,
+    "star": lambda: "[^/]*",
+    "stars": lambda: ".*",
+}
+
+
+def _tokens(pattern: str) -> list[_Token] | None:
+    """rsync's wildmatch PATTERN as tokens (None: a pattern that matches nothing, like an
     unclosed class)."""
-    out, i = [], 0
+    out: list[_Token] = []
+    i = 0
     while i < len(pattern):
         char = pattern[i]
         if char == "\\":
             i += 1
             if i == len(pattern):
                 return None
-            out.append(re.escape(pattern[i]))
+            out.append(("char", pattern[i]))
         elif char == "*":
             stars = len(pattern) - i - len(pattern[i:].lstrip("*"))
-            out.append(".*" if stars > 1 else "[^/]*")
+            out.append(("stars",) if stars > 1 else ("star",))
             i += stars
             continue
         elif char == "?":
-            out.append("[^/]")
+            out.append(("one",))
         elif char == "[":
             parsed = _class(pattern, i)
             if parsed is None:
                 return None
             regex, i = parsed
-            out.append(regex)
+            out.append(("class", regex))
         else:
-            out.append(re.escape(char))
+            out.append(("char", char))
         i += 1
-    return "".join(out)
+    return out
 
 
 def _class(pattern: str, start: int) -> tuple[str, int] | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,10 @@ RULE_LISTS = [
     ["- src/[a-c].*"],
     ["- src/[c-a].*"],
     ["- [unclosed"],
+    ["- s*c/*g*-*/*.c*"],  # several wildcards: matched by the state walk, not a regex
+    ["- **/g*-c*/**"],
+    ["+ */", "+ *l*a*.*", "- *"],
+    ["- *a*/**/?.c"],
 ]
 
 
@@ -180,6 +185,17 @@ def test_a_merge_file_is_read_in_place_and_clear_drops_what_came_before(tmp_path
     assert sorted(p for p in TREE if rsync_filter.sends(p)) == ["LICENSE", "dir.c/inner.c", "foo_bar.c", "src/a.c"]
 
 
+def test_a_pattern_of_many_wildcards_takes_no_longer_than_one_pass_over_the_path() -> None:
+    """A filter file is the repository's, so untrusted: `**a**a**a**b` against a long path would
+    backtrack for minutes in a regex; the state walk reads the path once."""
+    rsync_filter = parse(["- **a**a**a**a**b", "- *a*a*a*a*a*a*b", "+ a/**/b*c*d"], str)
+    start = time.monotonic()
+    assert rsync_filter.first("a/" * 2000 + "a", False) is None
+    assert rsync_filter.first("a" * 255, False) is None
+    assert rsync_filter.first("a/" + "x/" * 2000 + "bccccd", False).pattern == "a/**/b*c*d"
+    assert time.monotonic() - start < 2
+
+
 def test_protect_is_the_receivers_first_match() -> None:
     rsync_filter = parse(["protect .rsync-filter", "P *.go", "include src/keep.go", "- *.txt", "hide *"], str)
     assert rsync_filter.protects(".rsync-filter") and rsync_filter.protects("src/x.go")
@@ -217,8 +233,12 @@ def test_errors_in_a_merge_file_name_its_line_and_files_are_read_without_links(t
     with pytest.raises(FilterError, match=r"^f:4: rule 'dir-merge \.x': dir-merge"):
         load(tmp_path, ["merge f"])
     (tmp_path / "loop").write_text("merge loop\n")
-    with pytest.raises(FilterError, match="merge files nest more than 8 deep"):
+    with pytest.raises(FilterError, match="nested more than 8 deep"):
         load(tmp_path, ["merge loop"])
+    (tmp_path / "leaf").write_text("+ *.c\n")
+    (tmp_path / "fan").write_text("merge leaf\n" * 40)  # each merge rule reads its file again
+    with pytest.raises(FilterError, match=r"^fan:32: rule 'merge leaf': more than 32 merge files"):
+        load(tmp_path, ["merge fan"])
     with pytest.raises(FilterError, match="the filter file missing does not exist"):
         load(tmp_path, [". missing"])
     outside = tmp_path.parent / f"{tmp_path.name}-outside"
