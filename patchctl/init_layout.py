@@ -473,8 +473,11 @@ def _rsync_copies(
     dest = sources.pop().rstrip("/")
     try:
         dest = _inside(root, dest, f"{file}: rule {target}: rsync destination")
+    except UsageError as exc:
+        return [], [*notes, f"{exc}: no vendor entry"]
+    try:
         rsync_filter = load_filter(root, rules) if rules else None
-    except (UsageError, FilterError) as exc:
+    except FilterError as exc:
         return [], [*notes, f"{dest}: {exc}: no vendor entry (patchctl cannot read this rsync's filter)"]
     if not delete:
         notes.append(f"{dest}: rsync runs without --delete; vendor deletes what the copy no longer brings")
