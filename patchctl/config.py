@@ -33,6 +33,9 @@
             include: ['**']      # globs relative to `from`: what is copied
             exclude: []          # globs relative to `from`: never copied
             protect: ['**/*.go'] # globs relative to `to`: the project's own files, never touched
+            filter: third_party/up/src/.rsync-filter  # optional: rsync filter rules (a file, or `-f` rules)
+            files:               # optional: single upstream files copied into `to` from elsewhere
+              - {from: LICENSE, to: third_party/up/src/LICENSE}
 
 Gates and build steps run with a scrubbed environment (`patchctl.gate_env`); `pass_env:`
 lists the further variables one of them receives from patchctl's environment.
@@ -67,7 +70,10 @@ from . import yamlloc
 from .errors import ConfigError, UsageError
 from .gate_env import pass_env_problem
 from .git import is_full_sha
+from .globs import any_match
 from .matrix import schema as build_matrix_schema
+from .rsyncfilter import FilterError, RsyncFilter
+from .rsyncfilter import load as load_filter
 from .upstream_checks import env_name_problem, ref_name_problem, url_problem
 from .upstream_source import UPSTREAM_SOURCES
 from .validation import Validator, kind
@@ -137,9 +143,20 @@ class Gate:
 
 
 @dataclass(frozen=True)
+class VendorFile:
+    """One `files:` item of a vendored copy: the upstream file SOURCE (from the tree's root),
+    copied to DEST, a path inside the copy's directory (rsync's `$(UPSTREAM)/LICENSE` source)."""
+
+    source: str  # upstream path, relative to the tree's root
+    dest: str  # repository path, inside the copy's `to`
+
+
+@dataclass(frozen=True)
 class VendorCopy:
     """One `vendor:` entry: the files of the patched tree under SOURCE that INCLUDE selects and
-    EXCLUDE does not, copied to DEST; PROTECT names the project's own files in DEST."""
+    EXCLUDE does not (and FILTER sends, when given), copied to DEST; PROTECT (and FILTER's
+    protect rules) name the project's own files in DEST; FILES are single upstream files
+    copied into DEST from elsewhere in the tree."""
 
     source: str  # upstream directory, '/'-separated, relative to the tree ('' = its root)
     dest: str  # repository directory, relative to matrix.yaml's
@@ -147,6 +164,8 @@ class VendorCopy:
     exclude: tuple[str, ...] = ()
     protect: tuple[str, ...] = ()
     where: str = ""  # FILE:LINE: KEYPATH of the entry, for errors
+    filter: RsyncFilter | None = None  # rsync's filter rules; its files (repository paths) are the project's
+    files: tuple[VendorFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -492,7 +511,9 @@ def _vendor(config: Config, v: Validator, keypath: KeyPath) -> tuple[VendorCopy,
     copies = []
     for i, entry in enumerate(v.optional_list(keypath, "vendor")):
         at = keypath + ("vendor", i)
-        v.mapping(entry, at, ("from", "to", "include", "exclude", "protect"), required=("from", "to"))
+        v.mapping(
+            entry, at, ("from", "to", "include", "exclude", "protect", "filter", "files"), required=("from", "to")
+        )
         source = entry["from"]
         if not isinstance(source, str):
             raise config.error(at + ("from",), f"must be a string ('' for the tree's root), got {kind(source)}")
@@ -517,8 +538,56 @@ def _vendor(config: Config, v: Validator, keypath: KeyPath) -> tuple[VendorCopy,
         if not globs["include"]:
             raise config.error(at + ("include",), "selects nothing: give at least one glob (['**']: every file)")
         where = f"{config.doc.path}:{config.doc.line_of(at)}: {format_keypath(at)}"
-        copies.append(VendorCopy(source, dest, **globs, where=where))
+        rules = _vendor_filter(config, at, entry["filter"]) if "filter" in entry else None
+        copy = VendorCopy(source, dest, **globs, where=where, filter=rules)
+        copies.append(replace(copy, files=_vendor_files(config, v, at, copy)))
     return tuple(copies)
+
+
+def _vendor_filter(config: Config, at: KeyPath, value: Any) -> RsyncFilter:
+    """A copy's `filter:`: a filter file's path (as `merge PATH` reads it) or a list of rsync
+    filter rules as `-f` gives them; each merge file is read through `Root`, relative to this file."""
+    keypath = at + ("filter",)
+    if isinstance(value, str) and value:
+        rules, keypaths = [f"merge {value}"], [keypath]
+    elif isinstance(value, list) and value:
+        rules, keypaths = value, [keypath + (j,) for j in range(len(value))]
+        for j, rule in enumerate(rules):
+            if not isinstance(rule, str) or not rule or "\0" in rule:
+                raise config.error(keypath + (j,), f"must be an rsync filter rule (a string), got {rule!r}")
+    else:
+        raise config.error(keypath, f"must be a filter file's path or a list of rsync filter rules, got {value!r}")
+    try:
+        return load_filter(config.root, rules)
+    except FilterError as exc:
+        raise config.error(keypaths[exc.index], str(exc)) from None
+
+
+def _vendor_files(config: Config, v: Validator, at: KeyPath, copy: VendorCopy) -> tuple[VendorFile, ...]:
+    """A copy's `files:`: single upstream files copied into its directory, each a path the copy manages."""
+    files: dict[str, VendorFile] = {}
+    for j, item in enumerate(v.optional_list(at, "files")):
+        keypath = at + ("files", j)
+        v.mapping(item, keypath, ("from", "to"), required=("from", "to"))
+        source = PurePosixPath(v.string(keypath, "from").strip("/") or ".").as_posix()
+        _check_relative(config, keypath + ("from",), source)
+        if source == ".":
+            raise config.error(keypath + ("from",), "must name an upstream file, not the tree's root")
+        dest = PurePosixPath(v.string(keypath, "to").strip("/") or ".").as_posix()
+        _check_relative(config, keypath + ("to",), dest)
+        if not dest.startswith(copy.dest + "/"):
+            raise config.error(keypath + ("to",), f"must be a path inside the copy's `to` ({copy.dest}/), got {dest!r}")
+        relative = dest[len(copy.dest) + 1 :]
+        if dest in files:
+            raise config.error(keypath + ("to",), f"{dest} is already the destination of another `files:` item")
+        if any_match(relative, copy.protect) or (
+            copy.filter is not None and (copy.filter.protects(relative) or dest in copy.filter.files)
+        ):
+            raise config.error(
+                keypath + ("to",), f"{dest} is the project's own (protect, filter): a `files:` item is copied there"
+            )
+        files[dest] = VendorFile(source, dest)
+    return tuple(files.values())
 
 
 def _check_vendor_destinations(config: Config) -> None:

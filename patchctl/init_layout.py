@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import git
-from .config import VendorCopy
+from .config import VendorCopy, VendorFile
 from .confined import Refused, Root, is_dotgit
 from .errors import UsageError
-from .globs import glob_match
 from .patchset import FORMAT_PATCH_SLUG_MAX, PATCH_NAME_RE, STRICT_NAME_RE, PatchFile
+from .rsyncfilter import FilterError
+from .rsyncfilter import load as load_filter
 
 LAYOUTS = ("makefile-sync", "quilt", "git-dir")
 CONFIG_NAME = "matrix.yaml"
@@ -328,147 +329,10 @@ class _Expansion:
         raise ValueError(f"make function $({function} ...) is not supported")
 
 
-@dataclass(frozen=True)
-class Rule:
-    kind: str  # include | exclude | protect | merge | other
-    pattern: str
-    text: str  # the rule as written
-
-
-_SHORT = {"+": "include", "-": "exclude", "H": "exclude", "P": "protect", ".": "merge", ":": "dir-merge"}
-_LONG = {"include": "include", "exclude": "exclude", "hide": "exclude", "protect": "protect", "merge": "merge"}
-
-
-def parse_rule(text: str) -> Rule:
-    """One rsync filter rule: `include P`, `+ P`, `exclude`/`-`/`hide`/`H`, `protect`/`P`,
-    `merge FILE`/`. FILE`; anything else (modifiers, risk, show, dir-merge, clear) is `other`."""
-    text = text.strip()
-    head, _, pattern = text.partition(" ")
-    if not head:
-        return Rule("other", "", text)
-    word, _, modifiers = head.partition(",")
-    if word in _LONG and not modifiers:
-        return Rule(_LONG[word], pattern.strip(), text)
-    if word[0] in _SHORT and len(word) == 1 and not modifiers:
-        return Rule(_SHORT[word[0]], pattern.strip(), text)
-    if word == "merge" and modifiers:
-        return Rule("other", pattern.strip(), text)
-    return Rule("other", pattern.strip(), text)
-
-
-def filter_rules(text: str) -> list[Rule]:
-    """The rules of an rsync filter file's TEXT (comments and blank lines dropped)."""
-    rules = []
-    for line in text.splitlines():
-        if line.strip() and not line.lstrip().startswith(("#", ";")):
-            rules.append(parse_rule(line))
-    return rules
-
-
-def _is_catch_all(rule: Rule) -> bool:
-    return rule.kind == "exclude" and rule.pattern in ("*", "**", "/*", "/**", "***", "/***")
-
-
-def _anchored(pattern: str) -> str:
-    """An rsync pattern as a glob relative to the transfer root: '/x' is x; 'x' (no '/') is
-    any 'x' at any depth; a trailing '/' (a directory) covers what is inside."""
-    directory = pattern.endswith("/")
-    body = pattern.rstrip("/")
-    if body.startswith("/"):
-        glob = body.lstrip("/")
-    elif "/" in body or body.startswith("**"):
-        glob = body
-    else:
-        glob = f"**/{body}"
-    return f"{glob}/**" if directory else glob
-
-
-def map_filter(rules: list[Rule]) -> tuple[list[str], list[str], list[str], list[str]]:
-    """RULES (in rsync's first-match order) as vendor globs: (include, exclude, protect,
-    notes on the rules that could not be mapped).
-
-    A list ending in an exclude-everything rule (`hide *`) is a whitelist: a file is copied
-    when every directory above it is included (`include /src/`) and the file itself matches an
-    include rule; the include globs say exactly that, one per directory and file pattern.
-    Without it every file is copied that no exclude rule names."""
-    include: list[str] = []
-    exclude: list[str] = []
-    protect: list[str] = []
-    notes: list[str] = []
-    transfer = [r for r in rules if r.kind in ("include", "exclude")]
-    whitelist = bool(transfer) and _is_catch_all(transfer[-1])
-    directories: list[str] = [""]
-    file_globs: list[str] = []
-    basenames: list[str] = []
-    for rule in rules:
-        if rule.kind == "other":
-            notes.append(f"rsync filter rule {rule.text!r}: no vendor equivalent")
-            continue
-        if rule.kind == "merge":
-            continue
-        if not rule.pattern:
-            notes.append(f"rsync filter rule {rule.text!r}: no pattern")
-            continue
-        if rule.kind == "protect":
-            protect.append(_anchored(rule.pattern))
-        elif rule.kind == "exclude":
-            if whitelist and rule is transfer[-1]:
-                continue
-            exclude.append(_anchored(rule.pattern))
-        elif not whitelist:
-            notes.append(f"rsync filter rule {rule.text!r}: every file not excluded is copied anyway (no 'hide *')")
-        elif rule.pattern.endswith("/"):
-            directories.append(rule.pattern.strip("/"))
-        elif "/" in rule.pattern.lstrip("/"):
-            body = rule.pattern.lstrip("/")
-            last = posixpath.basename(body)
-            if "*" not in last and "?" not in last and "." not in last:
-                directories.append(body)
-                notes.append(
-                    f"rsync filter rule {rule.text!r}: read as a directory (no trailing '/'); "
-                    f"if {body} is a file, add it to include"
-                )
-            else:
-                file_globs.append(body)
-        elif rule.pattern.startswith("/"):
-            file_globs.append(rule.pattern.lstrip("/"))
-        else:
-            basenames.append(rule.pattern)
-    if whitelist:
-        known = set(directories)
-        reachable = [
-            d
-            for d in directories
-            if all(
-                "/".join(d.split("/")[:k]) in known or any(c in d for c in "*?[")
-                for k in range(1, len(d.split("/")) if d else 0)
-            )
-        ]
-        for d in directories:
-            if d not in reachable:
-                notes.append(f"rsync includes directory {d}/ but not every directory above it: nothing there is copied")
-        for glob in file_globs:
-            if glob not in include:
-                include.append(glob)
-        for d in _unique(reachable):
-            for base in basenames:
-                glob = f"{d}/{base}" if d else base
-                if glob not in include:
-                    include.append(glob)
-    else:
-        include = ["**"]
-    return include, _unique(exclude), _unique(protect), notes
-
-
-def _unique(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))
-
-
-def _parse_rsync(words: list[str]) -> tuple[list[str], list[Rule], list[str], bool, list[str]]:
-    """(sources, rules from the command line, merge files, --delete, notes)."""
+def _parse_rsync(words: list[str]) -> tuple[list[str], list[str], bool, list[str]]:
+    """(sources, filter rules in the command line's order, --delete, notes)."""
     sources: list[str] = []
-    rules: list[Rule] = []
-    merges: list[str] = []
+    rules: list[str] = []
     notes: list[str] = []
     delete = False
     i = 1
@@ -481,13 +345,9 @@ def _parse_rsync(words: list[str]) -> tuple[list[str], list[Rule], list[str], bo
         elif "=" in word and word.startswith("--"):
             word, _, value = word.partition("=")
         if word in ("-f", "--filter"):
-            rule = parse_rule(value or "")
-            if rule.kind == "merge":
-                merges.append(rule.pattern)
-            else:
-                rules.append(rule)
+            rules.append(value or "")
         elif word in ("--include", "--exclude"):
-            rules.append(parse_rule(f"{word[2:]} {value}"))
+            rules.append(f"{'+' if word == '--include' else '-'} {value}")
         elif word in ("--exclude-from", "--include-from", "--files-from"):
             notes.append(f"rsync {word}={value}: not mapped")
         elif word.startswith("--delete"):
@@ -497,7 +357,7 @@ def _parse_rsync(words: list[str]) -> tuple[list[str], list[Rule], list[str], bo
         elif not word.startswith("-"):
             sources.append(word)
         i += 1
-    return sources, rules, merges, delete, notes
+    return sources, rules, delete, notes
 
 
 def detect_makefile_sync(root: Path, file: str, url_override: str | None, pin_override: str | None) -> Layout:
@@ -615,56 +475,61 @@ def _kind_of(url: str, pin: str, path: str) -> str | None:
 def _rsync_copies(
     root: Path, workdir: str, words: list[str], file: str, target: str, kind_of
 ) -> tuple[list[VendorCopy], list[str]]:
-    sources, cli_rules, merges, delete, notes = _parse_rsync(words)
+    """The vendor entry of one rsync line: its directory source as `from`, its filter rules
+    (`-f`, `--include`, `--exclude`, merge files) as `filter:`, read as rsync reads them, and the
+    single files it copies from elsewhere in the upstream (when its filter lets them through)
+    as `files:`. A line patchctl cannot read that way gets no entry and a note saying why."""
+    sources, rules, delete, notes = _parse_rsync(words)
     if len(sources) < 2:
         return [], [f"{file}: rule {target}: rsync without a source and a destination: not mapped"]
     dest = sources.pop().rstrip("/")
-    rules = list(cli_rules)
-    for merge in merges:
-        try:
-            text = _text(root, merge)
-        except Refused as exc:
-            notes.append(f"{file}: rule {target}: filter file not read ({exc}): its rules are missing")
-            continue
-        if text is not None:
-            rules += filter_rules(text)
-        else:
-            notes.append(f"{file}: rule {target}: filter file {merge} does not exist: its rules are missing")
-    include, exclude, protect, rule_notes = map_filter(rules)
-    notes += [f"{dest}: {n}" for n in rule_notes]
+    try:
+        dest = _inside(root, dest, f"{file}: rule {target}: rsync destination")
+    except UsageError as exc:
+        return [], [*notes, f"{exc}: no vendor entry"]
+    try:
+        rsync_filter = load_filter(root, rules) if rules else None
+    except FilterError as exc:
+        return [], [*notes, f"{dest}: {exc}: no vendor entry (patchctl cannot read this rsync's filter)"]
     if not delete:
         notes.append(f"{dest}: rsync runs without --delete; vendor deletes what the copy no longer brings")
+    included = (
+        {posixpath.basename(r.pattern.rstrip("/")) for r in rsync_filter.rules if r.include} if rsync_filter else set()
+    )
     directories, single_files = [], []
-    included_names = {posixpath.basename(r.pattern.rstrip("/")) for r in rules if r.kind == "include"}
     for source in sources:
         if source != workdir and not source.startswith(workdir + "/"):
             notes.append(f"{dest}: rsync source {source} is outside the upstream checkout {workdir}: not mapped")
             continue
         relative = source[len(workdir) :].strip("/")
         if source.endswith("/") or source == workdir:
-            directories.append((relative, dest))
+            directories.append(relative)
         elif (kind := kind_of(relative)) == "blob" or (
-            kind is None and _looks_like_a_file(posixpath.basename(relative), included_names)
+            kind is None and _looks_like_a_file(posixpath.basename(relative), included)
         ):
             single_files.append(relative)
         else:
-            directories.append((relative, f"{dest}/{posixpath.basename(relative)}"))
-            notes.append(f"{dest}: rsync source {source} has no trailing '/': read as the directory {relative}")
-    copies = []
-    for relative, to in directories:
-        for single in single_files:
-            name = posixpath.basename(single)
-            # The file lands at the top of the destination, filtered under its name there: the
-            # same place, and the same verdict, as the copy of its own directory gives it.
-            if posixpath.dirname(single) == relative:
-                continue
-            if any(glob_match(name, g) for g in include) and not any(glob_match(name, g) for g in exclude):
-                notes.append(
-                    f"{to}: rsync also copies the upstream file {single} into it as {name}, from outside "
-                    f"{relative or '.'}/: not mapped (copy it with another vendor entry)"
-                )
-        copies.append(VendorCopy(relative, to, tuple(include), tuple(exclude), tuple(protect)))
-    return copies, notes
+            notes.append(
+                f"{dest}: rsync source {source} has no trailing '/': rsync copies the directory itself, as "
+                f"{dest}/{posixpath.basename(relative)}: not mapped (a vendor entry copies a directory's contents)"
+            )
+    if not directories:
+        return [], [*notes, f"{dest}: rsync copies no directory of the upstream into it: no vendor entry"]
+    relative = directories[0]
+    for other in directories[1:]:
+        notes.append(f"{dest}: rsync also copies {other or '.'}/ into it: not mapped (one directory per vendor entry)")
+    files: list[VendorFile] = []
+    for single in single_files:
+        name = posixpath.basename(single)
+        if posixpath.dirname(single) == relative:
+            continue  # the same file the directory's copy brings, at the same place
+        if rsync_filter is not None and not rsync_filter.sends(name):
+            continue  # given to rsync, hidden by its filter: rsync does not copy it either
+        if rsync_filter is not None and (rsync_filter.protects(name) or f"{dest}/{name}" in rsync_filter.files):
+            notes.append(f"{dest}: rsync copies the upstream file {single} onto {name}, which its filter protects")
+            continue
+        files.append(VendorFile(single, f"{dest}/{name}"))
+    return [VendorCopy(relative, dest, filter=rsync_filter, files=tuple(files))], notes
 
 
 def _looks_like_a_file(name: str, included_names: set[str]) -> bool:
@@ -726,6 +591,10 @@ def _debian_package(root: Path) -> str | None:
         if match:
             return match.group(1)
     return None
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
 
 
 # ------------------------------------------------------------------ git-dir
@@ -1049,13 +918,17 @@ def render_config(layout: Layout, source: str | None, action: str | None = None)
         for copy in layout.vendor:
             out.append(f"      - from: {q(copy.source)}  # upstream directory ('' = the tree's root)")
             out.append(f"        to: {q(copy.dest)}  # the repository directory it is copied into")
-            out.append("        # globs relative to `from`: what is copied")
-            out.append("        include:")
-            out += [f"          - {q(g)}" for g in copy.include]
-            out.append("        # globs relative to `from`: never copied")
-            out.append(f"        exclude: {_flow(copy.exclude)}")
-            out.append("        # globs relative to `to`: the project's own files there, never written nor deleted")
-            out.append(f"        protect: {_flow(copy.protect)}")
+            if copy.filter is not None:
+                out.append(
+                    "        # rsync's filter rules, as the Makefile's rsync reads them (its filter files stay yours)"
+                )
+                given = copy.filter.given
+                merge = given[0].removeprefix("merge ") if len(given) == 1 and given[0].startswith("merge ") else None
+                out.append(f"        filter: {q(merge) if merge else _flow(given)}")
+            if copy.files:
+                out.append("        # single upstream files rsync copies into it from elsewhere in the upstream")
+                out.append("        files:")
+                out += [f"          - {{from: {q(f.source)}, to: {q(f.dest)}}}" for f in copy.files]
     out += ["", *workflows_section(action)]
     return "\n".join(out)
 

@@ -3,11 +3,14 @@ half of `pin-sync` and `export --from-vendor`).
 
 A series' `vendor:` entries (`config.VendorCopy`) say which files of the patched tree (the
 upstream at its pin with the series applied) the repository carries, and where. A file of
-the tree at FROM/PATH is *selected* when an include glob matches PATH and no exclude glob
-does; it belongs at TO/PATH unless a protect glob matches PATH (then that path is the
-project's own). Within TO, the copy *manages* every path that is selected and not
-protected: such a file must equal the tree's (bytes and executable bit), and one the tree
-lacks is stale and deleted. Every other file in TO (build glue, bindings) is left alone.
+the tree at FROM/PATH is *selected* when an include glob matches PATH, no exclude glob does
+and the copy's rsync `filter:` (if any) sends PATH; it belongs at TO/PATH unless a protect
+glob or a protect rule of the filter matches PATH, or PATH is the filter file itself (then
+that path is the project's own). A `files:` item copies one upstream file from anywhere in
+the tree to its path in TO. Within TO, the copy *manages* every path that is selected and
+not protected, and every `files:` destination: such a file must equal the tree's (bytes and
+executable bit), and one the tree lacks is stale and deleted. Every other file in TO (build
+glue, bindings) is left alone.
 
 The patched tree is built in the upstream's mirror with a private index (no work tree is
 checked out); vendored files are compared by their git blob ids, hashed here, so a check needs
@@ -20,6 +23,7 @@ refuses the command before anything is written, naming the link (exit 2).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import stat
@@ -28,7 +32,7 @@ from pathlib import Path
 
 from . import git, journal, progress, worktree
 from .applier import apply_series_to_index, is_clean
-from .config import Config, Series, VendorCopy
+from .config import Config, Series, VendorCopy, VendorFile
 from .confined import Root
 from .confined.regular import file_kind
 from .errors import CheckFailed, UsageError
@@ -175,41 +179,97 @@ def wanted_files(config: Config, series: Series, repo: Path, commit: str) -> dic
     for copy in series.vendor:
         prefix = f"{copy.source}/" if copy.source else ""
         scope = ["--", copy.source] if copy.source else []
+        singles = _singles(copy)
         # No `-l`: sizes would make a blobless mirror fetch every blob; the ids are enough to compare.
-        listing = git.run(["ls-tree", "-r", "-z", "--full-tree", commit, *scope], repo)
         selected = 0
-        for entry in listing.stdout.split("\0"):
-            if not entry:
-                continue
-            meta, _, source = entry.partition("\t")
-            mode, kind, blob = meta.split()
+        for mode, blob, source in _tree_entries(repo, commit, scope):
             relative = source[len(prefix) :]
-            if kind != "blob" or not source.startswith(prefix) or not _selected(copy, relative):
-                continue  # a submodule (commit) is not a file to copy
-            selected += 1
-            if any_match(relative, copy.protect):
+            if not source.startswith(prefix) or not _selected(copy, relative):
                 continue
-            if mode not in REGULAR_MODES:
+            selected += 1
+            if relative in singles:
                 raise UsageError(
-                    f"{copy.where}: the upstream's {source} is a symlink; a vendored copy holds regular files only: "
-                    f"add {relative!r} to exclude"
+                    f"{copy.where}: {copy.dest}/{relative} is both the upstream's {source} and the `files:` item "
+                    f"from {singles[relative].source}: exclude one of them"
                 )
-            wanted[f"{copy.dest}/{relative}"] = Wanted(source, mode, blob)
+            if _protected(copy, relative):
+                continue
+            wanted[f"{copy.dest}/{relative}"] = _wanted(copy, source, relative, mode, blob)
         if not selected:
             raise UsageError(
                 f"{copy.where}: selects no file of the patched tree under {copy.source or 'its root'}/ at "
-                f"{commit[:12]} (check from, include and exclude)"
+                f"{commit[:12]} (check from, include, exclude and filter)"
             )
+        if singles:
+            found = {source: (mode, blob) for mode, blob, source in _tree_entries(repo, commit, _literal(singles))}
+            for relative, single in singles.items():
+                if single.source not in found:
+                    raise UsageError(
+                        f"{copy.where}: files: the patched tree has no file {single.source} at {commit[:12]} "
+                        f"(to copy to {single.dest})"
+                    )
+                wanted[single.dest] = _wanted(copy, single.source, relative, *found[single.source])
     return wanted
 
 
+def _tree_entries(repo: Path, commit: str, scope: list[str]) -> list[tuple[str, str, str]]:
+    """(mode, blob id, path) of each file of COMMIT in SCOPE; a submodule (a commit) is no file to copy."""
+    listing = git.run(["ls-tree", "-r", "-z", "--full-tree", commit, *scope], repo).stdout
+    entries = []
+    for entry in listing.split("\0"):
+        if entry:
+            meta, _, path = entry.partition("\t")
+            mode, kind, blob = meta.split()
+            if kind == "blob":
+                entries.append((mode, blob, path))
+    return entries
+
+
+def _literal(singles: dict[str, VendorFile]) -> list[str]:
+    return ["--", *sorted(f":(literal){f.source}" for f in singles.values())]
+
+
+def _wanted(copy: VendorCopy, source: str, relative: str, mode: str, blob: str) -> Wanted:
+    if mode not in REGULAR_MODES:
+        raise UsageError(
+            f"{copy.where}: the upstream's {source} is a symlink; a vendored copy holds regular files only: "
+            + (f"add {relative!r} to exclude" if source.endswith(relative) else "remove it from files")
+        )
+    return Wanted(source, mode, blob)
+
+
+@functools.cache
+def _singles(copy: VendorCopy) -> dict[str, VendorFile]:
+    """A copy's `files:` items by their path relative to the copy's directory."""
+    return {f.dest[len(copy.dest) + 1 :]: f for f in copy.files}
+
+
 def _selected(copy: VendorCopy, relative: str) -> bool:
+    if copy.filter is not None and not copy.filter.sends(relative):
+        return False
     return any_match(relative, copy.include) and not any_match(relative, copy.exclude)
 
 
+def _protected(copy: VendorCopy, relative: str) -> bool:
+    if any_match(relative, copy.protect):
+        return True
+    return copy.filter is not None and (
+        copy.filter.protects(relative) or f"{copy.dest}/{relative}" in copy.filter.files
+    )
+
+
 def managed(copy: VendorCopy, relative: str) -> bool:
-    """Whether the vendored copy owns TO/RELATIVE (selected by the copy, not the project's)."""
-    return _selected(copy, relative) and not any_match(relative, copy.protect)
+    """Whether the vendored copy owns TO/RELATIVE (a `files:` destination, or selected by the copy
+    and not the project's)."""
+    return relative in _singles(copy) or (_selected(copy, relative) and not _protected(copy, relative))
+
+
+def upstream_path(copy: VendorCopy, relative: str) -> str:
+    """The path in the patched tree of the file the copy holds at TO/RELATIVE."""
+    single = _singles(copy).get(relative)
+    if single is not None:
+        return single.source
+    return f"{copy.source}/{relative}" if copy.source else relative
 
 
 # ---------------------------------------------------------------- comparing and writing
@@ -319,15 +379,21 @@ def take_back(config: Config, series: Series, tree: Path, message: str) -> list[
                 "directory: nothing to take back (run `patchctl vendor` to write it)"
             )
         vendored = {rel: info for rel, info in repository.walk(copy.dest) if managed(copy, rel)}
+        singles = _singles(copy)
         # Tracked files only: an untracked file in the tree (a build's output) is never deleted.
-        scope = ["--", copy.source] if copy.source else []
-        tracked = git.run(["ls-files", "-z", "--full-name", *scope], tree).stdout.split("\0")
-        in_tree = {p[len(prefix) :] for p in tracked if p.startswith(prefix) and managed(copy, p[len(prefix) :])}
+        scope = ["--", f":(literal){copy.source}", *_literal(singles)[1:]] if copy.source else []
+        tracked = set(git.run(["ls-files", "-z", "--full-name", *scope], tree).stdout.split("\0")) - {""}
+        in_tree = {
+            relative
+            for path in tracked
+            if path.startswith(prefix) and (relative := path[len(prefix) :]) not in singles and managed(copy, relative)
+        }
+        in_tree |= {relative for relative, single in singles.items() if single.source in tracked}
         for relative, info in sorted(vendored.items()):
             if not stat.S_ISREG(info.st_mode):
                 raise UsageError(f"{copy.dest}/{relative} is a {_kind(info)}: a vendored copy holds regular files only")
             data = repository.read_bytes(f"{copy.dest}/{relative}", MAX_VENDORED_FILE_BYTES) or b""
-            target = prefix + relative
+            target = upstream_path(copy, relative)
             executable = bool(info.st_mode & 0o111)
             current = applied.lstat(target)
             if (
@@ -342,8 +408,8 @@ def take_back(config: Config, series: Series, tree: Path, message: str) -> list[
             applied.write_bytes(target, data, 0o755 if executable else 0o644)
             changed.append(target)
         for relative in sorted(in_tree - vendored.keys()):
-            applied.unlink(prefix + relative)
-            changed.append(prefix + relative)
+            applied.unlink(upstream_path(copy, relative))
+            changed.append(upstream_path(copy, relative))
     if not changed:
         raise UsageError(f"the vendored copies of {series.name} hold no edit: nothing to take back")
     git.run(["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"], tree, input="\0".join(changed).encode())

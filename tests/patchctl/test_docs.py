@@ -165,7 +165,11 @@ def test_the_configuration_page_names_every_key_the_validator_allows(tmp_path: P
     base = yaml.safe_load((ROOT / "matrix.yaml").read_text())
     extra = {
         ("upstreams", "llama.cpp", "pin_files", 0): {"path": "Makefile", "pattern": "(?P<pin>x)"},
-        ("series", "llama.cpp", "vendor", 0): {"from": "", "to": "third_party/x"},
+        ("series", "llama.cpp", "vendor", 0): {
+            "from": "",
+            "to": "third_party/x",
+            "files": [{"from": "LICENSE", "to": "third_party/x/LICENSE"}],
+        },
         ("includeDarwin", 0): {"backend": "llama-cpp", "tag-suffix": "-metal-darwin-arm64-llama-cpp"},
     }
     keypaths = [
@@ -184,12 +188,13 @@ def test_the_configuration_page_names_every_key_the_validator_allows(tmp_path: P
         ("backends", "llama-cpp"),
         ("actions", "actions/checkout"),
         *extra,
+        ("series", "llama.cpp", "vendor", 0, "files", 0),
     ]
     seen = set()
     for index, keypath in enumerate(keypaths):
         document = yaml.safe_load(yaml.safe_dump(base))
         for where, entry in extra.items():
-            if keypath == where:
+            if keypath[: len(where)] == where:  # the entry, or a key inside it
                 parent = document
                 for part in where[:-2]:
                     parent = parent[part]
@@ -197,7 +202,7 @@ def test_the_configuration_page_names_every_key_the_validator_allows(tmp_path: P
         for key in allowed_keys(tmp_path / str(index), document, keypath):
             assert f"`{key}`" in page, f"docs/reference/configuration.md does not name {key} (at {keypath})"
             seen.add(key)
-    assert {"pass_env", "allow_undescribed", "protect", "tag-suffix", "sha"} <= seen
+    assert {"pass_env", "allow_undescribed", "protect", "filter", "files", "tag-suffix", "sha"} <= seen
 
 
 def load_hook():

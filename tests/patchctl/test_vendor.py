@@ -173,6 +173,75 @@ def test_config_refuses_overlapping_and_reserved_destinations(tmp_path: Path, up
         assert message in result.stderr, (extra, result.stderr)
 
 
+def test_filter_and_files_are_validated_on_load_naming_the_line(tmp_path: Path, upstream: Repo) -> None:
+    project = Project(tmp_path / "p", upstream, upstream.head)
+    (project.path / "v").mkdir()
+    (project.path / "v/.rsync-filter").write_text("# ours\n+ *.c\nincludes *.h\n")
+    head = "    vendor:\n      - from: src\n        to: v\n"
+    cases = {
+        "        filter: v/missing\n": (
+            "matrix.yaml:15: series.main.vendor[0].filter: the filter file v/missing does not exist"
+        ),
+        "        filter: v/.rsync-filter\n": (
+            "matrix.yaml:15: series.main.vendor[0].filter: v/.rsync-filter:3: unknown filter rule 'includes *.h'"
+        ),
+        "        filter: ['- *.o', 'dir-merge .f']\n": (
+            "matrix.yaml:15: series.main.vendor[0].filter[1]: rule 'dir-merge .f': dir-merge (per-directory"
+        ),
+        "        filter: ['- *.o', merge ../f]\n": "series.main.vendor[0].filter[1]: refusing to read ../f",
+        "        filter: 3\n": "must be a filter file's path or a list of rsync filter rules, got 3",
+        "        filter: ['- *.o', 7]\n": "series.main.vendor[0].filter[1]: must be an rsync filter rule",
+        "        files: [{from: README.md, to: elsewhere/README.md}]\n": (
+            "matrix.yaml:15: series.main.vendor[0].files[0].to: must be a path inside the copy's `to` (v/)"
+        ),
+        "        files: [{from: ../x, to: v/x}]\n": "series.main.vendor[0].files[0].from: path must be relative",
+        "        files: [{from: /, to: v/x}]\n": "must name an upstream file, not the tree's root",
+        "        files: [{from: README.md}]\n": "series.main.vendor[0].files[0]: missing required key 'to'",
+        "        files: [{from: README.md, to: v/R, mode: x}]\n": "unknown key (allowed: from, to)",
+        "        files: [{from: README.md, to: v/R}, {from: CMakeLists.txt, to: v/R}]\n": (
+            "series.main.vendor[0].files[1].to: v/R is already the destination of another `files:` item"
+        ),
+        "        protect: [README.md]\n        files: [{from: README.md, to: v/README.md}]\n": (
+            "v/README.md is the project's own (protect, filter): a `files:` item is copied there"
+        ),
+        "        filter: ['P *.md']\n        files: [{from: README.md, to: v/README.md}]\n": "is the project's own",
+        "        filter: v/.rsync-filter\n        files: [{from: README.md, to: v/.rsync-filter}]\n": (
+            "is the project's own"
+        ),
+    }
+    for extra, message in cases.items():
+        if "includes" not in message and "rsync-filter" in extra:
+            (project.path / "v/.rsync-filter").write_text("+ *.c\n")
+        project.write_config(upstream.head, head + extra)
+        result = run_cli("-C", project.path, "vendor", "--check")
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, (extra, result.output)
+        assert message in result.stderr, (extra, result.stderr)
+
+
+def test_a_single_file_the_tree_lacks_or_a_directory_copy_also_brings_stops_vendor(
+    tmp_path: Path, upstream: Repo
+) -> None:
+    project = Project(tmp_path / "p", upstream, upstream.head)
+    entry = (
+        "    allow_empty: true\n    vendor:\n      - from: src\n        to: v\n        files: [{from: %s, to: v/%s}]\n"
+    )
+    project.write_config(upstream.head, entry % ("LICENSE", "LICENSE"))
+    result = run_cli("-C", project.path, "vendor")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert "matrix.yaml:14: series.main.vendor[0]: files: the patched tree has no file LICENSE at" in result.stderr
+    project.write_config(upstream.head, entry % ("include", "util.h"))
+    result = run_cli("-C", project.path, "vendor")
+    assert result.exit_code == 2 and "the patched tree has no file include at" in result.stderr  # a directory
+    project.write_config(upstream.head, entry % ("README.md", "main.c"))
+    result = run_cli("-C", project.path, "vendor")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert "v/main.c is both the upstream's src/main.c and the `files:` item from README.md" in result.stderr
+    assert not (project.path / "v").exists()
+    project.write_config(upstream.head, entry % ("README.md", "README.md"))
+    assert "wrote 3, deleted 0" in ok("-C", project.path, "vendor")
+    assert (project.path / "v/README.md").read_text() == "# upstream\n"
+
+
 def test_a_symlink_where_a_vendored_file_belongs_is_refused_and_nothing_leaves_the_repository(
     tmp_path: Path, upstream: Repo
 ) -> None:

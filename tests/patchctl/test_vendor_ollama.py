@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import filecmp
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,11 +18,13 @@ import yaml
 
 from patchctl import config as config_mod
 from patchctl import git, init_layout, worktree
+from patchctl.store import Store
 from patchctl.vendor import managed
 
 from . import vendoring_project as vp
-from .conftest import ok, run_cli
+from .conftest import REAL_TIP, REAL_URL, ok, run_cli
 
+COPIES = ("llama/llama.cpp", "ml/backend/ggml/ggml")
 BEFORE, AFTER = "b95693056", "49a9c9ba6"  # two ollama commits: "llama.cpp bump (17f7f4)", "GGML update to ec98e2002"
 
 pytestmark = pytest.mark.skipif(not vp.OLLAMA_MIRROR.is_dir(), reason=f"no mirror of ollama at {vp.OLLAMA_MIRROR}")
@@ -135,3 +139,40 @@ def _resolve_as_the_project_did(tree: Path, ollama: dict, new: str, stopped: str
     for path in sorted(set(git.run(["diff", "--name-only", "--diff-filter=U"], tree).stdout.split())):
         (tree / path).write_bytes((reference / path).read_bytes())
         git.run(["add", path], tree)
+
+
+@pytest.mark.realupstream
+@pytest.mark.skipif(not (shutil.which("rsync") and shutil.which("make")), reason="needs rsync and make")
+def test_ollamas_own_makefile_and_filters_on_real_llama_cpp_copy_what_rsync_copies(tmp_path: Path) -> None:
+    """Ollama's Makefile.sync and both .rsync-filter files, as the project has them, on llama.cpp
+    as it really is (llama-cpp-python 0.3.33's vendored tree: a root LICENSE, none in ggml/):
+    make with the real rsync, and `init --from makefile-sync` + `patchctl vendor`, make the same
+    two copies, file for file; `vendor --check` passes on what rsync made."""
+    upstream = Store().mirror(REAL_URL).path
+    project = tmp_path / "ollama"
+    files = ["Makefile.sync", "llama/patches/.gitignore", *(f"{c}/.rsync-filter" for c in COPIES)]
+    archive = subprocess.run(
+        ["git", "-C", str(vp.OLLAMA_MIRROR), "archive", BEFORE, *files], capture_output=True, check=True
+    ).stdout
+    project.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(project)], input=archive, check=True)
+    git.init_repo(project)
+    git.commit_all(project, "ollama's vendoring files, no patch")
+    by_rsync = tmp_path / "by-rsync"
+    git.run(["clone", "-q", str(project), str(by_rsync)], tmp_path)
+    git.run(["clone", "-q", str(upstream), "llama/vendor"], by_rsync)
+    git.run(["checkout", "-q", REAL_TIP], by_rsync / "llama/vendor")
+    subprocess.run(["make", "-s", "-f", "Makefile.sync", *COPIES], cwd=by_rsync, check=True, capture_output=True)
+    assert not git.run(["cat-file", "-e", f"{REAL_TIP}:ggml/LICENSE"], upstream, check=False).ok
+
+    ok("-C", project, "init", "--from", "makefile-sync", "--upstream-url", REAL_URL, "--pin", REAL_TIP)
+    vendor = yaml.safe_load((project / "matrix.yaml").read_text())["series"]["llama"]["vendor"]
+    assert vendor[1]["files"] == [{"from": "LICENSE", "to": "ml/backend/ggml/ggml/LICENSE"}]
+    written = ok("-C", project, "vendor")
+    ours, theirs = snapshot(project), snapshot(by_rsync)
+    copied = {p for p in theirs if p.startswith(COPIES)}
+    assert {p: ours[p] for p in ours if p.startswith(COPIES)} == {p: theirs[p] for p in copied}
+    assert f"llama: {len(copied) - 2} vendored file(s) from {REAL_TIP[:12]}" in written  # less the two filters
+
+    shutil.copyfile(project / "matrix.yaml", by_rsync / "matrix.yaml")
+    assert "up to date" in ok("-C", by_rsync, "vendor", "--check")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from patchctl import git
 from patchctl.config import VendorCopy
-from patchctl.vendor import managed
+from patchctl.vendor import managed, upstream_path
 
 OLLAMA_MIRROR = Path("/work/.mirror/ollama+ollama/repo")
 LAYOUT_PATHS = ("Makefile.sync", "llama/patches", "llama/llama.cpp", "ml/backend/ggml/ggml")
@@ -55,6 +55,8 @@ def vendored_source(copies: list[VendorCopy], source: str) -> bool:
     for copy in copies:
         prefix = f"{copy.source}/" if copy.source else ""
         if source.startswith(prefix) and managed(copy, source[len(prefix) :]):
+            return True
+        if any(single.source == source for single in copy.files):
             return True
     return False
 
@@ -90,8 +92,10 @@ def upstream_tree(project: Path, copies: list[VendorCopy], patch_dir: Path, scra
             relative = path.relative_to(destination).as_posix()
             if not managed(copy, relative):
                 continue
-            target = scratch / (f"{copy.source}/{relative}" if copy.source else relative)
+            target = scratch / upstream_path(copy, relative)
             target.parent.mkdir(parents=True, exist_ok=True)
+            # Two copies may hold one upstream file (llama.cpp's LICENSE, in both): they must agree.
+            assert not target.exists() or target.read_bytes() == path.read_bytes(), target
             target.write_bytes(path.read_bytes())
             target.chmod(path.stat().st_mode & 0o777)
     git.run(["add", "-A"], scratch)
