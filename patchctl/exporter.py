@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from . import git, journal, patchstyle, worktree
-from .applier import IndexBuilder, apply_series_to_index, is_clean, write_tree_listing
+from .applier import IndexBuilder, PatchOutcome, apply_series_to_index, is_clean, write_tree_listing
 from .config import Config, Series
 from .confined import confined_path
 from .errors import CheckFailed, UsageError
@@ -349,8 +349,9 @@ def _same_patch(series: Series, tree: Path, commit: str, old: PatchFile, fresh: 
     return all(is_excluded(p, series.exclude) for p in differing.split("\0") if p)
 
 
-def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> None:
-    """The new series, applied strictly at BASE, must reproduce HEAD's tracked files."""
+def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> tuple[list[PatchOutcome], str]:
+    """The new series, applied strictly at BASE, must reproduce HEAD's tracked files. Returns
+    that application (every outcome, the last commit), in TREE's object store."""
     outcomes, head = apply_series_to_index(tree, base, patches)
     failed = next((o for o in outcomes if not o.ok), None)
     if failed is not None:
@@ -360,6 +361,7 @@ def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> N
     if expected != produced:
         differing = sorted(p for p in expected.keys() | produced.keys() if expected.get(p) != produced.get(p))
         raise CheckFailed(f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])})")
+    return outcomes, head
 
 
 def series_changes(

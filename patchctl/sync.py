@@ -440,12 +440,14 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
         if entry.next < len(patches):
             _seed(tree, state.old_pin, entry, patches)
         move = carry.PinMove(tree, state.old_pin, state.target, patches)
+        head = git.rev_parse(tree, "HEAD") if entry.next < len(patches) else None
         while entry.next < len(patches):
             patch = patches[entry.next]
             say(f"replaying {series.name}: {patch.name}")
-            entry.head_before = git.rev_parse(tree, "HEAD")
+            entry.head_before = head
             carried = carry.carry_patch(tree, move, patch)
             outcome = carried.outcome
+            head = outcome.commit or head  # a patch already upstream commits nothing
             record = _carried_record(series.name, patch, carried, tree)
             state.records.append(record)
             if carried.needs_look:
@@ -945,10 +947,11 @@ def _strict_apply(
 ) -> str | None:
     """Re-exported series applied strictly on a clean checkout of TARGET; why not, or None."""
     try:
-        exporter.verify(series, tree, target, patches)
+        applied = exporter.verify(series, tree, target, patches)  # TREE is a worktree of MIRROR: one object store
     except CheckFailed as exc:
         return str(exc)
-    result = apply_job(store, mirror, ApplyJob([series], series.upstream, gate_tree), target, patches, force=True)
+    job = ApplyJob([series], series.upstream, gate_tree)
+    result = apply_job(store, mirror, job, target, patches, force=True, applied=applied)
     if result.failure is not None:
         return result.failure.describe()
     return None
