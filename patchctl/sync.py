@@ -869,8 +869,10 @@ def _gate_series(
         with timer.phase("export"):
             patches_plan, export_result = exporter.plan_export(series, tree, state.target)
             patches = [PatchFile(series.dir / p.name, p.data) for p in patches_plan]
+        # A clean checkout only where something runs in it: the strict apply itself is done in the index.
+        checkout = gate_tree if series.build or series.gates else None
         with timer.phase("strict-apply"):
-            detail = _strict_apply(config, store, mirror, series, tree, state.target, patches, gate_tree)
+            detail, head = _strict_apply(store, mirror, series, tree, state.target, patches, checkout)
         report.gates.append(
             GateRecord(
                 series.name,
@@ -924,7 +926,8 @@ def _gate_series(
             if not all(r.ok for r in results):
                 return False
         # The vendored copies move with the pin and the series: read from the tree the gates passed on.
-        head = git.rev_parse(gate_tree, "HEAD")
+        if checkout is not None:
+            head = git.rev_parse(checkout, "HEAD")
         planned[series.name] = (
             patches_plan,
             export_result,
@@ -936,25 +939,27 @@ def _gate_series(
 
 
 def _strict_apply(
-    config: Config,
     store: Store,
     mirror: Mirror,
     series: Series,
     tree: Path,
     target: str,
     patches: list[PatchFile],
-    gate_tree: Path,
-) -> str | None:
-    """Re-exported series applied strictly on a clean checkout of TARGET; why not, or None."""
+    gate_tree: Path | None,
+) -> tuple[str | None, str]:
+    """The re-exported series applied strictly at TARGET, in the index of TREE's object store
+    (export's verify: it must give TREE's files), then checked out clean at GATE_TREE when
+    given (for the build steps and gates). Why not, or None; and the series' last commit."""
     try:
         applied = exporter.verify(series, tree, target, patches)  # TREE is a worktree of MIRROR: one object store
     except CheckFailed as exc:
-        return str(exc)
-    job = ApplyJob([series], series.upstream, gate_tree)
-    result = apply_job(store, mirror, job, target, patches, force=True, applied=applied)
-    if result.failure is not None:
-        return result.failure.describe()
-    return None
+        return str(exc), target
+    if gate_tree is not None:
+        job = ApplyJob([series], series.upstream, gate_tree)
+        result = apply_job(store, mirror, job, target, patches, force=True, applied=applied)
+        if result.failure is not None:
+            return result.failure.describe(), target
+    return None, applied[1]
 
 
 def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.FileChange]:
