@@ -17,9 +17,10 @@
    preimage is rebuilt from the old pin; an identical edit upstream made for another
    reason stops the sync ("needs a look"). See `patchctl.carry`.
 3. Gates, per series, in order: the series is re-exported from the worktree and applied
-   strictly on a clean checkout of the target; the series' build steps run in that tree;
-   then its gate commands. A failing gate stops the sync; `--continue` re-runs the gates
-   (after fixes committed in the worktree), `--abort` drops it.
+   strictly at the target (in the index: it must give the worktree's files), then checked
+   out clean when the series' build steps and gate commands need a tree to run in. A
+   failing gate stops the sync; `--continue` re-runs the gates (after fixes committed in
+   the worktree), `--abort` drops it.
    Then the range-diff of each series (old pin against new), once, for the report.
 4. Only then are the re-exported patches, `pin:` in matrix.yaml and every pin_files entry
    written, all together or not at all (`patchctl.journal`).
