@@ -5,12 +5,13 @@ progress its state saved."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
-from patchctl import carry, git, sync
+from patchctl import carry, git, sync, worktree
 from patchctl.applier import apply_in_worktree
 
 from .conftest import Project, Repo, make_patch, numbered
@@ -192,3 +193,23 @@ def test_a_continue_cut_off_mid_replay_goes_back_to_its_saved_progress(
     assert applied.exit_code == 0, applied.output
     util = (project.path / ".patchctl" / "trees" / "main" / "src" / "util.c").read_text()
     assert util == util_c({5: "UTIL 5 patched", 17: "util 17 upstream", 20: "UTIL 20"})
+
+
+def test_a_state_an_earlier_version_saved_goes_on(project: Project, upstream: Repo, cli, spies: dict[str, Spy]) -> None:
+    """A sync stopped by the patchctl before this one (state version 1, which records neither the
+    commits the trees stood at nor the seeded series) goes on: what it lacks is made again."""
+    stopped_bump(project, upstream)
+    assert run(cli, project, "up", "--latest")[0].exit_code == 1
+    path = worktree.sync_state_file(project.path, "up")
+    state = json.loads(path.read_text())
+    assert state["version"] == 2
+    for entry in state["series"]:
+        for key in ("head", "old_head", "unseeded"):
+            del entry[key]
+    path.write_text(json.dumps({**state, "version": 1}))
+    reset(spies)
+    resolve_line_twenty(project)
+    resumed, payload = run(cli, project, "--continue")
+    assert resumed.exit_code == 0, resumed.output
+    assert len(spies["seed"].calls) == 1 and len(spies["old side"].calls) == 0
+    assert [p["classification"] for p in payload["patches"]] == ["resolved by hand", "clean", "merged 3-way"]
