@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from patchctl import carry, git, sync, worktree
 from patchctl.applier import apply_in_worktree
 
 from .conftest import Project, Repo, make_patch, numbered
+from .faultinject import ci_points, project_files, run_patchctl, runner_env, stray_files
 from .fixtures_bump import cut_patch
 from .fixtures_sync import load_json, main_c, write_config
 
@@ -213,3 +215,48 @@ def test_a_state_an_earlier_version_saved_goes_on(project: Project, upstream: Re
     assert resumed.exit_code == 0, resumed.output
     assert len(spies["seed"].calls) == 1 and len(spies["old side"].calls) == 0
     assert [p["classification"] for p in payload["patches"]] == ["resolved by hand", "clean", "merged 3-way"]
+
+
+def test_a_continue_killed_at_any_point_is_recoverable(project: Project, upstream: Repo, tmp_path: Path) -> None:
+    """`pin-sync --continue` killed (SIGKILL: no finally) before one of its file operations or
+    git runs, at points spread over the run: the next `--continue` ends the sync as an
+    uninterrupted one does (or, killed once the pin is written, says to drop the sync, and
+    `--abort` leaves the new state), never reading a patch carried half-way as upstream's."""
+    stopped_bump(project, upstream)
+    git.commit_all(project.path, "downstream")
+    env = runner_env(tmp_path / "cache")
+
+    def stopped(dest: Path) -> Path:
+        shutil.copytree(project.path, dest, symlinks=True)
+        first = run_patchctl(["-C", dest, "pin-sync", "up", "--latest"], env)
+        assert first.exit_code == 1 and "stops at a conflict" in first.output, first.output
+        tree = dest / ".patchctl" / "sync" / "up" / "main"
+        (tree / "src" / "main.c").write_text(main_c({20: "MAIN 20 patched, on top of upstream's rewrite"}))
+        git.run(["add", "src/main.c"], tree)
+        return dest
+
+    clean = stopped(tmp_path / "clean")
+    old = project_files(clean)
+    counted = run_patchctl(["-C", clean, "pin-sync", "--continue"], env, report=tmp_path / "count.json")
+    assert counted.exit_code == 0 and counted.operations, counted.output
+    new = project_files(clean)
+    assert new != old
+    points = ci_points(counted.trace, renames=3, spread=5)
+    assert any(counted.trace[p - 1].startswith("exec git apply") for p in points)  # one lands mid-replay
+    for point in points:
+        dest = stopped(tmp_path / f"k{point:04d}")
+        killed = run_patchctl(["-C", dest, "pin-sync", "--continue"], env, kill_at=point)
+        assert killed.exit_code == 137, (point, killed.output)
+        out = tmp_path / f"k{point:04d}.json"
+        again = run_patchctl(["-C", dest, "pin-sync", "--continue", "--json-file", out], env)
+        assert not again.traceback, again.output
+        if again.exit_code == 0:
+            report = json.loads(out.read_text())
+            assert report["warnings"] == [], (point, counted.trace[point - 1], report["warnings"])
+            assert [p["classification"] for p in report["patches"]] == ["resolved by hand", "clean", "merged 3-way"]
+        else:  # killed once patches/ and the pin were written: the state is left, and names the way out
+            assert again.exit_code == 2 and "--abort" in again.output, (point, again.output)
+            assert run_patchctl(["-C", dest, "pin-sync", "--abort"], env).exit_code == 0
+        assert project_files(dest) == new, (point, counted.trace[point - 1])
+        assert not stray_files(dest, sync_trees=True), (point, stray_files(dest, sync_trees=True))
+        shutil.rmtree(dest)
