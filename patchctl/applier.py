@@ -463,17 +463,22 @@ def apply_series_to_index(
         return outcomes, builder.head
 
 
-def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> None:
+def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> str:
     """Write into REPO's object store every blob the series produces when applied at BASE.
 
     A 3-way merge needs the preimage blob each patch's `index` line names. For a stacked
     series those blobs are the outputs of the earlier patches, which exist only if something
     once applied them in this object store (an `apply`, a `lint`): without this, verdicts
     would depend on the cache's history. Creating them every time makes them a function of
-    the series and the pin alone. Patches that do not apply at BASE are skipped."""
+    the series and the pin alone. Patches that do not apply at BASE are skipped.
+
+    Returns the series as commits on BASE as far as it applies in order: what
+    `apply_series_to_index` returns (the same deterministic commits), made on the way."""
     with IndexBuilder(repo, base) as builder:
+        in_order = True
         for patch in patches:
-            builder.apply(patch, commit=False)
+            in_order = builder.apply(patch, commit=in_order).ok and in_order
+        return builder.head
 
 
 # ---------------------------------------------------------------- work-tree application

@@ -137,8 +137,18 @@ def apply(
 
 
 def apply_job(
-    store: Store, mirror: Mirror, job: ApplyJob, rev: str, patches: list[PatchFile], *, force: bool = False
+    store: Store,
+    mirror: Mirror,
+    job: ApplyJob,
+    rev: str,
+    patches: list[PatchFile],
+    *,
+    force: bool = False,
+    applied: tuple[list[PatchOutcome], str] | None = None,
 ) -> ApplyResult:
+    """Apply PATCHES at REV into JOB's tree. APPLIED: the caller applied them already, strictly
+    at REV in MIRROR's object store (`apply_series_to_index`, whose commits are deterministic),
+    and hands over that result rather than have it made again."""
     names = [s.name for s in job.series]
     digest = series_digest(patches)
     result = ApplyResult(names, job.upstream, rev, job.tree, "failed")
@@ -149,7 +159,7 @@ def apply_job(
         result.state, result.head = "unchanged", local.head
         return result
 
-    outcomes, head = apply_series_to_index(mirror.path, rev, patches)
+    outcomes, head = applied if applied is not None else apply_series_to_index(mirror.path, rev, patches)
     result.outcomes = outcomes
     if result.failure is not None:
         return result

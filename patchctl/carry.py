@@ -287,6 +287,21 @@ def _index_ids(patch: PatchFile) -> dict[str, str]:
     return ids
 
 
+def missing_preimages(repo: Path, patches: list[PatchFile]) -> list[str]:
+    """The preimage ids the index lines of PATCHES name that REPO's object store lacks (or
+    cannot tell apart), sorted. A new file's zero id is never missing."""
+    named: set[str] = set()
+    for patch in patches:
+        try:
+            named |= {pre for pre in _index_ids(patch).values() if pre.strip("0")}
+        except MalformedPatch:
+            continue  # git says what is wrong with it when it is applied
+    if not named:
+        return []
+    out = git.run(["cat-file", "--batch-check"], repo, input="".join(f"{i}\n" for i in sorted(named))).stdout
+    return sorted(line.split(" ", 1)[0] for line in out.splitlines() if line.endswith((" missing", " ambiguous")))
+
+
 def _foreign_files(original: PatchFile, rebuilt: PatchFile) -> list[str]:
     """The files whose preimage id in ORIGINAL is not the one the old pin gives (REBUILT)."""
     real = _index_ids(rebuilt)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from . import git, journal, patchstyle, worktree
-from .applier import IndexBuilder, apply_series_to_index, is_clean, write_tree_listing
+from .applier import IndexBuilder, PatchOutcome, apply_series_to_index, is_clean, write_tree_listing
 from .config import Config, Series
 from .confined import confined_path
 from .errors import CheckFailed, UsageError
@@ -267,7 +267,8 @@ def plan_export(
             (result.unchanged.append(name) if old.name == name else result.renamed.append((old.name, name)))
             continue
         own_style = patchstyle.detect(old).over(style) if old is not None else style
-        planned.append(GeneratedPatch(name, _in_style(series, tree, commit, data, own_style), keep_existing=False))
+        styled = _in_style(series, tree, commit, data, own_style, dropped)
+        planned.append(GeneratedPatch(name, styled, keep_existing=False))
         result.written.append(name)
         if old is not None and old.name != name:
             result.renamed.append((old.name, name))
@@ -349,8 +350,9 @@ def _same_patch(series: Series, tree: Path, commit: str, old: PatchFile, fresh: 
     return all(is_excluded(p, series.exclude) for p in differing.split("\0") if p)
 
 
-def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> None:
-    """The new series, applied strictly at BASE, must reproduce HEAD's tracked files."""
+def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> tuple[list[PatchOutcome], str]:
+    """The new series, applied strictly at BASE, must reproduce HEAD's tracked files. Returns
+    that application (every outcome, the last commit), in TREE's object store."""
     outcomes, head = apply_series_to_index(tree, base, patches)
     failed = next((o for o in outcomes if not o.ok), None)
     if failed is not None:
@@ -360,6 +362,7 @@ def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> N
     if expected != produced:
         differing = sorted(p for p in expected.keys() | produced.keys() if expected.get(p) != produced.get(p))
         raise CheckFailed(f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])})")
+    return outcomes, head
 
 
 def series_changes(
@@ -416,30 +419,31 @@ def _commits(tree: Path, base: str) -> list[str]:
     return git.run(["rev-list", "--reverse", "--topo-order", f"{base}..HEAD"], tree).stdout.split()
 
 
-def _in_style(series: Series, tree: Path, commit: str, data: bytes, style: patchstyle.PatchStyle) -> bytes:
-    """COMMIT's patch (DATA, in patchctl's own conventions) written in STYLE."""
+def _in_style(
+    series: Series, tree: Path, commit: str, data: bytes, style: patchstyle.PatchStyle, dropped: list[str]
+) -> bytes:
+    """COMMIT's patch (DATA, in patchctl's own conventions, without the DROPPED paths) written in STYLE."""
     if style == patchstyle.PATCHCTL_STYLE:
         return data
     own = {"--zero-commit", "--no-signature", "--no-stat", "--subject-prefix=PATCH"}
     args = [arg for arg in FORMAT_PATCH_ARGS if arg not in own] + patchstyle.format_patch_args(style)
-    styled, _, _ = _format_commit(series, tree, commit, args=args)
-    assert styled is not None  # the same commit gave DATA
+    styled = _format_patch(tree, commit, dropped, args)
     return patchstyle.abbreviate_index_lines(styled, style.index_length or patchstyle.FULL_INDEX)
 
 
-def _format_commit(
-    series: Series, tree: Path, commit: str, *, args: list[str] = FORMAT_PATCH_ARGS
-) -> tuple[bytes | None, str, list[str]]:
+def _format_commit(series: Series, tree: Path, commit: str) -> tuple[bytes | None, str, list[str]]:
     """COMMIT as a patch without its excluded paths: (bytes or None when nothing is left,
     subject, dropped paths)."""
-    subject = git.run(["log", "-1", "--format=%s", commit], tree).stdout.strip()
-    changed = git.run(
-        ["diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", f"{commit}^", commit], tree
-    ).stdout
-    paths = [p for p in changed.split("\0") if p]
+    # Its subject and the paths it changes against its parent (never a merge: see _commits), in one call.
+    out = git.run(["log", "-1", "-z", "--format=%s", "--name-only", "--no-renames", commit], tree).stdout
+    subject, _, changed = out.partition("\0")
+    paths = [p for p in changed.removeprefix("\n").split("\0") if p]
     dropped = sorted(p for p in paths if is_excluded(p, series.exclude))
     if len(dropped) == len(paths):  # nothing left: only excluded paths, or an empty commit
-        return None, subject, dropped
+        return None, subject.strip(), dropped
+    return _format_patch(tree, commit, dropped, FORMAT_PATCH_ARGS), subject.strip(), dropped
+
+
+def _format_patch(tree: Path, commit: str, dropped: list[str], args: list[str]) -> bytes:
     pathspec = ["--", "."] + [f":(exclude,literal){p}" for p in dropped] if dropped else []
-    out = git.run([*FORMAT_PATCH_CONFIG, *args, commit, *pathspec], tree, binary=True).stdout
-    return out, subject, dropped
+    return git.run([*FORMAT_PATCH_CONFIG, *args, commit, *pathspec], tree, binary=True).stdout

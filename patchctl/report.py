@@ -80,6 +80,8 @@ def sync_markdown(payload: dict) -> str:
         out += ["", *health_markdown(payload["health"])]
     for series, text in sorted((payload.get("range_diffs") or {}).items()):
         out += ["", *range_diff_section(f"series {series}: the patches on the old pin against the new pin", text)]
+    if payload.get("range_diff_note"):
+        out += ["", f"git range-diff: {md_prose(payload['range_diff_note'])}"]
     if payload.get("gates"):
         out += [
             "",

@@ -11,14 +11,17 @@
    with `--continue --drop`. A patch is never dropped silently: `--continue` refuses while
    nothing was done, and every dropped patch is a warning in the report and on stderr.
    The blobs 3-way needs are created from the old pin first, every time, so the outcome
-   never depends on what the cache holds.
+   never depends on what the cache holds (once per sync: a `--continue` goes on from the
+   patch that stopped it, with the blobs and the trees the stop left, and redoes nothing).
    Where git gives up, a file upstream moved is followed and a foreign index line's
    preimage is rebuilt from the old pin; an identical edit upstream made for another
    reason stops the sync ("needs a look"). See `patchctl.carry`.
 3. Gates, per series, in order: the series is re-exported from the worktree and applied
-   strictly on a clean checkout of the target; the series' build steps run in that tree;
-   then its gate commands. A failing gate stops the sync; `--continue` re-runs the gates
-   (after fixes committed in the worktree), `--abort` drops it.
+   strictly at the target (in the index: it must give the worktree's files), then checked
+   out clean when the series' build steps and gate commands need a tree to run in. A
+   failing gate stops the sync; `--continue` re-runs the gates (after fixes committed in
+   the worktree), `--abort` drops it.
+   Then the range-diff of each series (old pin against new), once, for the report.
 4. Only then are the re-exported patches, `pin:` in matrix.yaml and every pin_files entry
    written, all together or not at all (`patchctl.journal`).
 
@@ -51,7 +54,7 @@ from .escape import shell_command, shell_word
 from .gates import GatesFailed, run_gates
 from .jsonout import json_field
 from .patchset import QUILT_SERIES_FILE, PatchFile, read_series, series_digest
-from .rangediff import series_range_diff
+from .rangediff import old_series_head, range_diff
 from .runners import run_build
 from .store import Mirror, Store
 from .sync_state import (
@@ -66,6 +69,8 @@ from .sync_state import (
 )
 
 MAX_LISTED_COMMITS = 500
+# What a stop's report says in place of the range-diff: it is computed once, when the sync ends.
+RANGE_DIFF_AT_THE_END = "at the end: computed once, when every patch is carried and the gates pass"
 
 Progress = Callable[[str], None]
 
@@ -111,6 +116,7 @@ class SyncReport:
     # series -> `git range-diff` of the series on the old pin against the series on the new pin
     range_diffs: dict[str, str] = json_field(omit_empty=True, default_factory=dict)
     health: list[health.HealthRow] = json_field(omit_empty=True, default_factory=list)  # the short table of `status`
+    range_diff_note: str = json_field(omit_empty=True, default="")  # at a stop: RANGE_DIFF_AT_THE_END
     phase_seconds: dict[str, float] = json_field(digits=3, default_factory=dict)
 
     @property
@@ -267,6 +273,8 @@ def continue_sync(
             f"the pin of {state.upstream} changed since the sync started; drop the sync "
             f"(`{_sync_command(state.upstream, '--abort')}`) and start again"
         )
+    if state.phase == "replaying":
+        _back_to_saved_progress(state)
     if state.phase == "conflict":
         _take_resolution(config, state, drop=drop)
     elif drop:
@@ -334,11 +342,10 @@ def _run(
         stopped = _replay(config, state, say)
     report.patches = list(state.records)
     report.warnings = _drop_warnings(state)
-    with timer.phase("range-diff"):
-        report.range_diffs = _range_diffs(config, state)
     with timer.phase("health"):
         report.health = _health_rows(config, store, state)
     if stopped is not None:
+        report.range_diff_note = RANGE_DIFF_AT_THE_END
         report.patches += _blocked_records(config, state)
         markers = state.records[-1].classification == CLASSIFICATION[Status.CONFLICT]
         look = state.records[-1].classification == carry.SAME_EDIT
@@ -350,7 +357,7 @@ def _run(
             report.next_steps = [f"dry run: {stopped}; a real pin-sync would stop here for you to resolve it"]
             raise SyncStopped(report, f"pin-sync of {state.upstream} (dry run) {what}: {stopped}")
         state.phase = "conflict"
-        save_state(config.root, state)
+        _save(config, state)
         report.next_steps = _conflict_steps(config, state) if markers else _by_hand_steps(config, state)
         if look:
             report.next_steps = _look_steps(config, state)
@@ -363,11 +370,12 @@ def _run(
         ok = _gate_series(config, store, state, series, Path(entry.tree), report, planned, timer, say)
         if not ok:
             report.state = "gate-failed"
+            report.range_diff_note = RANGE_DIFF_AT_THE_END
             failed = report.failed_gate
             assert failed is not None
             if not dry_run:
                 state.phase = "gates-failed"
-                save_state(config.root, state)
+                _save(config, state)
                 report.next_steps = [
                     f"gate {failed.name} ({failed.kind}) of series {failed.series} failed: {failed.detail}",
                     "matrix.yaml and patches/ are unchanged",
@@ -381,6 +389,8 @@ def _run(
                 f"{failed.detail}; nothing written",
             )
 
+    with timer.phase("range-diff"):
+        report.range_diffs = _range_diffs(config, state)
     with timer.phase("write"):
         changes = _changes(config, state, planned)
         report.files_changed = [worktree.display(config.root, c.path) for c in changes]
@@ -449,14 +459,16 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
         patches = read_series(series)
         tree = Path(entry.tree)
         if entry.next < len(patches):
-            seed_three_way_objects(tree, state.old_pin, patches)
+            _seed(tree, state.old_pin, entry, patches)
         move = carry.PinMove(tree, state.old_pin, state.target, patches)
+        head = git.rev_parse(tree, "HEAD") if entry.next < len(patches) else None
         while entry.next < len(patches):
             patch = patches[entry.next]
             say(f"replaying {series.name}: {patch.name}")
-            entry.head_before = git.rev_parse(tree, "HEAD")
+            entry.head_before = head
             carried = carry.carry_patch(tree, move, patch)
             outcome = carried.outcome
+            head = outcome.commit or head  # a patch already upstream commits nothing
             record = _carried_record(series.name, patch, carried, tree)
             if not carried.needs_look:
                 _note_taken(record, tree, move, patch, outcome)
@@ -501,6 +513,37 @@ def _note_taken(record: PatchRecord, tree: Path, move: carry.PinMove, patch: Pat
     record.conflicts = []
 
 
+def _seed(tree: Path, old_pin: str, entry: SeriesProgress, patches: list[PatchFile]) -> None:
+    """The blobs 3-way needs, from the old pin: made once per sync, with the series as commits
+    there (the range-diff's old side). A --continue takes them as they are while every preimage
+    the patches still to replay name is in the object store (or was never makeable); were some
+    pruned since (a `git gc` in the cache), they are made again, as at the start."""
+    if entry.old_head is not None:
+        missing = carry.missing_preimages(tree, patches[entry.next :])
+        if set(missing) <= set(entry.unseeded):
+            return
+    entry.old_head = seed_three_way_objects(tree, old_pin, patches)
+    entry.unseeded = carry.missing_preimages(tree, patches)
+
+
+def _save(config: Config, state: SyncState) -> None:
+    """Save STATE with the commit each tree stands at: what a cut-off --continue goes back to."""
+    for entry in state.series:
+        entry.head = git.rev_parse(Path(entry.tree), "HEAD")
+    save_state(config.root, state)
+
+
+def _back_to_saved_progress(state: SyncState) -> None:
+    """A --continue cut off while it replayed or gated (killed, Ctrl-C) left the state at the
+    last patch it saved and the trees maybe further on, a patch half applied: each tree goes
+    back to the commit the state names, and the replay goes on from there (what the cut-off
+    run did past it is done again, the same way)."""
+    for entry in state.series:
+        tree = Path(entry.tree)
+        if entry.head is not None and (git.rev_parse(tree, "HEAD") != entry.head or not is_clean(tree)):
+            git.run(["reset", "--quiet", "--hard", entry.head], tree)
+
+
 def _carried_record(series: str, patch: PatchFile, carried: carry.Carried, tree: Path) -> PatchRecord:
     """The record of a replayed patch, saying what was mended to carry it (a rename followed,
     a preimage rebuilt) and stopping at an edit upstream made for another reason."""
@@ -536,16 +579,19 @@ def _look_steps(config: Config, state: SyncState) -> list[str]:
 
 
 def _range_diffs(config: Config, state: SyncState) -> dict[str, str]:
-    """Per series: the range-diff of its patches on the old pin against what the replay made of
-    them on the new pin (so far, at a stop). A review aid: when git cannot compute it, the
-    report says so in its place and the sync goes on."""
+    """Per series: the range-diff of its patches on the old pin (the commits made when the
+    replay seeded its blobs, made again if they are gone) against what the replay and the
+    fixes made of them on the new pin. Computed once, at the end. A review aid: when git
+    cannot compute it, the report says so in its place and the sync goes on."""
     diffs = {}
     for entry in state.series:
         tree = Path(entry.tree)
-        patches = read_series(config.get_series(entry.name))
         try:
             head = git.rev_parse(tree, "HEAD")
-            diffs[entry.name] = series_range_diff(tree, state.old_pin, patches, state.target, head)
+            old_head = entry.old_head
+            if old_head is None or not git.run(["cat-file", "-e", f"{old_head}^{{commit}}"], tree, check=False).ok:
+                old_head = old_series_head(tree, state.old_pin, read_series(config.get_series(entry.name)))
+            diffs[entry.name] = range_diff(tree, state.old_pin, old_head, state.target, head)
         except GitError as exc:
             diffs[entry.name] = f"(range-diff not available: {exc})\n"
         diffs[entry.name] = _rename_notes(state, entry.name) + diffs[entry.name]
@@ -805,7 +851,7 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
     entry.next += 1
     entry.head_before = None
     state.phase = "replaying"
-    save_state(config.root, state)
+    _save(config, state)
 
 
 def _take_gate_fixes(config: Config, series: Series, tree: Path, state: SyncState) -> None:
@@ -894,8 +940,10 @@ def _gate_series(
         with timer.phase("export"):
             patches_plan, export_result = exporter.plan_export(series, tree, state.target)
             patches = [PatchFile(series.dir / p.name, p.data) for p in patches_plan]
+        # A clean checkout only where something runs in it: the strict apply itself is done in the index.
+        checkout = gate_tree if series.build or series.gates else None
         with timer.phase("strict-apply"):
-            detail = _strict_apply(config, store, mirror, series, tree, state.target, patches, gate_tree)
+            detail, head = _strict_apply(store, mirror, series, tree, state.target, patches, checkout)
         report.gates.append(
             GateRecord(
                 series.name,
@@ -949,7 +997,8 @@ def _gate_series(
             if not all(r.ok for r in results):
                 return False
         # The vendored copies move with the pin and the series: read from the tree the gates passed on.
-        head = git.rev_parse(gate_tree, "HEAD")
+        if checkout is not None:
+            head = git.rev_parse(checkout, "HEAD")
         planned[series.name] = (
             patches_plan,
             export_result,
@@ -961,24 +1010,27 @@ def _gate_series(
 
 
 def _strict_apply(
-    config: Config,
     store: Store,
     mirror: Mirror,
     series: Series,
     tree: Path,
     target: str,
     patches: list[PatchFile],
-    gate_tree: Path,
-) -> str | None:
-    """Re-exported series applied strictly on a clean checkout of TARGET; why not, or None."""
+    gate_tree: Path | None,
+) -> tuple[str | None, str]:
+    """The re-exported series applied strictly at TARGET, in the index of TREE's object store
+    (export's verify: it must give TREE's files), then checked out clean at GATE_TREE when
+    given (for the build steps and gates). Why not, or None; and the series' last commit."""
     try:
-        exporter.verify(series, tree, target, patches)
+        applied = exporter.verify(series, tree, target, patches)  # TREE is a worktree of MIRROR: one object store
     except CheckFailed as exc:
-        return str(exc)
-    result = apply_job(store, mirror, ApplyJob([series], series.upstream, gate_tree), target, patches, force=True)
-    if result.failure is not None:
-        return result.failure.describe()
-    return None
+        return str(exc), target
+    if gate_tree is not None:
+        job = ApplyJob([series], series.upstream, gate_tree)
+        result = apply_job(store, mirror, job, target, patches, force=True, applied=applied)
+        if result.failure is not None:
+            return result.failure.describe(), target
+    return None, applied[1]
 
 
 def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.FileChange]:

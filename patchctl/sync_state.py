@@ -2,8 +2,9 @@
 
 The state (`sync/UPSTREAM/state.json` in the repository's git directory, `.git/patchctl/`:
 see `patchctl.statehome`) is what `pin-sync --continue` resumes from: the target, the series
-being replayed (in their trees under `.patchctl/sync/UPSTREAM/`), the next patch of each, and
-the records so far. `--continue` and `--abort` remove those trees, so a state is trusted only
+being replayed (in their trees under `.patchctl/sync/UPSTREAM/`), the next patch of each with
+the commit its tree stood at then, the series as commits on the old pin (made once, with the
+blobs 3-way needs), and the records so far. `--continue` and `--abort` remove those trees, so a state is trusted only
 when each tree it names is the one patchctl puts there; anything else is one line (exit 3).
 The pin update (patches/, `pin:` and every pin_files entry) is written through the project's
 journal (`patchctl.journal`) so that an interrupted update is rolled forward or back before
@@ -25,8 +26,11 @@ from .escape import shell_command
 from .jsonout import json_field
 from .paths import atomic_write_text
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1 lacks what spares a --continue the work done before (read as "not done yet")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # an upstream or series name (patchctl.config)
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_OBJECT_PREFIX = re.compile(r"^[0-9a-f]{4,40}$")  # an id as an index line may abbreviate it
 
 
 @dataclass
@@ -49,6 +53,11 @@ class SeriesProgress:
     digest: str  # of patches/ when the sync started: --continue refuses if it changed
     next: int = 0  # index of the next patch to replay
     head_before: str | None = None  # HEAD before the patch that stopped the replay
+    head: str | None = None  # HEAD of the tree when the state was saved: the patches before `next`, carried
+    # The series as commits on the old pin, as far as it applies in order (the old side of the
+    # range-diff), made when the blobs 3-way needs were created; None until then.
+    old_head: str | None = None
+    unseeded: list[str] = field(default_factory=list)  # preimage ids the index lines name that seeding cannot make
 
 
 @dataclass
@@ -108,8 +117,9 @@ def parse_state(root: Path, upstream: str, path: Path) -> SyncState:
         raise EnvironmentFailure(
             f"{shown}: unreadable pin-sync state ({reason[:200]}); nothing was changed: {_remove_by_hand(root, path)}"
         ) from None
-    if state.version != STATE_VERSION:
+    if state.version not in READABLE_VERSIONS:
         raise OtherVersionState(f"{shown}: sync state of another patchctl version; run `{_abort(upstream)}`")
+    state.version = STATE_VERSION  # what a save writes: the fields an older version lacks are read as defaults
     problem = _untrusted(root, upstream, state)
     if problem is not None:
         raise EnvironmentFailure(
@@ -147,6 +157,15 @@ def _untrusted(root: Path, upstream: str, state: SyncState) -> str | None:
             return f"tree {str(entry.tree)[:200]!r} of series {entry.name} is not {expected}"
         if not isinstance(entry.upstream, str) or not _NAME.match(entry.upstream):
             return f"upstream {str(entry.upstream)[:80]!r} of series {entry.name}"
+        for commit in (entry.head_before, entry.head, entry.old_head):
+            if commit is not None and not (isinstance(commit, str) and _COMMIT.match(commit)):
+                return f"commit {str(commit)[:80]!r} of series {entry.name}"
+        if not isinstance(entry.unseeded, list) or not all(
+            isinstance(i, str) and _OBJECT_PREFIX.match(i) for i in entry.unseeded
+        ):
+            return f"preimage ids {str(entry.unseeded)[:80]!r} of series {entry.name}"
+        if not isinstance(entry.next, int) or entry.next < 0:
+            return f"next patch {str(entry.next)[:80]!r} of series {entry.name}"
     return None
 
 

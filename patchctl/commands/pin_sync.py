@@ -69,11 +69,12 @@ def pin_sync_cmd(
     Each patch is replayed on the target with a 3-way merge and classified: clean,
     applied with offset, merged 3-way, already upstream (dropped) or conflict. A
     conflict stops the sync and leaves the markers in .patchctl/sync/UPSTREAM/SERIES;
-    resolve there, then --continue (or --abort). Then, per series: strict apply of the
-    re-exported series on a clean checkout of the target, its build steps, its gates.
-    Only when all pass are patches/, `pin:` in matrix.yaml and every pin_files entry
-    written (also for upstreams that `tracks` this one), all together or not at all.
-    Exit 1 when it stops at a conflict or a failing gate.
+    resolve there, then --continue, which goes on from there (or --abort). Then, per
+    series: strict apply of the re-exported series at the target, its build steps and
+    its gates in a clean checkout of it. Only when all pass are patches/, `pin:` in
+    matrix.yaml and every pin_files entry written (also for upstreams that `tracks`
+    this one), all together or not at all; the report then has a range-diff per
+    series. Exit 1 when it stops at a conflict or a failing gate.
 
     \b
     Examples:

@@ -201,10 +201,10 @@ def test_true_conflict_stops_with_a_report_and_leaves_the_repository_unchanged(
         "MAIN 20 patched",
         ">>>>>>> theirs",
     ]
-    # The range-diff so far: the conflicting patch and the one after it are not on the new pin yet.
-    range_diff = payload["range_diffs"]["main"]
-    assert "1:  " in range_diff and "< " in range_diff and "Patch line twenty" in range_diff
-    assert "git range-diff: series main" in result.stdout
+    # The range-diff is computed once, at the end: a stop says so in its place.
+    assert "range_diffs" not in payload and payload["range_diff_note"].startswith("at the end")
+    assert "git range-diff: at the end: computed once, when every patch is carried" in result.stdout
+    assert "git range-diff: series main" not in result.stdout
     # A second start is refused while this one is pending.
     again, _ = sync(cli, project, "up", "--latest")
     assert again.exit_code == 2 and "in progress" in again.stderr
@@ -233,6 +233,12 @@ def test_continue_after_resolving_finishes_the_sync(project: Project, upstream: 
         ("0001-patch-line-twenty.patch", "resolved by hand"),
         ("0002-add-hello.patch", "clean"),
     ]
+    # The range-diff, at the end: the resolved patch changed (`!`), the other one did not (`=`).
+    range_diff = payload["range_diffs"]["main"]
+    assert "range_diff_note" not in payload
+    assert [line.split()[2] for line in range_diff.splitlines() if line[:1].isdigit()] == ["!", "="]
+    assert "+MAIN 20 patched, on top of upstream's rewrite" in range_diff
+    assert "git range-diff: series main" in resumed.stdout
     assert f"pin: '{tip}'" in (project.path / "matrix.yaml").read_text()
     assert (
         b"+MAIN 20 patched, on top of upstream's rewrite"
