@@ -50,7 +50,7 @@ def refused_state_link(result, link: str) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.output, result.output
     assert f"patchctl: error: {link} is a symlink, not the directory of " in lines[0], lines[0]
-    assert "remove it (rm " in lines[0], lines[0]
+    assert "remove it (`rm " in lines[0], lines[0]
     return lines[0]
 
 

@@ -445,10 +445,10 @@ def test_error_half_way_through_the_renames_rolls_back_at_once(tmp_path: Path, m
     second.write_text("old 2\n")
     real, calls = journal._rename_in, []
 
-    def rename_then_fail(entry: dict) -> None:
+    def rename_then_fail(repository, entry: dict) -> None:
         if calls:
             raise OSError("disk full")
-        calls.append(real(entry))
+        calls.append(real(repository, entry))
 
     monkeypatch.setattr(journal, "_rename_in", rename_then_fail)
     changes = [
@@ -468,7 +468,7 @@ def test_a_commit_refuses_what_recovery_would_refuse(tmp_path: Path) -> None:
     config, series = _series_repository(tmp_path)
     with pytest.raises(ConfigError, match="README.md is not a file patchctl writes"):
         journal.commit(config, [journal.FileChange(tmp_path / "README.md", b"x\n")])
-    with pytest.raises(ConfigError, match="refusing to write through the journal: invalid path '.git/x'"):
+    with pytest.raises(ConfigError, match="refusing to write .git/x: a path inside .git"):
         journal.commit(config, [journal.FileChange(tmp_path / ".git" / "x", b"x\n")])
     assert not (tmp_path / "README.md").exists() and not journal.journal_path(tmp_path).exists()
 
