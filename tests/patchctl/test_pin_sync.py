@@ -381,8 +381,8 @@ def _crash_after_first_rename(changes: list[journal.FileChange], config_file: Pa
     real = journal._rename_in
     calls = []
 
-    def rename_then_die(entry: dict) -> None:
-        real(entry)
+    def rename_then_die(repository, entry: dict) -> None:
+        real(repository, entry)
         calls.append(entry)
         if len(calls) == 1:
             os._exit(17)  # the machine dies: no cleanup, no finally
