@@ -43,6 +43,7 @@ from pathlib import Path
 
 from . import managed, statehome, worktree
 from .confined import Refused, Root
+from .confined.regular import kind_of
 from .errors import ConfigError, EnvironmentFailure
 from .escape import shell_word
 
@@ -74,8 +75,8 @@ def commit(config_file: Path, changes: list[FileChange]) -> None:
     after a crash at any point, `recover` leaves all of them or none. An error (not a crash)
     part-way rolls back at once and re-raises. A target reached through a link, inside `.git`,
     or that is a directory, FIFO or device is refused (`Refused`, one line) before the first byte."""
-    if os.path.isdir(config_file):
-        raise ValueError(f"journal.commit takes the path of matrix.yaml, not a directory: {config_file}")
+    if kind_of(config_file) == "directory":  # (by lstat: a link there is replaced, never followed)
+        raise Refused(f"refusing to write {config_file}: it is a directory, where matrix.yaml belongs")
     config_file = _real(config_file)
     root = config_file.parent
     repository = Root(root)
