@@ -188,7 +188,7 @@ class Root:
     def check(self, path: Path | str, verb: str = "write") -> Path:
         """PATH, absolute, once every part of it that exists is a real directory and its last
         component is absent, a regular file or a directory: for writers that hand the path on
-        (the journal, git)."""
+        (git, a rendered file)."""
         parts = self.parts(path, verb)
         if not parts:
             return self.path

@@ -473,6 +473,15 @@ def apply_addition(example: Example, addition: Addition) -> None:
 
 def _apply(example: Example, addition: Addition, repository: Path) -> None:
     kind = addition.kind
+    if kind in ("chain", "loop"):
+        below = Path(addition.place or "")
+    elif kind.startswith("midway-") or addition.place is None:
+        below = Path(addition.name)
+    else:
+        below = Path(addition.place) / addition.name
+    for parent in reversed((repository / below).relative_to(repository).parents):
+        if (repository / parent).is_symlink():  # an earlier addition's link: never made through
+            raise FileExistsError(f"{parent} is a link")
     if kind in ("link", "fifo", "device", "file", "dir"):
         path = repository / addition.place / addition.name if addition.place else repository / addition.name
         if os.path.lexists(path):
@@ -497,6 +506,10 @@ def _apply(example: Example, addition: Addition, repository: Path) -> None:
         what = kind[len("replace-") :]
         detail = addition.detail if what == "link" else (5 if what == "device" else None)
         _make(path, what, detail, example, repository)
+    elif kind.startswith("midway-"):  # in place of what is there (a tree, a file in it), or new
+        path = repository / addition.name
+        _clear(path)
+        _make(path, kind[len("midway-") :], addition.detail, example, repository)
     elif kind == "branch":
         config = repository / "matrix.yaml"
         config.write_text(config.read_text().replace("branch: main", f"branch: {addition.detail}"))
@@ -644,14 +657,47 @@ def differences(before: dict[str, dict[str, tuple]], after: dict[str, dict[str, 
     return found
 
 
-def run_every_command(example: Example, upstream: Path, seconds: float) -> tuple[list[str], list[Outcome]]:
-    """Run every command on EXAMPLE; (the problems found, every outcome)."""
+def run_every_command(
+    example: Example, upstream: Path, seconds: float, midway: list[Addition] = ()
+) -> tuple[list[str], list[Outcome]]:
+    """Run every command on EXAMPLE, making each of MIDWAY's additions once the command it names
+    (its `place`) has run; (the problems found, every outcome)."""
     before = outside_state(example, upstream)
-    outcomes = [run_bounded(example.project, args, seconds) for args in COMMANDS]
+    outcomes, found = [], []
+    for args in COMMANDS:
+        outcomes.append(run_bounded(example.project, args, seconds))
+        if args == ("apply",):  # the tree as apply published it (a midway addition may then edit it)
+            tree = example.project / ".patchctl" / "trees" / SERIES
+            if tree.is_dir() and not tree.is_symlink():
+                found += [f"a link out of the applied tree: {link}" for link in _escaping_links(tree)]
+        for addition in midway:
+            if addition.place == " ".join(args):
+                apply_addition(example, addition)
     outcomes += [run_bounded(example.fresh, args, seconds) for args in INIT_COMMANDS]
-    found = [problem for outcome in outcomes for problem in problems_of(outcome, seconds)]
+    found += [problem for outcome in outcomes for problem in problems_of(outcome, seconds)]
     found += [f"changed: {line}" for line in differences(before, outside_state(example, upstream))]
-    tree = example.project / ".patchctl" / "trees" / SERIES
-    if tree.is_dir() and not tree.is_symlink():
-        found += [f"a link out of the applied tree: {link}" for link in _escaping_links(tree)]
     return found, outcomes
+
+
+# What a user (or a script) may do between two commands: edit the applied tree or a stopped
+# sync's tree, putting a link where a directory or file was. (command after which, path, what)
+MIDWAY = (
+    ("apply", f".patchctl/trees/{SERIES}", "link"),
+    ("apply", f".patchctl/trees/{SERIES}/src", "link"),
+    ("apply", f".patchctl/trees/{SERIES}/src/util.c", "link"),
+    ("apply", f".patchctl/trees/{SERIES}/src/main.c", "fifo"),
+    (f"pin-sync {UPSTREAM} --latest", f".patchctl/sync/{UPSTREAM}/{SERIES}", "link"),
+    (f"pin-sync {UPSTREAM} --latest", f".patchctl/sync/{UPSTREAM}", "link"),
+    (f"pin-sync {UPSTREAM} --latest", f".patchctl/sync/{UPSTREAM}/{SERIES}/src/main.c", "link"),
+    (f"pin-sync {UPSTREAM} --latest", f".patchctl/sync/{UPSTREAM}/{SERIES}/src/evil.c", "link"),
+    (f"pin-sync {UPSTREAM} --latest", f".patchctl/sync/{UPSTREAM}/{SERIES}/src", "fifo"),
+)
+
+
+@st.composite
+def midway_additions(draw) -> Addition:
+    after, path, what = draw(st.sampled_from(MIDWAY))
+    detail = (
+        draw(st.sampled_from(["OUT", "OUT/victim.txt", "ABS_OUT", "GIT", "GIT/config"])) if what == "link" else None
+    )
+    return Addition("midway-" + what, after, path, detail)

@@ -30,6 +30,7 @@ from .hostile_tree import (
     apply_addition,
     build_template,
     differences,
+    midway_additions,
     new_example,
     outside_state,
     problems_of,
@@ -89,16 +90,23 @@ def _seeded(test):
 @given(
     st.lists(additions(devices=AS_ROOT), min_size=1, max_size=6),
     st.lists(additions(devices=AS_ROOT, blocking=True), max_size=1) | st.just([]) | st.just([]),
+    st.lists(midway_additions(), max_size=2),
 )
 def test_no_hostile_repository_moves_anything_outside_the_managed_paths(
-    template: Template, examples_dir: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch, hostile, blocking
+    template: Template,
+    examples_dir: Path,
+    shared_cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    hostile,
+    blocking,
+    midway,
 ) -> None:
     monkeypatch.setenv("PATCHCTL_CACHE", str(shared_cache))
     monkeypatch.setenv("PATCHCTL_LOCK_TIMEOUT", "2")  # a planted lock is waited on this long at most
     example = new_example(template, examples_dir / f"example-{next(_counter)}")
     for addition in [*hostile, *blocking]:
         apply_addition(example, addition)
-    problems, outcomes = run_every_command(example, template.upstream, SECONDS)
+    problems, outcomes = run_every_command(example, template.upstream, SECONDS, midway)
     if os.environ.get("PATCHCTL_PROPERTY_VERBOSE"):  # with -s: what each example made and what each command said
         print("\n".join(["made: " + "; ".join(example.made), *(o.summary() for o in outcomes)]))
     assert not problems, "\n".join(
