@@ -18,33 +18,40 @@ file is left: every name the transaction could create is in the journal before i
 
 Recovery trusts a journal only when it is one `commit` could have written: every target a
 file patchctl manages (`patchctl.managed`: matrix.yaml, a series, a pin file, a vendored
-copy, a rendered workflow), named without `..` or `.git`, reached through directories (or
-links to directories that stay inside the repository and out of `.git` and `.patchctl`), a
-regular file, a symlink (replaced, never followed) or absent, with its staged and backup names
-beside it. Anything
-else refuses the whole journal in one line (exit 3) before a file is touched. The only
-file-system calls on the repository's files are in `_create_synced`, `_link`, `_replace`,
-`_unlink` and `_sync_directory`.
+copy, a rendered workflow), named without `..` or `.git`, reached through real directories
+(no link on the way, inside the repository or not), a regular file, a symlink (replaced, never
+followed) or absent, with its staged and backup names beside it. Anything else refuses the
+whole journal in one line (exit 3) before a file is touched; `commit` refuses the same
+targets (one line, exit 2) before its first byte, so a writer needs no check of its own.
+
+Every file-system call on the repository's files goes through `patchctl.confined.Root` (a
+walk from the repository's descriptor, no link followed, `.git` refused) in `_create_synced`,
+`_link`, `_replace`, `_unlink` and `_sync_directory`. The journal file itself is written and
+removed through its directory's descriptor, opened without following a link (`_JournalFile`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import managed, statehome, worktree
+from .confined import Refused, Root
 from .confined.regular import kind_of
 from .errors import ConfigError, EnvironmentFailure
 from .escape import shell_word
-from .paths import atomic_write_text
 
 JOURNAL_NAME = "journal.json"
 LEGACY_JOURNAL_NAMES = ("pin-update.journal.json",)  # the pin-sync journal of earlier versions
 STAGED_INFIX = ".patchctl-new-"
 BACKUP_INFIX = ".patchctl-old-"
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -66,36 +73,41 @@ def journal_path(root: Path) -> Path:
 def commit(config_file: Path, changes: list[FileChange]) -> None:
     """Apply CHANGES to files of the repository whose matrix.yaml is CONFIG_FILE all together:
     after a crash at any point, `recover` leaves all of them or none. An error (not a crash)
-    part-way rolls back at once and re-raises."""
-    if os.path.isdir(config_file):
-        raise ValueError(f"journal.commit takes the path of matrix.yaml, not a directory: {config_file}")
+    part-way rolls back at once and re-raises. A target reached through a link, inside `.git`,
+    or that is a directory, FIFO or device is refused (`Refused`, one line) before the first byte."""
+    if kind_of(config_file) == "directory":  # (by lstat: a link there is replaced, never followed)
+        raise Refused(f"refusing to write {config_file}: it is a directory, where matrix.yaml belongs")
     config_file = _real(config_file)
     root = config_file.parent
+    repository = Root(root)
     recover(config_file)
-    changes = [c for c in changes if not (c.deletes and not os.path.lexists(c.path))]
+    present = {}
+    for change in changes:
+        present[change.path] = repository.check_replaceable(change.path, "delete" if change.deletes else "write")
+    changes = [c for c in changes if not (c.deletes and present[c.path] is None)]
     if not changes:
         return
-    entries = [_plan(index, change) for index, change in enumerate(changes)]
+    entries = [_plan(index, change, present[change.path] is not None) for index, change in enumerate(changes)]
     # What recovery would refuse is never written: the same checks, before the first byte.
     new_config = [c.new for c in changes if c.new is not None and str(c.path) == str(config_file)]
     problem = _untrusted(config_file, "staging", entries, new_config)
     if problem is not None:
         raise ConfigError(f"refusing to write through the journal: {problem}")
-    journal = statehome.ensure(root) / JOURNAL_NAME
-    _write_journal(journal, "staging", entries)
+    journal = _JournalFile(statehome.ensure(root) / JOURNAL_NAME)
+    journal.write("staging", entries)
     try:
         for change, entry in zip(changes, entries, strict=True):
-            _stage(change, entry)
-        _write_journal(journal, "prepared", entries)
+            _stage(repository, change, entry)
+        journal.write("prepared", entries)
         for entry in entries:
-            _rename_in(entry)
-        _sync_dirs(entries)
-        _write_journal(journal, "committed", entries)
+            _rename_in(repository, entry)
+        _sync_dirs(repository, entries)
+        journal.write("committed", entries)
     except BaseException:
         recover(config_file)  # an error (not a crash) part-way: what the journal says decides, now
         raise
-    _discard(entries)
-    journal.unlink()
+    _discard(repository, entries)
+    journal.remove()
 
 
 def recover(config_file: Path) -> str | None:
@@ -159,15 +171,16 @@ def _recover_one(config_file: Path, path: Path) -> str | None:
     journal = load(config_file, path)
     if journal is None:
         return None
+    repository = Root(config_file.parent)
     if journal.state == "committed":
-        _discard(journal.entries)
-        _unlink(journal.path)
+        _discard(repository, journal.entries)
+        _JournalFile(journal.path).remove()
         return "completed"
     if journal.state == "prepared":
         for entry in journal.entries:
-            _roll_back(entry)
-    _discard(journal.entries)
-    _unlink(journal.path)
+            _roll_back(repository, entry)
+    _discard(repository, journal.entries)
+    _JournalFile(journal.path).remove()
     return "rolled-back"
 
 
@@ -222,145 +235,150 @@ def _untrusted(config_file: Path, state: object, entries: object, new_config: li
 
 def _not_a_plain_file(root: Path, relative: str, siblings: list[str]) -> str | None:
     """Why the target RELATIVE (under ROOT) or its SIBLINGS (staged, backup) are not what
-    `commit` leaves there: each directory on the way a real one (or a link to a directory inside
-    the repository, outside `.git` and `.patchctl`), the target
-    a regular file or a symlink (replaced, never followed) or absent, and so the siblings."""
+    `commit` leaves there: each directory on the way a real one (no link, wherever it leads),
+    the target a regular file or a symlink (replaced, never followed) or absent, and so the siblings."""
     reason = managed.unsafe(relative)
     if reason is not None:
         return reason
-    current = root
-    for part in relative.split("/")[:-1]:
-        current = current / part
-        kind = kind_of(current)
-        if kind is None:
-            break
-        if kind == "symlink":
-            problem = _link_on_the_way(root, current)
-            if problem is not None:
-                return f"{problem}, on the way to {relative}"
-        elif kind != "directory":
-            return f"{current.relative_to(root).as_posix()} is a {kind} on the way to {relative}"
-    kind = kind_of(root / relative)
-    if kind not in (None, "regular file", "symlink"):
-        return f"target {relative} is a {kind}"
-    for sibling in siblings:
-        kind = kind_of(Path(sibling))
-        if kind not in (None, "regular file", "symlink"):  # (the backup of a link is a link)
-            return f"{Path(sibling).name} beside {relative} is a {kind}"
+    repository = Root(root)
+    try:
+        repository.check_replaceable(relative)
+        for sibling in siblings:
+            kind = repository.kind(sibling, "write")
+            if kind not in (None, "regular file", "symlink"):  # (the backup of a link is a link)
+                return f"{Path(sibling).name} beside {relative} is a {kind}"
+    except Refused as exc:
+        return str(exc)
     return None
 
 
-def _link_on_the_way(root: Path, link: Path) -> str | None:
-    """Why the directory link LINK (a series directory linked to another place in the
-    repository, say) may not be written through, or None: it must lead to a directory inside
-    the repository, never into `.git` or `.patchctl`."""
-    shown = link.relative_to(root).as_posix()
-    real_root = os.path.realpath(root)
-    target = os.path.realpath(link)
-    if target == real_root or not target.startswith(real_root + os.sep):
-        return f"{shown} is a symlink to {target}, outside the repository"
-    reason = managed.unsafe(Path(target).relative_to(real_root).as_posix())
-    if reason is not None:
-        return f"{shown} is a symlink into a place patchctl never writes ({reason})"
-    if not os.path.isdir(target):
-        return f"{shown} is a symlink to {target}, not a directory"
-    return None
-
-
-def _plan(index: int, change: FileChange) -> dict:
+def _plan(index: int, change: FileChange, exists: bool) -> dict:
     target = change.path
     return {
         "target": str(target),
         "staged": None if change.new is None else str(target.with_name(f".{target.name}{STAGED_INFIX}{index}")),
-        "backup": str(target.with_name(f".{target.name}{BACKUP_INFIX}{index}")) if os.path.lexists(target) else None,
+        "backup": str(target.with_name(f".{target.name}{BACKUP_INFIX}{index}")) if exists else None,
     }
 
 
-def _stage(change: FileChange, entry: dict) -> None:
+def _stage(repository: Root, change: FileChange, entry: dict) -> None:
     target = change.path
-    target.parent.mkdir(parents=True, exist_ok=True)
+    repository.mkdirs(target.parent)
     if change.new is not None:
-        _create_synced(Path(entry["staged"]), change.new, like=target, mode=change.mode)
+        _create_synced(repository, Path(entry["staged"]), change.new, like=target, mode=change.mode)
     if entry["backup"] is not None:
         backup = Path(entry["backup"])
-        _unlink(backup)
-        _link(target, backup)  # a second name for the old bytes: free, and survives the rename
+        _unlink(repository, backup)
+        _link(repository, target, backup)  # a second name for the old bytes: free, and survives the rename
 
 
-def _roll_back(entry: dict) -> None:
+def _roll_back(repository: Root, entry: dict) -> None:
     target = Path(entry["target"])
     backup = entry["backup"]
     if backup is None:
         # New in this commit: the target exists only once its staged file was renamed onto it.
-        if entry["staged"] is None or not os.path.lexists(entry["staged"]):
-            _unlink(target)
-    elif os.path.lexists(backup):  # (a backup already gone was put back by an earlier recovery)
-        if os.path.lexists(target) and os.path.samefile(backup, target):
-            return  # never renamed over (rename() between two links to one file is a no-op)
-        _replace(Path(backup), target)  # the old bytes back
+        if entry["staged"] is None or repository.lstat(entry["staged"], "write") is None:
+            _unlink(repository, target)
+        return
+    kept = repository.lstat(backup, "write")
+    if kept is None:
+        return  # a backup already gone was put back by an earlier recovery
+    current = repository.lstat(target, "write")
+    if current is not None and (current.st_dev, current.st_ino) == (kept.st_dev, kept.st_ino):
+        return  # never renamed over (rename() between two links to one file is a no-op)
+    _replace(repository, Path(backup), target)  # the old bytes back
 
 
-def _write_journal(journal: Path, state: str, entries: list[dict]) -> None:
-    atomic_write_text(journal, json.dumps({"state": state, "entries": entries}, indent=2) + "\n")
-
-
-def _rename_in(entry: dict) -> None:
+def _rename_in(repository: Root, entry: dict) -> None:
     target = Path(entry["target"])
     if entry["staged"] is not None:
-        _replace(Path(entry["staged"]), target)
+        _replace(repository, Path(entry["staged"]), target)
     else:
-        _unlink(target)
+        _unlink(repository, target)
 
 
-def _sync_dirs(entries: list[dict]) -> None:
+def _sync_dirs(repository: Root, entries: list[dict]) -> None:
     """The renames survive a power cut only once their directories are synced."""
     for directory in sorted({str(Path(e["target"]).parent) for e in entries}):
-        _sync_directory(Path(directory))
+        _sync_directory(repository, Path(directory))
 
 
-def _discard(entries: list[dict]) -> None:
+def _discard(repository: Root, entries: list[dict]) -> None:
     for entry in entries:
         for key in ("staged", "backup"):
             if entry.get(key):
-                _unlink(Path(entry[key]))
+                _unlink(repository, Path(entry[key]))
+
+
+class _JournalFile:
+    """The journal file PATH, in the state directory (`patchctl.statehome`): replaced atomically
+    and removed through the directory's descriptor, which is opened without following a link
+    (`statehome.ensure` refused one already; this holds if one is swapped in since)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def _directory(self) -> int:
+        return os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    def write(self, state: str, entries: list[dict]) -> None:
+        data = (json.dumps({"state": state, "entries": entries}, indent=2) + "\n").encode("utf-8")
+        directory = self._directory()
+        # `.journal.json.XXXX.tmp`: the name recovery sweeps up after a kill (patchctl.recovery).
+        temp = f".{self.path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            fd = os.open(
+                temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=directory
+            )
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(temp, self.path.name, src_dir_fd=directory, dst_dir_fd=directory)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=directory)
+                raise
+        finally:
+            os.close(directory)
+
+    def remove(self) -> None:
+        try:
+            directory = self._directory()
+        except FileNotFoundError:
+            return
+        try:
+            os.unlink(self.path.name, dir_fd=directory)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(directory)
 
 
 # ---------------------------------------------------------------- the file operations on the repository's files
 
 
-def _create_synced(path: Path, data: bytes, like: Path, mode: int | None = None) -> None:
+def _create_synced(repository: Root, path: Path, data: bytes, like: Path, mode: int | None = None) -> None:
     """A new file PATH (never through a symlink) holding DATA, synced, with MODE or LIKE's permissions."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-        if mode is not None:
-            os.fchmod(handle.fileno(), mode)
-        elif kind_of(like) == "regular file":
-            os.fchmod(handle.fileno(), like.stat().st_mode & 0o7777)
+    if mode is None:
+        old = repository.lstat(like, "write")
+        mode = stat.S_IMODE(old.st_mode) if old is not None and stat.S_ISREG(old.st_mode) else None
+    repository.unlink(path)  # a leftover of that name (the journal names it before it exists)
+    repository.create_synced(path, data, mode)
 
 
-def _link(existing: Path, new: Path) -> None:
-    os.link(existing, new, follow_symlinks=False)
+def _link(repository: Root, existing: Path, new: Path) -> None:
+    repository.link(existing, new)
 
 
-def _replace(source: Path, target: Path) -> None:
-    os.replace(source, target)  # rename(2) replaces a symlink at TARGET, never what it points to
+def _replace(repository: Root, source: Path, target: Path) -> None:
+    repository.replace(source, target)  # rename(2) replaces a symlink at TARGET, never what it points to
 
 
-def _unlink(path: Path) -> None:
-    Path(path).unlink(missing_ok=True)
+def _unlink(repository: Root, path: Path) -> None:
+    repository.unlink(path)
 
 
-def _sync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems cannot sync a directory; the rename itself is still atomic
-    finally:
-        os.close(fd)
+def _sync_directory(repository: Root, directory: Path) -> None:
+    repository.sync_directory(directory)

@@ -18,7 +18,8 @@ no blob of the mirror. Writes go through the journal: all or nothing.
 
 Every read, write and delete in a copy goes through `patchctl.confined.Root`: a link anywhere
 on the way to a vendored file (`third_party -> .git`, a linked subdirectory inside the copy)
-refuses the command before anything is written, naming the link (exit 2).
+refuses the command before anything is written, naming the link (exit 2): reads here, writes and
+deletes in the journal (`patchctl.journal`), which checks every target before its first byte.
 """
 
 from __future__ import annotations
@@ -305,14 +306,13 @@ def changes_for(
 ) -> list[journal.FileChange]:
     """The journal changes that make the copies hold WANTED (COMMIT's files, read from REPO)."""
     root = config.root
-    confined = Root(root)
     for difference in differences:
         if difference.kind not in ("differs", "mode", "missing", "extra"):
             raise UsageError(
                 f"{difference.path} is a {difference.kind} in a vendored directory, where patchctl writes regular "
                 f"files: remove it, then run `patchctl vendor` again"
             )
-        confined.check(difference.path, "delete" if difference.kind == "extra" else "write")
+    # A link or `.git` on the way to any of them is refused by the journal, before its first byte.
     rewrite = [wanted[d.path] for d in differences if d.kind != "extra"]
     contents = read_blobs(repo, commit, rewrite)
     changes = []

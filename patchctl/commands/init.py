@@ -8,7 +8,6 @@ import click
 
 from .. import init_layout, journal, templates_dir
 from ..app import AppContext, pass_app
-from ..confined import all_confined
 from ..errors import UsageError
 from ..escape import log_line
 from ..matrix.actions import installed_action
@@ -76,8 +75,7 @@ def init_cmd(
     existing = [p for p in result.files if (root / p).exists() or (root / p).is_symlink()]
     if existing and not force:
         raise UsageError(f"refusing to overwrite {', '.join(existing)} (use --force)")
-    targets = [root / p for p in result.files]
-    all_confined(root, targets)
+    # The journal refuses a link or `.git` on the way to any of them before its first byte.
     journal.commit(
         root / init_layout.CONFIG_NAME, [journal.FileChange(root / p, data) for p, data in result.files.items()]
     )

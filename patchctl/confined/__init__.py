@@ -16,8 +16,10 @@ a `.GIT` directory anywhere in it. The contract, for every path under a `Root`:
   descriptor and never follow a link;
 * every refusal is `Refused`, a ConfigError: one line, exit 2.
 
-Writers that hand a path to someone else (the journal, git) call `Root.check` (`confined_path`)
-first. Paths the user names on the command line (`apply --into`, `--report FILE`) are the
+The journal (`patchctl.journal`) writes, links, renames and deletes through `Root` itself, after
+`Root.check_replaceable` on every target: a writer that commits through it needs no check of
+its own. Writers that hand a path to someone else (git, a report) call `Root.check`
+(`confined_path`) first. Paths the user names on the command line (`apply --into`, `--report FILE`) are the
 user's choice and are not confined.
 
 Symlinks inside trees that patchctl publishes (applied trees, pin-sync and canary worktrees,

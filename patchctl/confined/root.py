@@ -157,23 +157,38 @@ class Root:
 
     # ------------------------------------------------------------ looking
 
-    def lstat(self, path: Path | str) -> os.stat_result | None:
-        """PATH's lstat, or None when it (or a directory above it) does not exist."""
+    def lstat(self, path: Path | str, verb: str = "read") -> os.stat_result | None:
+        """PATH's lstat, or None when it (or a directory above it) does not exist. VERB: what
+        the caller means to do, for the message that refuses a link on the way."""
         try:
-            with self._parent(path, "read") as (fd, name, _):
+            with self._parent(path, verb) as (fd, name, _):
                 return os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
             return None
 
-    def kind(self, path: Path | str) -> str | None:
+    def kind(self, path: Path | str, verb: str = "read") -> str | None:
         """What PATH is ("regular file", "directory", "symlink", "FIFO", ...), or None when absent."""
-        info = self.lstat(path)
+        info = self.lstat(path, verb)
         return None if info is None else file_kind(info.st_mode)
+
+    def check_replaceable(self, path: Path | str, verb: str = "write") -> os.stat_result | None:
+        """PATH's lstat (None when absent) once every directory on the way is a real one and PATH
+        itself is absent, a regular file or a symlink: what a rename may replace (a symlink is
+        replaced, never followed). For the journal, which renames files into place."""
+        parts = self.parts(path, verb)
+        try:
+            with self._parent(path, verb) as (fd, name, _):
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+                    raise self._refusal(fd, name, parts, parts, verb, "a regular file or a symlink")
+                return info
+        except FileNotFoundError:
+            return None
 
     def check(self, path: Path | str, verb: str = "write") -> Path:
         """PATH, absolute, once every part of it that exists is a real directory and its last
         component is absent, a regular file or a directory: for writers that hand the path on
-        (the journal, git)."""
+        (git, a rendered file)."""
         parts = self.parts(path, verb)
         if not parts:
             return self.path
@@ -310,6 +325,50 @@ class Root:
                 raise
             return False
 
+    def create_synced(self, path: Path | str, data: bytes, mode: int | None = None) -> None:
+        """A new file PATH (it must not exist: O_EXCL, never through a link) holding DATA, synced;
+        MODE: its permission bits (default: 0666 less the umask). No temporary name: for the
+        journal, whose staged files are the temporary names."""
+        with self._parent(path, "write") as (fd, name, _):
+            file_fd = os.open(name, _CREATE_FLAGS, 0o666, dir_fd=fd)
+            with os.fdopen(file_fd, "wb") as out:
+                out.write(data)
+                out.flush()
+                if mode is not None:
+                    os.fchmod(out.fileno(), mode)
+                os.fsync(out.fileno())
+
+    def link(self, existing: Path | str, new: Path | str) -> None:
+        """A second name NEW for the file EXISTING (a symlink gets a second name itself, never
+        what it points to); both below the root, neither reached through a link."""
+        with self._parent(existing, "read") as (old_fd, old_name, _):
+            with self._parent(new, "write") as (new_fd, new_name, _):
+                os.link(old_name, new_name, src_dir_fd=old_fd, dst_dir_fd=new_fd, follow_symlinks=False)
+
+    def replace(self, source: Path | str, target: Path | str) -> None:
+        """Rename SOURCE onto TARGET (rename(2): a symlink at TARGET is replaced, never followed)."""
+        with self._parent(source, "write") as (source_fd, source_name, _):
+            with self._parent(target, "write") as (target_fd, target_name, parts):
+                info = _lstat_or_none(target_name, target_fd)
+                if info is not None and stat.S_ISDIR(info.st_mode):
+                    raise Refused(f"refusing to write {self.shown(parts)}: it is a directory, not a file")
+                os.replace(source_name, target_name, src_dir_fd=source_fd, dst_dir_fd=target_fd)
+
+    def sync_directory(self, path: Path | str) -> None:
+        """fsync directory PATH, so that the renames in it survive a power cut; nothing when it
+        is gone or the file system cannot sync a directory."""
+        parts = self.parts(path, "write")
+        try:
+            fd = self._open_dir(parts, parts, "write")
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass  # the rename itself is still atomic
+        finally:
+            os.close(fd)
+
     def rmdir(self, path: Path | str) -> bool:
         """Remove directory PATH when it is empty; whether it was removed."""
         try:
@@ -338,3 +397,10 @@ class Root:
         nowhere, a loop): for messages that refuse it."""
         with self._parent(path, "read") as (fd, name, parts):
             return self.link_target(fd, name, parts)
+
+
+def _lstat_or_none(name: str, fd: int) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None

@@ -35,6 +35,17 @@ _EVENTS = {
     "subprocess.Popen",
 }
 
+# (index of a name, index of the directory descriptor it is relative to) in each event's arguments.
+_DIR_FD_ARGS = {
+    "os.rename": ((0, 2), (1, 3)),
+    "os.link": ((0, 2), (1, 3)),
+    "os.remove": ((0, 1),),
+    "os.rmdir": ((0, 1),),
+    "os.mkdir": ((0, 2),),
+    "os.symlink": ((1, 2),),
+    "os.chmod": ((0, 2),),
+}
+
 
 def _describe(event: str, args: tuple) -> str | None:
     """A one-line description of EVENT when it is write-ish, else None."""
@@ -54,7 +65,23 @@ def _describe(event: str, args: tuple) -> str | None:
         # git -c k=v -c k=v ... SUBCOMMAND: name the subcommand, not the -c options.
         shown = [w for i, w in enumerate(words) if w != "-c" and (i == 0 or words[i - 1] != "-c")]
         return "exec " + " ".join(shown[:3])
-    return event + " " + " ".join(os.fsdecode(a) if isinstance(a, (str, bytes)) else str(a) for a in args[:2])
+    shown = [os.fsdecode(a) if isinstance(a, (str, bytes)) else str(a) for a in args[:2]]
+    # A name relative to a directory descriptor (patchctl.confined.Root) is shown by its full path.
+    for name_index, fd_index in _DIR_FD_ARGS.get(event, ()):
+        fd = args[fd_index] if len(args) > fd_index else None
+        if isinstance(fd, int) and fd >= 0 and isinstance(args[name_index], (str, bytes)):
+            shown[name_index] = _in_directory(fd, os.fsdecode(args[name_index]))
+    return event + " " + " ".join(shown)
+
+
+def _in_directory(fd: int, name: str) -> str:
+    """NAME, relative to the directory open as FD, as a full path (NAME itself when FD is gone)."""
+    if os.path.isabs(name):
+        return name
+    try:
+        return os.path.join(os.readlink(f"/proc/self/fd/{fd}"), name)
+    except OSError:
+        return name
 
 
 def main() -> int:

@@ -363,6 +363,32 @@ def test_makefile_sync_overrides_and_another_file(tmp_path: Path, upstream: Repo
     assert data["upstreams"]["u"]["branch"] == "master"  # not a local repository: the usual default
 
 
+@pytest.mark.parametrize("kind", ["link to a directory outside", "directory"])
+def test_init_force_over_a_matrix_yaml_that_is_no_file(tmp_path: Path, kind: str) -> None:
+    """Found by the property test (tests/patchctl/test_property_whole.py): `init --force` where
+    matrix.yaml is a link to a directory gave a ValueError traceback (the journal's check followed
+    the link). A link is replaced, never followed; a directory is refused in one line."""
+    root, elsewhere = tmp_path / "r", tmp_path / "elsewhere"
+    git.init_repo(root)
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine\n")
+    if kind == "directory":
+        (root / "matrix.yaml").mkdir()
+    else:
+        (root / "matrix.yaml").symlink_to(elsewhere)
+    result = run_cli("-C", root, "init", "--force")
+    assert "Traceback" not in result.output
+    if kind == "directory":
+        line = one_line_error(result, 2)
+        assert "matrix.yaml: it is a directory, where matrix.yaml belongs" in line, line
+        assert (root / "matrix.yaml").is_dir() and not (root / "templates").exists()
+    else:
+        assert result.exit_code == 0, result.output
+        assert (root / "matrix.yaml").is_file() and not (root / "matrix.yaml").is_symlink()
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["keep.txt"]
+    assert (elsewhere / "keep.txt").read_text() == "mine\n"
+
+
 def test_a_symlinked_templates_directory_leading_out_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "r"
     git.init_repo(root)

@@ -9,7 +9,10 @@ import multiprocessing
 import os
 from pathlib import Path
 
+import pytest
+
 from patchctl import git, journal
+from patchctl.confined import Refused
 
 from .faultinject import SCENARIOS, Scenario, project_files, run_patchctl, runner_env, stray_files
 
@@ -101,8 +104,8 @@ def _series_repository(root: Path) -> Path:
 def _die_while_staging(changes: list[journal.FileChange], config_file: Path) -> None:
     real, written = journal._create_synced, []
 
-    def write_then_die(path: Path, data: bytes, like: Path, mode: int | None = None) -> None:
-        real(path, data, like, mode)
+    def write_then_die(repository, path: Path, data: bytes, like: Path, mode: int | None = None) -> None:
+        real(repository, path, data, like, mode)
         written.append(path)
         if len(written) == 2:
             os._exit(17)
@@ -183,3 +186,78 @@ def test_a_journal_that_came_with_the_repository_moves_nothing_outside_it(tmp_pa
     result = cli("-C", project, "lint")
     assert result.exit_code == 3 and "is not beside" in result.stderr
     assert inside.read_text() == "a\n"
+
+
+def test_a_commit_goes_through_no_link_even_one_that_stays_inside(tmp_path: Path) -> None:
+    """The journal is the check of every writer: a link on the way to a target (inside the
+    repository or not, `.git` or not) refuses the whole commit before its first byte."""
+    config = _series_repository(tmp_path)
+    series = tmp_path / "patches" / "main"
+    (series / "0001-a.patch").write_bytes(b"old a\n")
+    (tmp_path / "patches" / "alias").symlink_to("main")
+    (tmp_path / "matrix.yaml").write_text(
+        "version: 1\nupstreams: {}\nseries:\n  main: {upstream: up}\n  alias: {upstream: up}\n"
+    )
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if ".git" not in p.parts)
+    changes = [
+        journal.FileChange(series / "0002-b.patch", b"b\n"),
+        journal.FileChange(tmp_path / "patches" / "alias" / "0001-a.patch", b"new a\n"),
+    ]
+    with pytest.raises(Refused, match="patches/alias is a symlink to main; patchctl goes through no link"):
+        journal.commit(tmp_path / "matrix.yaml", changes)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if ".git" not in p.parts) == before
+    assert (series / "0001-a.patch").read_bytes() == b"old a\n"
+    assert not journal.journal_path(tmp_path).exists()
+    with pytest.raises(Refused, match="refusing to delete patches/alias/0001-a.patch: patches/alias is a symlink"):
+        journal.commit(config, [journal.FileChange(tmp_path / "patches" / "alias" / "0001-a.patch", None)])
+    assert (series / "0001-a.patch").read_bytes() == b"old a\n"
+
+
+def _die_after_prepared(changes: list[journal.FileChange], config_file: Path) -> None:
+    real = journal._rename_in
+
+    def rename_then_die(repository, entry: dict) -> None:
+        real(repository, entry)
+        os._exit(17)
+
+    journal._rename_in = rename_then_die
+    journal.commit(config_file, changes)
+    os._exit(0)
+
+
+def test_recovery_replays_nothing_through_a_directory_swapped_for_a_link(tmp_path: Path, cli) -> None:
+    """A prepared journal (a real kill after the first rename) whose series directory was then
+    replaced by a link to elsewhere in the repository: the roll-back would rename the backups
+    through it. Refused whole in one line (exit 3); nothing moves, in the link's target or the directory."""
+    config = _series_repository(tmp_path)
+    series = tmp_path / "patches" / "main"
+    files = {series / "0001-a.patch": b"old a\n", series / "0002-b.patch": b"old b\n"}
+    for path, data in files.items():
+        path.write_bytes(data)
+    child = multiprocessing.get_context("fork").Process(
+        target=_die_after_prepared, args=([journal.FileChange(path, b"new\n") for path in files], config)
+    )
+    child.start()
+    child.join(30)
+    assert child.exitcode == 17
+    series.rename(tmp_path / "moved")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "0001-a.patch").write_bytes(b"bystander\n")
+    series.symlink_to("../elsewhere")
+
+    def state() -> dict[str, object]:
+        return {
+            str(p.relative_to(tmp_path)): os.readlink(p) if p.is_symlink() else p.read_bytes() if p.is_file() else "dir"
+            for p in sorted(tmp_path.rglob("*"))
+            if ".git" not in p.parts
+        } | {"journal": journal.journal_path(tmp_path).read_bytes()}
+
+    before = state()
+    result = cli("-C", tmp_path, "lint", "--no-apply")
+    assert result.exit_code == 3, result.output
+    line = result.stderr.strip()
+    assert len(result.stderr.splitlines()) == 1 and line.startswith("patchctl: error: .git/patchctl/journal.json: ")
+    assert "not a journal patchctl wrote (refusing to write patches/main/0001-a.patch: patches/main is a" in line
+    assert "patches/main is a symlink to ../elsewhere; patchctl goes through no link" in line
+    assert "nothing was changed" in line
+    assert state() == before

@@ -115,11 +115,11 @@ def test_writes_are_all_or_nothing(cli, tmp_path: Path, monkeypatch: pytest.Monk
     )
     real_replace, calls = os.replace, []
 
-    def crash_on_second(src, dst):
+    def crash_on_second(src, dst, **dir_fds):
         calls.append(dst)
         if len(calls) == 2:
             raise OSError(28, "No space left on device")
-        return real_replace(src, dst)
+        return real_replace(src, dst, **dir_fds)
 
     monkeypatch.setattr(journal.os, "replace", crash_on_second)
     with pytest.raises(OSError):

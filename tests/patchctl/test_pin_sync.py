@@ -387,8 +387,8 @@ def _crash_after_first_rename(changes: list[journal.FileChange], config_file: Pa
     real = journal._rename_in
     calls = []
 
-    def rename_then_die(entry: dict) -> None:
-        real(entry)
+    def rename_then_die(repository, entry: dict) -> None:
+        real(repository, entry)
         calls.append(entry)
         if len(calls) == 1:
             os._exit(17)  # the machine dies: no cleanup, no finally
@@ -451,10 +451,10 @@ def test_error_half_way_through_the_renames_rolls_back_at_once(tmp_path: Path, m
     second.write_text("old 2\n")
     real, calls = journal._rename_in, []
 
-    def rename_then_fail(entry: dict) -> None:
+    def rename_then_fail(repository, entry: dict) -> None:
         if calls:
             raise OSError("disk full")
-        calls.append(real(entry))
+        calls.append(real(repository, entry))
 
     monkeypatch.setattr(journal, "_rename_in", rename_then_fail)
     changes = [
@@ -474,7 +474,7 @@ def test_a_commit_refuses_what_recovery_would_refuse(tmp_path: Path) -> None:
     config, series = _series_repository(tmp_path)
     with pytest.raises(ConfigError, match="README.md is not a file patchctl writes"):
         journal.commit(config, [journal.FileChange(tmp_path / "README.md", b"x\n")])
-    with pytest.raises(ConfigError, match="refusing to write through the journal: invalid path '.git/x'"):
+    with pytest.raises(ConfigError, match="refusing to write .git/x: a path inside .git"):
         journal.commit(config, [journal.FileChange(tmp_path / ".git" / "x", b"x\n")])
     assert not (tmp_path / "README.md").exists() and not journal.journal_path(tmp_path).exists()
 

@@ -102,6 +102,7 @@ def _planted_cases(project: Project, outside: Path) -> dict[str, tuple[str, list
     (series / ".0001-patch-line-twenty.patch.patchctl-old-0").mkdir()
     (outside / "main").mkdir()
     (root / "linked").symlink_to(outside)
+    (root / "inside").symlink_to("patches/main")
     return {
         # the case: a prepared journal whose roll-back deletes .git/HEAD, .git/config and matrix.yaml
         "git-dir": (
@@ -119,7 +120,11 @@ def _planted_cases(project: Project, outside: Path) -> dict[str, tuple[str, list
         "dot-dot": ("prepared", [entry(series / ".." / ".." / "matrix.yaml")], "is not an absolute, normalized path"),
         "nul": ("prepared", [entry(series / "a\0b.patch")], "holds a NUL byte"),
         "nested": ("prepared", '{"state": "prepared", "entries": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested"),
-        "directory-target": ("prepared", [entry(series / "dir.patch")], "target patches/main/dir.patch is a directory"),
+        "directory-target": (
+            "prepared",
+            [entry(series / "dir.patch")],
+            "patches/main/dir.patch is a directory, not a regular file or a symlink",
+        ),
         "directory-backup": (
             "prepared",
             [entry(series / "0001-patch-line-twenty.patch", staged=False, backup=True)],
@@ -129,7 +134,13 @@ def _planted_cases(project: Project, outside: Path) -> dict[str, tuple[str, list
         "through-a-link": (
             "prepared",
             [entry(root / "linked" / "main" / "0001.patch")],
-            f"linked is a symlink to {outside}, outside the repository, on the way to linked/main/0001.patch",
+            f"refusing to write linked/main/0001.patch: linked is a symlink to {outside}, outside the repository",
+        ),
+        # a link that stays inside the repository is not followed either: the next commit may retarget it
+        "through-a-link-inside": (
+            "prepared",
+            [entry(root / "inside" / "0001-patch-line-twenty.patch")],
+            "inside is a symlink to patches/main; patchctl goes through no link",
         ),
         "no-file": ("prepared", [entry(series / "0009.patch", staged=False)], "neither writes nor keeps a file"),
         "no-entries": ("prepared", [], "no list of entries"),
@@ -148,6 +159,7 @@ CASES = [
     "directory-target",
     "directory-backup",
     "through-a-link",
+    "through-a-link-inside",
     "no-file",
     "no-entries",
     "state",
