@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from patchctl import git
-from tests.patchctl.conftest import Project, Repo, make_patch, numbered, run_cli
+from tests.patchctl.conftest import Project, Repo, make_patch, make_upstream, numbered, run_cli
 from tests.patchctl.fixtures_sync import main_c
 
 from .shell import Seen, User, downstream, tune_main_patch
@@ -28,23 +28,6 @@ pytestmark = pytest.mark.journey
 
 SYNC_TREE = ".patchctl/sync/up/main"
 Step = str | Callable[[Project], None]  # a printed command (a part of it), or the user's own edit
-
-
-def make_upstream(path: Path) -> Repo:
-    """The upstream of tests/patchctl/conftest.py's `upstream` fixture, at PATH: each copy of a
-    situation drifts its own."""
-    repo = Repo(path)
-    repo.commit(
-        {
-            "src/main.c": numbered(40, "main"),
-            "src/util.c": numbered(30, "util"),
-            "include/util.h": numbered(10, "decl"),
-            "README.md": "# upstream\n",
-            "CMakeLists.txt": "project(up)\nadd_library(up src/main.c src/util.c)\n",
-        },
-        "initial",
-    )
-    return repo
 
 
 def project_at(base: Path, *, extra_yaml: str = "", line20: bool = False) -> tuple[Project, Repo]:

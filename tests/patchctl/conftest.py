@@ -120,7 +120,12 @@ def numbered(n: int, prefix: str = "line") -> str:
 @pytest.fixture
 def upstream(tmp_path: Path) -> Repo:
     """An upstream with a few source files, a doc and a nested directory."""
-    repo = Repo(tmp_path / "upstream")
+    return make_upstream(tmp_path / "upstream")
+
+
+def make_upstream(path: Path) -> Repo:
+    """The `upstream` fixture's repository, at PATH (a test that needs several copies makes each)."""
+    repo = Repo(path)
     repo.commit(
         {
             "src/main.c": numbered(40, "main"),
