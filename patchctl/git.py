@@ -97,6 +97,8 @@ def run(
         if not cwd.is_dir():
             raise GitError(f"git {args[0]}: directory {cwd} does not exist (removed while patchctl ran?)") from exc
         raise GitError("git is not installed or not on PATH") from exc
+    except NotADirectoryError as exc:  # a file (or a link to one) where the working directory belongs
+        raise GitError(f"git {args[0]}: {cwd} is not a directory") from exc
     stdout = proc.stdout if binary else proc.stdout.decode("utf-8", errors="surrogateescape")
     stderr = proc.stderr.decode("utf-8", errors="replace")
     result = GitResult(proc.returncode, stdout, stderr)  # type: ignore[arg-type]

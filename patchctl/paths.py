@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -38,3 +41,18 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def remove_tree(path: Path) -> None:
+    """Delete the directory PATH and everything below it, no link followed; anything else at
+    PATH (a link, a file, a FIFO, a device) is unlinked itself. (shutil.rmtree opens PATH
+    before it looks at what it is, and an open of a FIFO blocks until a writer comes.)"""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(path)

@@ -31,7 +31,7 @@ from filelock import FileLock, Timeout
 from . import git, progress, sdist
 from .confined.regular import kind_of, read_regular
 from .errors import EnvironmentFailure, GitError, UsageError
-from .paths import cache_dir
+from .paths import cache_dir, remove_tree
 from .yamlloc import format_keypath
 
 if TYPE_CHECKING:
@@ -191,7 +191,7 @@ class Store:
         with self._locked(mirror):
             unlock_killed_adds(mirror.path)
             git.run(["worktree", "remove", "--force", str(dest)], mirror.path, check=False)
-            shutil.rmtree(dest, ignore_errors=True)
+            remove_tree(dest)  # (a FIFO or a link where the tree was: removed itself, never opened or followed)
             git.run(["worktree", "prune"], mirror.path, check=False)
 
     def move_worktree(self, mirror: Mirror, src: Path, dest: Path) -> None:

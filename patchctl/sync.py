@@ -30,15 +30,15 @@ matrix.yaml and patches/ are not touched before step 4; `--dry-run` never reache
 
 from __future__ import annotations
 
+import os
 import re
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from . import carry, exporter, git, health, pinfile, vendor, worktree
+from . import carry, exporter, git, health, pinfile, treeswap, vendor, worktree
 from .applier import (
     PatchOutcome,
     Status,
@@ -49,11 +49,13 @@ from .applier import (
 from .apply_job import ApplyJob, apply_job
 from .config import Config, Series
 from .confined import all_confined
-from .errors import CheckFailed, GitError, PatchctlError, UsageError
+from .confined.regular import kind_of
+from .errors import CheckFailed, EnvironmentFailure, GitError, PatchctlError, UsageError
 from .escape import shell_command, shell_word
 from .gates import GatesFailed, run_gates
 from .jsonout import json_field
 from .patchset import QUILT_SERIES_FILE, PatchFile, read_series, series_digest
+from .paths import remove_tree
 from .rangediff import old_series_head, range_diff
 from .runners import run_build
 from .store import Mirror, Store
@@ -202,7 +204,7 @@ def pin_sync(
     commits, note = upstream_commits(mirror.path, up.pin, target)
     if target == up.pin:
         # Sync trees without a state file are what a killed run left: nothing to continue from.
-        shutil.rmtree(worktree.sync_root(config.root, name), ignore_errors=True)
+        remove_tree(worktree.sync_root(config.root, name))
         return SyncReport(
             "up-to-date",
             name,
@@ -261,6 +263,8 @@ def continue_sync(
     say = progress or (lambda _line: None)
     _confine_outputs(config, upstream)
     state = load_state(config.root, _pick_in_progress(config, upstream))
+    for entry in state.series:
+        _check_sync_tree(config, state, Path(entry.tree))
     for entry in state.series:
         if series_digest(read_series(config.get_series(entry.name))) != entry.digest:
             raise UsageError(
@@ -769,6 +773,18 @@ def _drop_warnings(state: SyncState, *, done: bool = False) -> list[str]:
     ]
 
 
+def _check_sync_tree(config: Config, state: SyncState, tree: Path) -> None:
+    """A stopped sync resumes only in the trees it left: a link there (to a directory elsewhere,
+    where git would commit, or to a file), a file or a FIFO is one line (exit 3), never followed;
+    a tree gone is one line that says to start again."""
+    treeswap.refuse_link(tree)
+    if kind_of(tree) is None:
+        raise EnvironmentFailure(
+            f"{worktree.display(config.root, tree)} is gone: the tree of the stopped sync; drop the sync "
+            f"(`{_sync_command(state.upstream, '--abort')}`) and start again"
+        )
+
+
 def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) -> None:
     """Accept the user's resolution of the patch that stopped the replay. A patch is dropped
     only on purpose: with DROP, or when the user resolved a conflict to nothing."""
@@ -1131,7 +1147,7 @@ def _remove_sync_root(config: Config, store: Store, root: Path, state: SyncState
         except PatchctlError:
             continue
         for tree in (Path(entry.tree), worktree.sync_gate_tree(config.root, state.upstream, entry.name)):
-            if tree.exists():
+            if os.path.lexists(tree):
                 store.remove_worktree(mirror, tree)
-    shutil.rmtree(root, ignore_errors=True)
+    remove_tree(root)
     drop_state(config.root, state.upstream)  # last: trees without a state are what a start cleans up

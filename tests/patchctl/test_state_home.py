@@ -295,6 +295,37 @@ def test_a_sync_state_naming_a_tree_elsewhere_is_refused(
         assert snapshot(seeded.path, outside) == before
 
 
+@pytest.mark.parametrize("what", ["link to a file", "link to a repository", "fifo", "gone"])
+def test_continue_never_goes_through_a_sync_tree_that_is_not_one(
+    seeded: Project, upstream: Repo, outside: Path, cli, what: str
+) -> None:
+    """Found by the property test (tests/patchctl/test_property_whole.py): with the stopped
+    sync's tree replaced by a link to a file, `pin-sync --continue` died with NotADirectoryError
+    (a traceback); a link to a directory would have had git diff and commit there."""
+    _stopped_sync(seeded, upstream, cli)
+    tree = worktree.sync_tree(seeded.path, "up", "main")
+    shutil.rmtree(tree)
+    elsewhere = Repo(outside / "repo")
+    elsewhere.commit({"a.txt": "mine\n"}, "someone else's")
+    if what == "link to a file":
+        tree.symlink_to(outside / ".bashrc")
+    elif what == "link to a repository":
+        tree.symlink_to(elsewhere.path)
+    elif what == "fifo":
+        os.mkfifo(tree)
+    before = snapshot(outside, seeded.path / ".git")
+    line = one_line_exit_3(cli("-C", seeded.path, "pin-sync", "--continue"))
+    if what == "gone":
+        assert ".patchctl/sync/up/main is gone: the tree of the stopped sync" in line, line
+    else:
+        assert f"{tree} is a {'FIFO' if what == 'fifo' else 'symlink'}, not a tree patchctl made" in line, line
+    assert snapshot(outside, seeded.path / ".git") == before
+    outside_before = snapshot(outside)
+    assert cli("-C", seeded.path, "pin-sync", "--abort").exit_code == 0  # the link (or FIFO) goes, not its target
+    assert snapshot(outside) == outside_before
+    assert not worktree.sync_state_file(seeded.path, "up").exists() and not os.path.lexists(tree)
+
+
 # ---------------------------------------------------------------- trees: never through a link
 
 
