@@ -389,7 +389,7 @@ def _note_taken(entry: CanaryPatch, tree: Path, patch: PatchFile, move: carry.Pi
     if taken is None:
         return
     url = patch.upstream_status.url if patch.upstream_status is not None else None
-    entry.taken_upstream = {"commit": taken.commit, "subject": taken.subject, "how": taken.how, "url": url}
+    entry.taken_upstream = taken.record(url)
     if holds:
         entry.trial = f"already upstream, {taken.describe(url)}: pin-sync drops it"
     elif entry.verdict == NEEDS_HAND:  # what 3-way said stays in the record; pin-sync drops the patch all the same

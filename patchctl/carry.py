@@ -322,6 +322,10 @@ class TakenUpstream:
     subject: str
     how: str  # TAKEN_SAME_PATCH_ID | TAKEN_EVERY_HUNK
 
+    def record(self, url: str | None) -> dict[str, str | None]:
+        """What canary and pin-sync keep in their JSON: the commit, how it was told, the patch's Submitted URL."""
+        return {"commit": self.commit, "subject": self.subject, "how": self.how, "url": url}
+
     def describe(self, url: str | None = None) -> str:
         sent = f"; sent as {url}" if url else ""
         return f'taken upstream in {self.commit[:12]} "{self.subject}" ({self.how}{sent})'

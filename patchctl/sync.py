@@ -505,7 +505,7 @@ def _note_taken(record: PatchRecord, tree: Path, move: carry.PinMove, patch: Pat
     if taken is None:
         return
     url = patch.upstream_status.url if patch.upstream_status is not None else None
-    record.taken_upstream = {"commit": taken.commit, "subject": taken.subject, "how": taken.how, "url": url}
+    record.taken_upstream = taken.record(url)
     if holds:
         record.detail = f"its change is already in the upstream tree, {taken.describe(url)}; the patch is dropped"
         return
