@@ -55,6 +55,7 @@ class AppContext:
         if self._config is None:
             from . import config as config_mod
             from .lock import ProjectLock, lock_timeout
+            from .matrix.sources import load_project
             from .recovery import recover_project
 
             path = config_mod.find_config(self.directory, self.config_file)
@@ -62,7 +63,7 @@ class AppContext:
             lock = self._lock or ProjectLock(path.parent, "recovery", lock_timeout())
             for line in recover_project(path, lock):
                 click.echo(log_line(f"patchctl: {line}"), err=True)
-            loaded = config_mod.load(path)
+            loaded = load_project(path)
             loaded = loaded.with_upstream_source(self.upstream_source)
             self._config = loaded.with_url_overrides(config_mod.parse_url_overrides(self.url_overrides))
         return self._config

@@ -71,7 +71,6 @@ from .errors import ConfigError, UsageError
 from .gate_env import pass_env_problem
 from .git import is_full_sha
 from .globs import any_match
-from .matrix import schema as build_matrix_schema
 from .rsyncfilter import FilterError, RsyncFilter
 from .rsyncfilter import load as load_filter
 from .upstream_checks import env_name_problem, ref_name_problem, url_problem
@@ -288,11 +287,12 @@ def find_config(directory: Path | None = None, config_file: Path | None = None) 
 
 
 def load(path: Path) -> Config:
+    """matrix.yaml's upstream and series sections, validated. Commands load the whole file with
+    `matrix.sources.load_project`, which validates the build-matrix sections too: this floor is
+    below the build matrix's, which reads a loaded Config."""
     doc = yamlloc.load(path)
     config = Config(path=Path(path).resolve(), doc=doc)
     _validate(config)
-    # The build-matrix sections share the file: whoever loads it gets them validated too.
-    build_matrix_schema.from_sections(config.doc, config.path.name, config.raw, set(config.upstreams))
     return config
 
 

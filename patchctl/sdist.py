@@ -23,55 +23,19 @@ import tarfile
 import tempfile
 import urllib.parse
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
 
 from . import git, progress
 from .confined import tar as safetar
-from .errors import EnvironmentFailure, UsageError
+from .errors import EnvironmentFailure
 from .paths import atomic_write_bytes, cache_dir
+from .upstream_checks import SdistSpec, parse_url
 
-SCHEME = "pypi-sdist:"
 DEFAULT_INDEX = "https://pypi.org/simple/"
 # Day-spaced fixed dates: reproducible, and ordered like the versions they stand for.
 BASE_EPOCH = 1700000000
-
-
-@dataclass(frozen=True)
-class SdistSpec:
-    package: str
-    versions: tuple[str, ...]
-    subdir: str
-
-    @property
-    def url(self) -> str:
-        query = urllib.parse.urlencode({"versions": ",".join(self.versions), "subdir": self.subdir}, safe=",/")
-        return f"{SCHEME}{self.package}?{query}"
-
-
-def is_sdist_url(url: str) -> bool:
-    return url.startswith(SCHEME)
-
-
-def parse_url(url: str) -> SdistSpec:
-    if not is_sdist_url(url):
-        raise UsageError(f"not a {SCHEME} URL: {url!r}")
-    package, _, query = url[len(SCHEME) :].partition("?")
-    params = urllib.parse.parse_qs(query)
-    versions = tuple(v for v in ",".join(params.get("versions", [])).split(",") if v)
-    subdir = params.get("subdir", ["vendor/llama.cpp"])[0].strip("/")
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", package or ""):
-        raise UsageError(f"bad package name in {url!r}")
-    if not versions:
-        raise UsageError(f"{url!r} lists no versions (add ?versions=A,B)")
-    for version in versions:
-        if not re.fullmatch(r"[0-9A-Za-z.+!-]+", version):
-            raise UsageError(f"bad version {version!r} in {url!r}")
-    if ".." in Path(subdir).parts or subdir.startswith("/"):
-        raise UsageError(f"bad subdir {subdir!r} in {url!r}")
-    return SdistSpec(package, versions, subdir)
 
 
 def materialize(url: str) -> Path:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from filelock import FileLock, Timeout
 
-from . import git, progress, sdist
+from . import git, progress, sdist, upstream_checks
 from .confined.regular import kind_of, read_regular
 from .errors import EnvironmentFailure, GitError, UsageError
 from .paths import cache_dir, remove_tree
@@ -103,7 +103,7 @@ class Store:
     @staticmethod
     def resolve_source(url: str, base: Path | None = None) -> str:
         """What git should fetch from: URLs as given, local paths made absolute, sdists built."""
-        if sdist.is_sdist_url(url):
+        if upstream_checks.is_sdist_url(url):
             return str(sdist.materialize(url))
         if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url) or re.match(r"^[\w.-]+@[\w.-]+:", url):
             return url

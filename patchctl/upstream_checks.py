@@ -1,4 +1,4 @@
-"""Validation of the upstream values that reach git: URLs and branch names.
+"""Validation of the upstream values that reach git: URLs and branch names; the `pypi-sdist:` URL form.
 
 Both come from matrix.yaml or the command line and end up as git arguments, so they are
 checked when the configuration is loaded (a configuration error, exit 2), not when git
@@ -8,8 +8,10 @@ trips over them later (which would read as an environment failure, exit 3).
 from __future__ import annotations
 
 import re
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
 
-from . import sdist
 from .errors import UsageError
 
 # Transports git handles itself. `ext::`/`fd::` and other `HELPER::` remote helpers run
@@ -36,9 +38,9 @@ def url_problem(url: str) -> str | None:
         if url[m.end() :].startswith("-"):
             return "a URL's host cannot start with '-'"  # ssh would read it as an option
         return None
-    if sdist.is_sdist_url(url):
+    if is_sdist_url(url):
         try:
-            sdist.parse_url(url)
+            parse_url(url)
         except UsageError as exc:
             return str(exc)
         return None
@@ -71,3 +73,41 @@ def env_name_problem(name: str) -> str | None:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         return f"invalid environment variable name {name!r}: use letters, digits and '_', not starting with a digit"
     return None
+
+
+SCHEME = "pypi-sdist:"
+
+
+@dataclass(frozen=True)
+class SdistSpec:
+    package: str
+    versions: tuple[str, ...]
+    subdir: str
+
+    @property
+    def url(self) -> str:
+        query = urllib.parse.urlencode({"versions": ",".join(self.versions), "subdir": self.subdir}, safe=",/")
+        return f"{SCHEME}{self.package}?{query}"
+
+
+def is_sdist_url(url: str) -> bool:
+    return url.startswith(SCHEME)
+
+
+def parse_url(url: str) -> SdistSpec:
+    if not is_sdist_url(url):
+        raise UsageError(f"not a {SCHEME} URL: {url!r}")
+    package, _, query = url[len(SCHEME) :].partition("?")
+    params = urllib.parse.parse_qs(query)
+    versions = tuple(v for v in ",".join(params.get("versions", [])).split(",") if v)
+    subdir = params.get("subdir", ["vendor/llama.cpp"])[0].strip("/")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", package or ""):
+        raise UsageError(f"bad package name in {url!r}")
+    if not versions:
+        raise UsageError(f"{url!r} lists no versions (add ?versions=A,B)")
+    for version in versions:
+        if not re.fullmatch(r"[0-9A-Za-z.+!-]+", version):
+            raise UsageError(f"bad version {version!r} in {url!r}")
+    if ".." in Path(subdir).parts or subdir.startswith("/"):
+        raise UsageError(f"bad subdir {subdir!r} in {url!r}")
+    return SdistSpec(package, versions, subdir)

@@ -1,6 +1,6 @@
 """The CI build matrix: schema, checks, rendering of workflows and the backend index,
-and the rows a change touches. `config.load` validates the `include`, `includeDarwin`,
-`index`, `canary` and `backends` sections of matrix.yaml through `matrix.schema`."""
+and the rows a change touches. `sources.load_project` loads matrix.yaml whole: the
+`include`, `includeDarwin`, `index`, `canary` and `backends` sections through `matrix.schema`."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def load_for_check(
         config = load_config()
         matrix = sources.from_config(config)
     elif sources.is_patchctl_config(matrix_path):
-        config = config_mod.load(matrix_path)
+        config = sources.load_project(matrix_path)
         matrix = sources.from_config(config)
     else:
         config = None

@@ -30,6 +30,14 @@ def from_config(config: config_mod.Config) -> BuildMatrix:
     return matrix
 
 
+def load_project(path: Path) -> config_mod.Config:
+    """matrix.yaml, whole: its upstream and series sections (`config.load`) and the build-matrix
+    sections that share the file. Every command loads it here, so a bad row fails whatever runs."""
+    config = config_mod.load(path)
+    from_config(config)
+    return config
+
+
 def load_localai_matrix(path: Path, base: Path) -> BuildMatrix:
     doc = yamlloc.load(path, merge_keys=True)
     display = display_path(path, base)

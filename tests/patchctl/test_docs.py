@@ -15,9 +15,9 @@ import click
 import pytest
 import yaml
 
-from patchctl import config as config_mod
 from patchctl.cli import cli
 from patchctl.errors import ConfigError
+from patchctl.matrix.sources import load_project
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the issue asks a reference page for, at the least; every registered command gets one.
@@ -154,7 +154,7 @@ def allowed_keys(directory: Path, document: dict, keypath: tuple) -> list[str]:
     path = directory / "matrix.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     with pytest.raises(ConfigError) as caught:
-        config_mod.load(path)
+        load_project(path)
     found = re.search(r"unknown (?:top-level )?key \(allowed: ([^)]*)\)", str(caught.value))
     assert found, f"{keypath}: {caught.value}"
     return found.group(1).split(", ")

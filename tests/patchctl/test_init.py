@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchctl import config as config_mod
 from patchctl import git, templates_dir
+from patchctl.matrix.sources import load_project
 
 from . import realseries
 from .conftest import Repo, disk_snapshot, numbered, ok, one_line_error, run_cli
@@ -43,7 +43,7 @@ def test_new_repository_gets_config_templates_and_pre_commit_and_refuses_to_over
     assert "wrote matrix.yaml" in out and "wrote .pre-commit-config.yaml" in out
     for template in templates_dir().glob("*.j2"):
         assert (root / "templates" / template.name).read_bytes() == template.read_bytes()
-    config = config_mod.load(root / "matrix.yaml")
+    config = load_project(root / "matrix.yaml")
     assert config.upstreams == {} and config.series == {}
     assert "# Each upstream" in (root / "matrix.yaml").read_text()  # commented for a newcomer
     hooks = yaml.safe_load((root / ".pre-commit-config.yaml").read_text())
@@ -72,7 +72,7 @@ def test_existing_pre_commit_config_is_kept_and_the_snippet_printed(tmp_path: Pa
     snippet = yaml.safe_load(out.split("add these hooks to it:\n", 1)[1])
     entries = [h["entry"] for h in snippet["repos"][0]["hooks"]]
     assert entries == ["patchctl lint --no-apply", "patchctl export --check up"]
-    config = config_mod.load(root / "matrix.yaml")
+    config = load_project(root / "matrix.yaml")
     assert config.upstreams["up"].pin == upstream.head and config.upstreams["up"].branch == "main"
     assert config.series["up"].allow_empty
     assert "lint: no findings" in ok("-C", root, "lint")  # the empty series is declared, the pin reachable
@@ -130,7 +130,7 @@ def test_git_dir_with_a_makefile_pin_adopts_it_and_lint_passes(tmp_path: Path, u
     assert "found: naming: format-patch" in out
     after = files_of(root)
     assert {k: v for k, v in after.items() if k in before} == before  # no file moved or changed
-    config = config_mod.load(root / "matrix.yaml")
+    config = load_project(root / "matrix.yaml")
     up = config.upstreams["upstream"]
     assert up.url == f"file://{upstream.path}" and up.pin == upstream.head
     (pin_file,) = up.pin_files
@@ -158,7 +158,7 @@ def test_git_dir_with_a_version_file_holding_a_tag_resolves_it_from_a_local_upst
     out = ok("-C", root, "init", "--from", "git-dir", "patches", "--upstream-url", upstream.path, "--name", "llama")
     assert f"found: pin: {upstream.head} (LLAMA_CPP_VERSION:1)" in out
     assert "not mapped: LLAMA_CPP_VERSION:1: holds 'b1234', not the full commit id: no pin_files entry" in out
-    config = config_mod.load(root / "matrix.yaml")
+    config = load_project(root / "matrix.yaml")
     assert config.series["llama"].naming == "format-patch"  # a gap: not strict
     assert config.upstreams["llama"].pin_files == ()
     assert "lint: no findings" in ok("-C", root, "lint")
@@ -427,7 +427,7 @@ def test_quilt_adopts_debians_tar_series_and_apply_and_export_check_pass(tmp_pat
     out = ok("-C", root, "init", "--from", "quilt", "--upstream-url", series.upstream, "--pin", series.pin)
     assert f"found: series: debian/patches/series ({len(series.quilt_names)} patch(es))" in out
     assert {k: v for k, v in files_of(root).items() if k in before} == before
-    config = config_mod.load(root / "matrix.yaml")
+    config = load_project(root / "matrix.yaml")
     assert config.series["tar"].naming == "quilt" and config.series["tar"].dir == root / "debian" / "patches"
     # Debian's header-less patches have no subject or description, which adopting cannot fix
     # without editing them: init says so and writes allow_undescribed, so lint passes right after.

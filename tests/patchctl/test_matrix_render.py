@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from patchctl import journal
 from patchctl.matrix.render import quote
-from patchctl.matrix.sources import attach_localai_index, load_localai_matrix
+from patchctl.matrix.sources import attach_localai_index, load_localai_matrix, load_project
 
 from .matrix_fixtures import GOLDEN, GOOD, REPO, make_project
 
@@ -123,10 +123,9 @@ def test_writes_are_all_or_nothing(cli, tmp_path: Path, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(journal.os, "replace", crash_on_second)
     with pytest.raises(OSError):
-        from patchctl import config as config_mod
         from patchctl.matrix import api as matrix_api
 
-        matrix_api.render(config_mod.load(matrix))
+        matrix_api.render(load_project(matrix))
     monkeypatch.setattr(journal.os, "replace", real_replace)
     assert len(calls) >= 2
     assert rendered(project) == before  # the first file was put back
@@ -248,10 +247,9 @@ def test_rendered_index_is_a_localai_index_equal_to_the_section(cli, tmp_path: P
     cli("-C", project, "matrix", "render")
     matrix = load_localai_matrix(REPO / "tests/patchctl/fixtures/matrix/localai/.github/backend-matrix.yml", REPO)
     attach_localai_index(matrix, project / "backend/index.yaml", project)
-    from patchctl import config as config_mod
     from patchctl.matrix import from_config
 
-    source = from_config(config_mod.load(project / "matrix.yaml"))
+    source = from_config(load_project(project / "matrix.yaml"))
     assert [(m.name, m.capabilities, m.alias, m.description) for m in matrix.metas] == [
         (m.name, m.capabilities, m.alias, m.description) for m in source.metas
     ]

@@ -7,20 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import config as config_mod
 from patchctl import yamlloc
 from patchctl.errors import ConfigError
 from patchctl.matrix import from_config
-from patchctl.matrix.sources import load_localai_matrix
+from patchctl.matrix.sources import load_localai_matrix, load_project
 
 from .matrix_fixtures import GOOD
 
 
-def test_config_load_runs_the_matrix_validator(tmp_path: Path) -> None:
+def test_load_project_runs_the_matrix_validator(tmp_path: Path) -> None:
     path = tmp_path / "matrix.yaml"
     path.write_text(GOOD.read_text().replace("    platforms: linux/arm64\n", "    platforms: arm64\n", 1))
     with pytest.raises(ConfigError) as err:
-        config_mod.load(path)
+        load_project(path)
     assert (
         str(err.value)
         == f"{path}:32: include[1].platforms: invalid platform 'arm64' (expected os/arch, e.g. linux/amd64)"
@@ -28,7 +27,7 @@ def test_config_load_runs_the_matrix_validator(tmp_path: Path) -> None:
 
 
 def test_the_good_fixture_loads_into_rows_index_canary_and_paths() -> None:
-    matrix = from_config(config_mod.load(GOOD))
+    matrix = from_config(load_project(GOOD))
     assert [r.tag_suffix for r in matrix.linux_rows()] == [
         "-cpu-llama-cpp",
         "-cpu-llama-cpp",
@@ -164,7 +163,7 @@ def test_the_workflows_section_is_validated(tmp_path: Path, section: str, messag
     path = tmp_path / "matrix.yaml"
     path.write_text(GOOD.read_text().replace(GOOD_ACTION, section))
     with pytest.raises(ConfigError) as err:
-        config_mod.load(path)
+        load_project(path)
     assert message in str(err.value) and str(err.value).startswith(f"{path}:")
 
 
@@ -172,11 +171,11 @@ def test_the_workflows_section_loads(tmp_path: Path) -> None:
     path = tmp_path / "matrix.yaml"
     app = "  pin_sync:\n    github_app: {client_id_var: APP_ID, private_key_secret: APP_KEY}\n"
     path.write_text(GOOD.read_text() + app)
-    settings = from_config(config_mod.load(path)).workflows
+    settings = from_config(load_project(path)).workflows
     assert settings.action == GOOD_ACTION.split(": ")[1].strip()
     assert (settings.github_app.client_id_var, settings.github_app.private_key_secret) == ("APP_ID", "APP_KEY")
     assert settings.automerge is None  # off unless asked for
     path.write_text(GOOD.read_text() + app + "    automerge: rebase\n")
-    assert from_config(config_mod.load(path)).workflows.automerge == "rebase"
+    assert from_config(load_project(path)).workflows.automerge == "rebase"
     path.write_text(GOOD.read_text().replace(GOOD_ACTION, "  action: ./\n"))
-    assert from_config(config_mod.load(path)).workflows.action == "./"
+    assert from_config(load_project(path)).workflows.action == "./"

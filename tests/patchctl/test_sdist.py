@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from patchctl import git, sdist
+from patchctl import git, sdist, upstream_checks
 from patchctl.errors import EnvironmentFailure, UsageError
 
 PACKAGE = "demo-pkg"
@@ -53,10 +53,10 @@ URL = f"pypi-sdist:{PACKAGE}?versions=1.0,2.0&subdir=vendor/up"
 
 
 def test_parse_url_reads_package_versions_and_subdir() -> None:
-    spec = sdist.parse_url(URL)
+    spec = upstream_checks.parse_url(URL)
     assert (spec.package, spec.versions, spec.subdir) == (PACKAGE, ("1.0", "2.0"), "vendor/up")
-    assert sdist.parse_url(spec.url) == spec
-    assert sdist.parse_url(f"pypi-sdist:{PACKAGE}?versions=1.0").subdir == "vendor/llama.cpp"
+    assert upstream_checks.parse_url(spec.url) == spec
+    assert upstream_checks.parse_url(f"pypi-sdist:{PACKAGE}?versions=1.0").subdir == "vendor/llama.cpp"
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,7 @@ def test_parse_url_reads_package_versions_and_subdir() -> None:
 )
 def test_parse_url_rejects_bad_urls(url: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
-        sdist.parse_url(url)
+        upstream_checks.parse_url(url)
 
 
 def test_materialize_makes_one_commit_per_version_with_the_subdir_only() -> None:

@@ -58,16 +58,18 @@ def test_kind_words() -> None:
     ]
 
 
-def test_config_load_validates_the_build_matrix_whoever_calls_it(tmp_path: Path) -> None:
-    """No import side effect: a process that imports only patchctl.config rejects a bad row."""
+@pytest.mark.parametrize(
+    "command", [["lint", "--no-apply"], ["vendor", "--check"], ["apply"], ["pin-sync", "up"], ["status"]]
+)
+def test_every_command_validates_the_build_matrix(tmp_path: Path, command: list[str]) -> None:
+    """The build-matrix sections share matrix.yaml: a bad row fails whatever command loads it,
+    not only `matrix check` (every command loads through `matrix.sources.load_project`)."""
     (tmp_path / "matrix.yaml").write_text(
         f"version: 1\nupstreams:\n  up: {{url: /x, pin: {PIN}}}\ninclude:\n  - {{build-type: ''}}\n"
     )
-    code = (
-        "import sys\nfrom patchctl import config\n"
-        "try:\n    config.load(sys.argv[1])\nexcept Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "patchctl", "-C", str(tmp_path), *command], capture_output=True, text=True
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "matrix.yaml")], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.startswith("ConfigError ") and "matrix.yaml:5: include[0]: missing required key" in out
+    assert done.returncode == 2, done.stderr
+    assert "matrix.yaml:5: include[0]: missing required key" in done.stderr
+    assert "Traceback" not in done.stderr

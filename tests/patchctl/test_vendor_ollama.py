@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchctl import config as config_mod
 from patchctl import git, init_layout, worktree
+from patchctl.matrix.sources import load_project
 from patchctl.store import Store
 from patchctl.vendor import managed
 
@@ -114,7 +114,7 @@ def test_pin_sync_to_the_projects_next_pin_moves_pin_series_and_vendored_copy_to
 
     # The vendored copy is the one the project itself committed at its next pin, file for file,
     # on every path the copy manages (the project also widened its rsync filter then: tools/mtmd/models).
-    series = config_mod.load(root / "matrix.yaml").series["llama"]
+    series = load_project(root / "matrix.yaml").series["llama"]
     for copy in series.vendor:
         ours = {p for p in _files(root / copy.dest) if managed(copy, p)}
         theirs = {p for p in _files(ollama["after"] / copy.dest) if managed(copy, p)}
