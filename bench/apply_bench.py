@@ -29,9 +29,10 @@ import textwrap
 import time
 from pathlib import Path
 
-from patchctl import apply_job, exporter, git
-from patchctl import config as config_mod
-from patchctl.store import Store
+from patchctl import git
+from patchctl.project import config as config_mod
+from patchctl.series import apply_job, exporter
+from patchctl.upstream.store import Store
 
 URL = "pypi-sdist:llama-cpp-python?versions=0.3.30,0.3.33&subdir=vendor/llama.cpp"
 PIN = "296d9b60b97f6eeb1df161fefb921a44c04a1122"  # 0.3.30

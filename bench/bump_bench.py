@@ -44,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from patchctl import git  # noqa: E402
-from patchctl.store import Store  # noqa: E402
+from patchctl.upstream.store import Store  # noqa: E402
 
 DIRS = ["ggml/src/ggml-cpu", "ggml/src/ggml-cuda", "ggml/include", "src", "tools/mtmd", "common"]
 LINES = 240

@@ -34,7 +34,7 @@ from pathlib import Path
 from apply_bench import time_recipe  # bench/ is on sys.path when this script runs
 
 from patchctl import git
-from patchctl.store import Store
+from patchctl.upstream.store import Store
 
 URL = "pypi-sdist:llama-cpp-python?versions=0.3.30,0.3.33&subdir=vendor/llama.cpp"
 PIN = "296d9b60b97f6eeb1df161fefb921a44c04a1122"

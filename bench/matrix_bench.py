@@ -22,10 +22,10 @@ from pathlib import Path
 
 import yaml
 
-from patchctl import config as config_mod
 from patchctl.matrix import from_config
 from patchctl.matrix.checks import run_checks
 from patchctl.matrix.render import render
+from patchctl.project import config as config_mod
 
 REPO = Path(__file__).resolve().parents[1]
 HEADER = """version: 1

@@ -27,14 +27,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchctl import (  # noqa: E402
-    apply_job,
-    exporter,
-    git,  # noqa: E402
-    sync,
-)
-from patchctl import config as config_mod  # noqa: E402
-from patchctl.store import Store  # noqa: E402
+from patchctl import git
+from patchctl.loop import sync
+from patchctl.project import config as config_mod  # noqa: E402
+from patchctl.series import apply_job, exporter
+from patchctl.upstream.store import Store  # noqa: E402
 
 URL = "pypi-sdist:llama-cpp-python?versions=0.3.30,0.3.33&subdir=vendor/llama.cpp"
 PIN = "296d9b60b97f6eeb1df161fefb921a44c04a1122"

@@ -42,9 +42,9 @@ from pathlib import Path
 
 from apply_bench import BUMP, PIN, URL, make_project, time_patchctl  # bench/ is on sys.path when this script runs
 
-from patchctl import config as config_mod
 from patchctl import git
-from patchctl.store import Store
+from patchctl.project import config as config_mod
+from patchctl.upstream.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 

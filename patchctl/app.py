@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import progress
 from .errors import CheckFailed, UsageError
-from .escape import log_block, log_line
+from .output import progress
+from .output.escape import log_block, log_line
 
 # Imported where used, not here: every command imports this module, and `patchctl --help` or
 # `lint` must not pay for the store's, the lock's or the recovery's imports (patchctl.lazy).
 if TYPE_CHECKING:
-    from . import config as config_mod
-    from .findings import Finding
-    from .lock import ProjectLock
-    from .store import Store
+    from .output.findings import Finding
+    from .project import config as config_mod
+    from .state.lock import ProjectLock
+    from .upstream.store import Store
 
 
 @dataclass
@@ -40,8 +40,8 @@ class AppContext:
     def lock_project(self) -> None:
         """Hold the project's lock (`.git/patchctl/lock`) until this command ends. Every command
         that writes calls this first, before `config`, so recovery and loading happen under it."""
-        from . import config as config_mod
-        from .lock import ProjectLock, lock_timeout
+        from .project import config as config_mod
+        from .state.lock import ProjectLock, lock_timeout
 
         ctx = click.get_current_context()
         command = ctx.command_path.partition(" ")[2] or ctx.command_path
@@ -53,10 +53,10 @@ class AppContext:
     @property
     def config(self) -> config_mod.Config:
         if self._config is None:
-            from . import config as config_mod
-            from .lock import ProjectLock, lock_timeout
             from .matrix.sources import load_project
-            from .recovery import recover_project
+            from .project import config as config_mod
+            from .state.lock import ProjectLock, lock_timeout
+            from .state.recovery import recover_project
 
             path = config_mod.find_config(self.directory, self.config_file)
             # A killed run's half-written state is put right before anything reads the repository.
@@ -71,7 +71,7 @@ class AppContext:
     @property
     def store(self) -> Store:
         if self._store is None:
-            from .store import Store
+            from .upstream.store import Store
 
             self._store = Store()
         return self._store
@@ -79,7 +79,7 @@ class AppContext:
     @property
     def root(self) -> Path:
         """The directory of matrix.yaml (found as `config` finds it), without loading it."""
-        from . import config as config_mod
+        from .project import config as config_mod
 
         return config_mod.find_config(self.directory, self.config_file).parent
 
@@ -114,7 +114,7 @@ def complete_upstreams(ctx: click.Context, param: click.Parameter, incomplete: s
 def _complete_names(ctx: click.Context, section: str, incomplete: str) -> list[str]:
     """The keys of SECTION in the matrix.yaml that -C/--config (or the walk up) finds. A
     completion never fails: nothing to offer when the file is missing or broken."""
-    from . import config as config_mod
+    from .project import config as config_mod
 
     params = ctx.find_root().params
     try:
@@ -144,14 +144,14 @@ def json_options(upstream: str | None, as_json: bool, json_file: Path | None) ->
 
 def emit_json(payload: Any) -> None:
     """PAYLOAD (dataclasses included) as indented JSON with sorted keys."""
-    from .jsonout import to_json
+    from .output.jsonout import to_json
 
     click.echo(json.dumps(to_json(payload), indent=2, sort_keys=True, default=str))
 
 
 def echo_lines(lines: list[str], *, err: bool = False) -> None:
     """LINES of plain output, each one line that no upstream name can split or turn into a
-    workflow command (patchctl.escape.log_line)."""
+    workflow command (patchctl.output.escape.log_line)."""
     for line in lines:
         click.echo(log_line(line), err=err)
 
@@ -159,7 +159,7 @@ def echo_lines(lines: list[str], *, err: bool = False) -> None:
 def echo_report(markdown: str) -> None:
     """A Markdown report on stdout. It quotes upstream text verbatim in its code blocks (a
     build log's tail): under GitHub Actions, with workflow commands off while it prints."""
-    from .findings import under_github_actions
+    from .output.findings import under_github_actions
 
     click.echo(log_block(markdown) if under_github_actions() else markdown, nl=False)
 
@@ -167,7 +167,7 @@ def echo_report(markdown: str) -> None:
 def print_findings(findings: list[Finding], as_json: bool, bases: tuple[Path, ...] = ()) -> None:
     """Findings as text (and GitHub annotations under Actions) or JSON; exit 1 when any.
     BASES: where the findings' relative paths start (annotations need repository paths)."""
-    from .findings import under_github_actions
+    from .output.findings import under_github_actions
 
     if as_json:
         emit_json({"ok": not findings, "findings": findings})
@@ -182,5 +182,5 @@ def print_findings(findings: list[Finding], as_json: bool, bases: tuple[Path, ..
 
 def progress_display() -> AbstractContextManager[Callable[[str], None] | None]:
     """The `progress` callback of pin-sync and canary: their milestones as progress lines
-    (live on a terminal, timestamped in logs; see `patchctl.progress`), nothing with -q."""
+    (live on a terminal, timestamped in logs; see `patchctl.output.progress`), nothing with -q."""
     return contextlib.nullcontext(progress.say)

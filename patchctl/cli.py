@@ -22,12 +22,13 @@ from pathlib import Path
 
 import click
 
-from . import __version__, progress
+from . import __version__
 from .app import AppContext
 from .errors import EnvironmentFailure, ExitCode, PatchctlError
-from .escape import log_line
 from .lazy import LazyGroup
-from .upstream_source import UPSTREAM_SOURCE_ENV, UPSTREAM_SOURCES
+from .output import progress
+from .output.escape import log_line
+from .project.upstream_source import UPSTREAM_SOURCE_ENV, UPSTREAM_SOURCES
 
 
 def usage_line(exc: click.ClickException) -> str:

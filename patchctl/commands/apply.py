@@ -1,4 +1,4 @@
-"""`patchctl apply`: check out an upstream rev and apply series to it (see `patchctl.apply_job`)."""
+"""`patchctl apply`: check out an upstream rev and apply series to it (see `patchctl.series.apply_job`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from .. import apply_job
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
+from ..series import apply_job
 
 
 @click.command("apply")

@@ -1,4 +1,4 @@
-"""`patchctl canary`: apply every series to the upstream tip (see `patchctl.canary`)."""
+"""`patchctl canary`: apply every series to the upstream tip (see `patchctl.loop.canary`)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from .. import canary
-from .. import report as report_mod
 from ..app import AppContext, complete_upstreams, echo_report, emit_json, json_options, pass_app, progress_display
 from ..errors import CheckFailed, UsageError
-from ..jsonout import to_json
+from ..loop import canary
+from ..output import report as report_mod
+from ..output.jsonout import to_json
 
 
 @click.command("canary")

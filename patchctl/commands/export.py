@@ -1,4 +1,4 @@
-"""`patchctl export`: regenerate a series from a work tree (see `patchctl.exporter`)."""
+"""`patchctl export`: regenerate a series from a work tree (see `patchctl.series.exporter`)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ from pathlib import Path
 
 import click
 
-from .. import apply_job, exporter, vendor, worktree
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
 from ..errors import UsageError
-from ..escape import shell_word
+from ..loop import vendor
+from ..output.escape import shell_word
+from ..series import apply_job, exporter
+from ..state import worktree
 
 
 @click.command("export")

@@ -1,4 +1,4 @@
-"""`patchctl gate`: run the gates of a series on its applied tree (see `patchctl.gates`)."""
+"""`patchctl gate`: run the gates of a series on its applied tree (see `patchctl.loop.gates`)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from .. import gates
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
 from ..errors import UsageError
+from ..loop import gates
 
 
 @click.command("gate")

@@ -1,4 +1,4 @@
-"""`patchctl init`: start a matrix.yaml, or adopt an existing patch layout (`patchctl.init_layout`)."""
+"""`patchctl init`: start a matrix.yaml, or adopt an existing patch layout (`patchctl.adopt.init_layout`)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ from pathlib import Path
 
 import click
 
-from .. import init_layout, journal, templates_dir
+from .. import templates_dir
+from ..adopt import init_layout
 from ..app import AppContext, pass_app
 from ..errors import UsageError
-from ..escape import log_line
 from ..matrix.actions import installed_action
+from ..output.escape import log_line
+from ..state import journal
 
 
 @click.command("init")

@@ -1,12 +1,12 @@
-"""`patchctl lint`: check the series and the pins (rules in `patchctl.linter`)."""
+"""`patchctl lint`: check the series and the pins (rules in `patchctl.series.linter`)."""
 
 from __future__ import annotations
 
 import click
 
-from .. import linter
 from ..app import AppContext, complete_series, pass_app, print_findings
 from ..errors import UsageError
+from ..series import linter
 
 
 @click.command("lint")

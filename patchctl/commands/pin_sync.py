@@ -1,4 +1,4 @@
-"""`patchctl pin-sync`: move a pin forward behind the gates (see `patchctl.sync`)."""
+"""`patchctl pin-sync`: move a pin forward behind the gates (see `patchctl.loop.sync`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ from pathlib import Path
 
 import click
 
-from .. import report as report_mod
-from .. import sync
 from ..app import (
     AppContext,
     complete_upstreams,
@@ -19,7 +17,9 @@ from ..app import (
     progress_display,
 )
 from ..errors import UsageError
-from ..jsonout import to_json
+from ..loop import sync
+from ..output import report as report_mod
+from ..output.jsonout import to_json
 
 
 @click.command("pin-sync")

@@ -1,4 +1,4 @@
-"""`patchctl status`: the health of each series (see `patchctl.health`)."""
+"""`patchctl status`: the health of each series (see `patchctl.loop.health`)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from .. import health
-from .. import report as report_mod
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app, progress_display
-from ..jsonout import to_json
+from ..loop import health
+from ..output import report as report_mod
+from ..output.jsonout import to_json
 
 
 @click.command("status")
@@ -65,7 +65,7 @@ def status_cmd(
         report = health.status(app.config, app.store, series, rev=rev, trial=trial, progress=progress)
     payload = to_json(report)
     if html_file:
-        from ..health_page import render_page  # matplotlib: only for the page
+        from ..loop.health_page import render_page  # matplotlib: only for the page
 
         report_mod.write_text(html_file, render_page(payload))
     if markdown_file:

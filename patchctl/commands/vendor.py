@@ -1,11 +1,11 @@
-"""`patchctl vendor`: write or check the vendored copies of the patched tree (see `patchctl.vendor`)."""
+"""`patchctl vendor`: write or check the vendored copies of the patched tree (see `patchctl.loop.vendor`)."""
 
 from __future__ import annotations
 
 import click
 
-from .. import vendor
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
+from ..loop import vendor
 
 
 @click.command("vendor")
@@ -54,7 +54,7 @@ def vendor_cmd(app: AppContext, series: tuple[str, ...], check: bool, as_json: b
 
 def _annotate(result: vendor.VendorResult, app: AppContext) -> None:
     """Under GitHub Actions, one ::error annotation per differing file, on that file."""
-    from ..findings import Finding, under_github_actions
+    from ..output.findings import Finding, under_github_actions
 
     if not under_github_actions():
         return

@@ -16,7 +16,7 @@ a `.GIT` directory anywhere in it. The contract, for every path under a `Root`:
   descriptor and never follow a link;
 * every refusal is `Refused`, a ConfigError: one line, exit 2.
 
-The journal (`patchctl.journal`) writes, links, renames and deletes through `Root` itself, after
+The journal (`patchctl.state.journal`) writes, links, renames and deletes through `Root` itself, after
 `Root.check_replaceable` on every target: a writer that commits through it needs no check of
 its own. Writers that hand a path to someone else (git, a report) call `Root.check`
 (`confined_path`) first. Paths the user names on the command line (`apply --into`, `--report FILE`) are the

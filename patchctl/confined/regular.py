@@ -2,7 +2,7 @@
 without blocking and without following a last symlink, read up to a bound.
 
 A FIFO opened for reading blocks until a writer comes; `/dev/zero` never ends; a directory
-raises IsADirectoryError. The series directory (`patchctl.seriesdir`) and patchctl's own
+raises IsADirectoryError. The series directory (`patchctl.series.seriesdir`) and patchctl's own
 state under `.patchctl/` (journal, lock, sync state, apply markers) are read through here,
 so none of those ends in a hang or a traceback.
 """

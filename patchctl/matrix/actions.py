@@ -24,7 +24,7 @@ import yaml
 
 from .. import git
 from ..errors import ConfigError
-from ..yamlloc import KeyPath
+from ..project.yamlloc import KeyPath
 
 ACTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from .. import yamlloc
-from ..findings import Finding
+from ..output.findings import Finding
+from ..project import yamlloc
 from .checks import RULES
 
 

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .. import config as config_mod
-from .. import git, journal
+from .. import git
 from ..errors import CheckFailed
-from ..findings import Finding
-from ..jsonout import json_field, to_json
+from ..output.findings import Finding
+from ..output.jsonout import json_field, to_json
+from ..project import config as config_mod
+from ..state import journal
 from . import allowlist, checks, sources
 from .changed import ChangedRows, files_since, select
 from .model import BuildMatrix

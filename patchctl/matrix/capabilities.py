@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..yamlloc import KeyPath
+from ..project.yamlloc import KeyPath
 
 
 def parse_capabilities(reader: Any, value: Any, keypath: KeyPath, pattern) -> tuple[str, ...]:

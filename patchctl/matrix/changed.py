@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import yaml
 
 from .. import git
-from ..globs import glob_match
-from ..jsonout import json_field
+from ..output.jsonout import json_field
+from ..project.globs import glob_match
 from .model import DARWIN, LINUX, BuildMatrix, Row
 
 

@@ -33,10 +33,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from .. import yamlloc
-from ..config import Config
 from ..errors import ConfigError
-from ..findings import Finding
+from ..output.findings import Finding
+from ..project import yamlloc
+from ..project.config import Config
 from .actions import SELF_ACTION
 from .conventions import (
     KNOWN_CAPABILITIES,

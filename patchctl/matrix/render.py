@@ -26,10 +26,10 @@ import jinja2
 import yaml
 
 from .. import templates_dir as default_templates_dir
-from ..config import Config
 from ..confined import confined_path
 from ..errors import ConfigError
-from ..jsonout import json_field
+from ..output.jsonout import json_field
+from ..project.config import Config
 from .actions import UnpinnedAction, patchctl_action, resolver
 from .checks import toolchain_row
 from .model import BuildMatrix

@@ -45,8 +45,8 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
-from ..validation import Validator, kind
-from ..yamlloc import KeyPath, LocatedDocument
+from ..project.validation import Validator, kind
+from ..project.yamlloc import KeyPath, LocatedDocument
 from .actions import ACTION_NAME, COMMIT_SHA, SELF_ACTION, parse_actions
 from .capabilities import parse_capabilities
 from .model import (

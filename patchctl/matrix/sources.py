@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import config as config_mod
-from .. import yamlloc
 from ..errors import ConfigError
+from ..project import config as config_mod
+from ..project import yamlloc
 from .model import DARWIN, LINUX, BuildMatrix
 from .schema import Section
 

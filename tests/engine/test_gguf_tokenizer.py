@@ -233,7 +233,7 @@ def real_cache() -> Iterator[Path]:
 
 
 def llama_cpp_sdist() -> Path:
-    from patchctl import sdist
+    from patchctl.upstream import sdist
 
     with real_cache():
         return sdist.fetch_sdist(SDIST_PACKAGE, SDIST_VERSION)  # sha256-checked on download

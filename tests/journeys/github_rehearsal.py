@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from patchctl.globs import glob_match
+from patchctl.project.globs import glob_match
 
 HERE = Path(__file__).resolve().parent
 STANDINS = HERE / "actions"

@@ -12,7 +12,8 @@ import subprocess
 import threading
 from pathlib import Path
 
-from patchctl import git, sdist
+from patchctl import git
+from patchctl.upstream import sdist
 
 
 class _Server:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import git, sdist
+from patchctl import git
+from patchctl.upstream import sdist
 from tests.patchctl.conftest import Repo, make_patch, numbered
 from tests.patchctl.test_sdist import make_sdist
 

@@ -38,7 +38,7 @@ def _isolated_cache(
     monkeypatch.delenv("PATCHCTL_UPSTREAM_URL", raising=False)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     monkeypatch.setenv("PATCHCTL_QUIET", "1")  # progress lines on stderr: tests/patchctl/test_newcomer.py covers them
-    # A project in a plain directory keeps its state in the user's state directory (patchctl.statehome).
+    # A project in a plain directory keeps its state in the user's state directory (patchctl.state.statehome).
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
     if request.node.get_closest_marker("realupstream"):
         monkeypatch.setenv("PATCHCTL_CACHE", str(real_cache_dir()))

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchctl import git, statehome, worktree
+from patchctl import git
+from patchctl.state import statehome, worktree
 
 from .conftest import Project, Repo, tree_files
 from .fixtures_sync import add_hello_patch, add_line20_patch, main_c, write_config

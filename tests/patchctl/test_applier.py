@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchctl import git
-from patchctl.applier import (
+from patchctl.series.applier import (
     IndexBuilder,
     Status,
     apply_in_worktree,
@@ -15,7 +15,7 @@ from patchctl.applier import (
     unsafe_path_reason,
     write_tree_listing,
 )
-from patchctl.patchset import PatchFile
+from patchctl.series.patchset import PatchFile
 
 from .conftest import Repo, make_patch, numbered
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import progress
-from patchctl.config import BuildStep
-from patchctl.runners import run_build
+from patchctl.loop.runners import run_build
+from patchctl.output import progress
+from patchctl.project.config import BuildStep
 
 from .conftest import Project, Repo, make_patch
 

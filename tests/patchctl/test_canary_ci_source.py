@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import config as config_mod
-from patchctl import pinfile
+from patchctl.loop import pinfile
+from patchctl.project import config as config_mod
 
 from .conftest import Project, Repo, make_patch
 from .fixtures_sync import add_hello_patch, add_line20_patch, load_json, main_c, write_config
@@ -227,7 +227,7 @@ def test_shipped_canary_toolchains_build_with_their_own_command_and_image() -> N
     ],
 )
 def test_compile_bisect_skips_commits_the_series_does_not_apply_at(verdicts: str, expected: int) -> None:
-    from patchctl.canary import _first_failing_skipping
+    from patchctl.loop.canary import _first_failing_skipping
 
     line = [f"c{i}" for i in range(len(verdicts))]
     asked: list[str] = []

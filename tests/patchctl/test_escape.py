@@ -1,4 +1,4 @@
-"""patchctl.escape: each destination's escaping, checked where the text lands: Markdown through
+"""patchctl.output.escape: each destination's escaping, checked where the text lands: Markdown through
 a CommonMark+GFM renderer and GitHub's linking rules, workflow commands through the runner's
 parsing rules, shell words through a shell's own reading."""
 
@@ -13,7 +13,7 @@ import urllib.parse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchctl import escape
+from patchctl.output import escape
 
 from .markdown_check import assert_inert, render
 

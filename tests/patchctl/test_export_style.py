@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 from patchctl import git
-from patchctl.patchset import PatchFile
-from patchctl.patchstyle import PATCHCTL_STYLE, PatchStyle, detect, series_style
+from patchctl.series.patchset import PatchFile
+from patchctl.series.patchstyle import PATCHCTL_STYLE, PatchStyle, detect, series_style
 
 from .conftest import Project, Repo, numbered, ok
 

@@ -366,7 +366,7 @@ def test_a_sync_state_that_is_a_fifo_is_refused(project: Project, upstream: Repo
 def test_a_patch_past_the_size_bound_is_refused_unread(
     project: Project, upstream: Repo, cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from patchctl import seriesdir
+    from patchctl.series import seriesdir
 
     seeded(project, upstream)
     monkeypatch.setattr(seriesdir, "MAX_PATCH_BYTES", 4096)
@@ -382,7 +382,7 @@ def test_a_read_that_hangs_is_cut_off_by_the_time_bound(
     import threading
     import time
 
-    from patchctl import seriesdir
+    from patchctl.series import seriesdir
 
     seeded(project, upstream)
     release = threading.Event()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import gate_env
+from patchctl.project import gate_env
 
 from .conftest import Project, Repo
 from .fixtures_sync import add_hello_patch, add_line20_patch, main_c, write_config

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import progress
-from patchctl.escape import visible
+from patchctl.output import progress
+from patchctl.output.escape import visible
 
 from .conftest import Project, Repo, make_patch, numbered, run_cli
 from .fixtures_sync import add_line20_patch, load_json, main_c, write_config

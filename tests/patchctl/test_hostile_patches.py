@@ -143,8 +143,8 @@ def test_a_clean_patch_with_signature_is_not_flagged(project: Project, upstream:
     ["new file mode 120000", "new mode 120000", "new file mode 0120000", "new file mode 120000 ", "new mode  0120000"],
 )
 def test_worktree_apply_refuses_the_same_tricks(project: Project, upstream: Repo, mode_line: str) -> None:
-    from patchctl.applier import Status, apply_in_worktree
-    from patchctl.patchset import PatchFile
+    from patchctl.series.applier import Status, apply_in_worktree
+    from patchctl.series.patchset import PatchFile
 
     tree = project.path.parent / "tree"
     git.run(["clone", "-q", str(upstream.path), str(tree)], project.path.parent)
@@ -279,8 +279,8 @@ def _retarget_d(timestamp: str) -> str:
 def test_a_plain_diff_that_retargets_a_link_is_judged_after_apply(
     tmp_path: Path, upstream: Repo, cli, timestamp: str
 ) -> None:
-    from patchctl.applier import Status, apply_in_worktree
-    from patchctl.patchset import PatchFile
+    from patchctl.series.applier import Status, apply_in_worktree
+    from patchctl.series.patchset import PatchFile
 
     _chain_files(upstream.path, _THROUGH_D)
     upstream.commit({}, "links that stay inside")
@@ -302,8 +302,8 @@ def test_a_plain_diff_that_retargets_a_link_is_judged_after_apply(
 
 def test_a_plain_diff_that_deletes_a_link_others_lead_through_is_refused(tmp_path: Path, upstream: Repo) -> None:
     """Without d, s reads d as a directory and climbs out: removing a link can make another bad."""
-    from patchctl.applier import IndexBuilder, Status
-    from patchctl.patchset import PatchFile
+    from patchctl.series.applier import IndexBuilder, Status
+    from patchctl.series.patchset import PatchFile
 
     _chain_files(upstream.path, _THROUGH_D)
     base = upstream.commit({}, "links that stay inside")
@@ -332,8 +332,8 @@ def test_patches_that_name_no_link_list_the_links_once(
     """A tree with links, a series that never names one: the index's links are listed once for the
     series (not after each patch), and a work-tree apply lists them not at all; a patch that names
     a link is still judged after it applies."""
-    from patchctl.applier import IndexBuilder, apply_in_worktree
-    from patchctl.patchset import PatchFile
+    from patchctl.series.applier import IndexBuilder, apply_in_worktree
+    from patchctl.series.patchset import PatchFile
 
     _chain_files(upstream.path, _THROUGH_D)
     base = upstream.commit({}, "links that stay inside")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import git, sdist
+from patchctl import git
+from patchctl.upstream import sdist
 
 from .conftest import Project, Repo
 

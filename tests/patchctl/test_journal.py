@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import git, journal
+from patchctl import git
 from patchctl.confined import Refused
+from patchctl.state import journal
 
 from .faultinject import SCENARIOS, Scenario, project_files, run_patchctl, runner_env, stray_files
 

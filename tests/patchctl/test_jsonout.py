@@ -7,7 +7,7 @@ from enum import Enum
 from pathlib import Path
 from typing import ClassVar
 
-from patchctl.jsonout import json_field, to_json
+from patchctl.output.jsonout import json_field, to_json
 
 
 class Colour(str, Enum):

@@ -76,7 +76,7 @@ def test_gate_catches_a_port_that_drifts(applied: Path, cli) -> None:
 @pytest.mark.slow
 def test_full_libllama_build_with_the_series(applied: Path) -> None:
     tree = applied / ".patchctl" / "trees" / "llama.cpp"
-    from patchctl import config
+    from patchctl.project import config
 
     build = config.load(applied / "matrix.yaml").get_series("llama.cpp").build[0]
     subprocess.run(["/bin/sh", "-c", build.command], cwd=tree, check=True, timeout=build.timeout)

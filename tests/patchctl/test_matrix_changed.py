@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchctl import git
-from patchctl.globs import glob_match
+from patchctl.project.globs import glob_match
 
 from .matrix_fixtures import make_project
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import config as config_mod
 from patchctl.matrix import checks, from_config
 from patchctl.matrix.sources import attach_localai_index, load_localai_matrix
+from patchctl.project import config as config_mod
 
 from .matrix_fixtures import GOOD, INVARIANTS, LOCALAI, REPO, check_args, expected_markers
 

@@ -14,9 +14,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchctl import journal
 from patchctl.matrix.render import quote
 from patchctl.matrix.sources import attach_localai_index, load_localai_matrix, load_project
+from patchctl.state import journal
 
 from .matrix_fixtures import GOLDEN, GOOD, REPO, make_project
 
@@ -337,8 +337,8 @@ def test_quote_round_trips_any_text_and_refuses_expressions(text: str) -> None:
 
 
 def test_canary_workflow_reads_the_key_the_canary_report_writes() -> None:
-    from patchctl.canary import CanaryReport
-    from patchctl.jsonout import to_json
+    from patchctl.loop.canary import CanaryReport
+    from patchctl.output.jsonout import to_json
 
     payload = to_json(CanaryReport("llama.cpp", "a" * 40, "b" * 40, "main", None))
     step = canary_step(workflow("canary.yml")["jobs"]["resolve"])

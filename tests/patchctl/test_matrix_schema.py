@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import yamlloc
 from patchctl.errors import ConfigError
 from patchctl.matrix import from_config
 from patchctl.matrix.sources import load_localai_matrix, load_project
+from patchctl.project import yamlloc
 
 from .matrix_fixtures import GOOD
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import git, progress
+from patchctl import git
+from patchctl.output import progress
 
 from .conftest import Project, Repo, make_patch
 

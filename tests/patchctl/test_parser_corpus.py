@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from patchctl import git
-from patchctl.applier import IndexBuilder, _malformed_before_git, unsafe_path_reason
-from patchctl.patchset import MalformedPatch, PatchFile
+from patchctl.series.applier import IndexBuilder, _malformed_before_git, unsafe_path_reason
+from patchctl.series.patchset import MalformedPatch, PatchFile
 
 from .conftest import Repo, numbered
 
@@ -297,7 +297,7 @@ def test_a_trimmed_signature_lints_and_applies_through_the_cli(project, upstream
 @pytest.mark.realupstream
 def test_the_llama_series_agrees_with_git_on_the_real_tree_with_and_without_the_trim() -> None:
     """The issue's case: llama.cpp patches whose `-- ` lost its space, on the real llama.cpp tree."""
-    from patchctl.store import Store
+    from patchctl.upstream.store import Store
 
     from .conftest import REAL_PIN, REAL_URL
 
@@ -358,7 +358,7 @@ def test_seeded_mutations_git_applies_are_never_refused_but_for_lost_hunk_conten
 
 def test_one_apply_parses_the_patch_once(corpus: tuple[Path, list[Case]], monkeypatch: pytest.MonkeyPatch) -> None:
     """Every check (paths, symlinks, PC013, corruption, failure classification) reads one parse."""
-    import patchctl.patchset as patchset_module
+    import patchctl.series.patchset as patchset_module
 
     calls: list[int] = []
     real = patchset_module.parse_diff_text

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from patchctl.patchset import (
+from patchctl.series.patchset import (
     MalformedPatch,
     PatchFile,
     hunk_fingerprint,
@@ -124,7 +124,7 @@ def test_series_digest_depends_on_order_names_and_bytes(tmp_path: Path) -> None:
 def test_a_form_feed_inside_a_hunk_is_part_of_its_line() -> None:
     """C sources carry ^L page breaks; str.splitlines would cut the line there and count the
     hunk one line too long (tar's Debian patches have them)."""
-    from patchctl.diffblocks import overlong_hunks, parse_diff_text
+    from patchctl.series.diffblocks import overlong_hunks, parse_diff_text
 
     text = (
         "--- a/tar.c\n+++ b/tar.c\n@@ -1,3 +1,4 @@\n one\n+two\n \x0c\n three\n"

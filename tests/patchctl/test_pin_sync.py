@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import git, journal, pinfile
+from patchctl import git
 from patchctl.errors import ConfigError
+from patchctl.loop import pinfile
+from patchctl.state import journal
 
 from .conftest import Project, Repo, make_patch
 from .fixtures_sync import add_hello_patch, add_line20_patch, load_json, main_c, write_config
@@ -401,7 +403,7 @@ def _crash_after_first_rename(changes: list[journal.FileChange], config_file: Pa
 def test_crash_between_renames_leaves_the_old_set_after_recovery(project: Project, upstream: Repo, cli) -> None:
     pin = tracking_project(project, upstream)
     tip = upstream.commit({"src/util.c": "x\n"}, "Drift")
-    from patchctl import config as config_mod
+    from patchctl.project import config as config_mod
 
     config = config_mod.load(project.path / "matrix.yaml")
     changes = pinfile.pin_changes(config, "up", tip)

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import carry, git, sync, worktree
-from patchctl.applier import apply_in_worktree
+from patchctl import git
+from patchctl.loop import carry, sync
+from patchctl.series.applier import apply_in_worktree
+from patchctl.state import worktree
 
 from .conftest import Project, Repo, make_patch, numbered
 from .faultinject import ci_points, project_files, run_patchctl, runner_env, stray_files

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import statehome, worktree
-from patchctl.lock import ProjectLock
+from patchctl.state import statehome, worktree
+from patchctl.state.lock import ProjectLock
 
 from .conftest import Project, Repo
 from .faultinject import RUNNER, SCENARIOS, project_files, runner_env, stray_files
@@ -75,7 +75,7 @@ def test_a_bad_lock_timeout_is_a_usage_error(project: Project, cli, monkeypatch)
 def test_a_killed_holder_leaves_no_stale_lock(project: Project, upstream: Repo, cli, monkeypatch) -> None:
     add_line20_patch(project, upstream, upstream.head)
     code = (
-        "import os, sys; from pathlib import Path; from patchctl.lock import ProjectLock; "
+        "import os, sys; from pathlib import Path; from patchctl.state.lock import ProjectLock; "
         f"ProjectLock(Path({str(project.path)!r}), 'apply').acquire(); os._exit(137)"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}

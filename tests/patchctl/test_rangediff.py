@@ -3,9 +3,9 @@ pin-sync and canary reports (JSON and markdown) that carry it."""
 
 from __future__ import annotations
 
-from patchctl.applier import apply_series_to_index
-from patchctl.patchset import PatchFile
-from patchctl.rangediff import range_diff, series_range_diff
+from patchctl.loop.rangediff import range_diff, series_range_diff
+from patchctl.series.applier import apply_series_to_index
+from patchctl.series.patchset import PatchFile
 
 from .conftest import Project, Repo
 from .fixtures_sync import add_hello_patch, add_line20_patch, load_json, main_c, write_config
@@ -92,7 +92,7 @@ def test_canary_report_carries_the_range_diff(project: Project, upstream: Repo, 
 
 
 def test_markdown_fence_outlasts_backticks_in_the_diff() -> None:
-    from patchctl.report import range_diff_section
+    from patchctl.output.report import range_diff_section
 
     text = "1:  aaaaaaaaaaaa ! 1:  bbbbbbbbbbbb Doc\n    @@ README.md\n    +```python\n    +x = 1\n    +```\n"
     lines = range_diff_section("series main", text)

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from patchctl import git
-from patchctl.patchset import PatchFile
-from patchctl.patchstyle import detect
+from patchctl.series.patchset import PatchFile
+from patchctl.series.patchstyle import detect
 
 from . import realseries
 from .conftest import Repo, ok, run_cli

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchctl import git
-from patchctl.store import Store
+from patchctl.upstream.store import Store
 
 from .conftest import REAL_PIN, REAL_TIP, REAL_URL, Project, Repo
 

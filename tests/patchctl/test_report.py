@@ -9,11 +9,11 @@ import stat
 import threading
 from pathlib import Path
 
-from patchctl import report
-from patchctl.canary import CanaryPatch, CanaryReport, CanarySeries, CompileRecord
-from patchctl.jsonout import to_json
-from patchctl.sync import GateRecord, SyncReport
-from patchctl.sync_state import PatchRecord
+from patchctl.loop.canary import CanaryPatch, CanaryReport, CanarySeries, CompileRecord
+from patchctl.loop.sync import GateRecord, SyncReport
+from patchctl.output import report
+from patchctl.output.jsonout import to_json
+from patchctl.state.sync_state import PatchRecord
 
 OLD, NEW = "1" * 40, "2" * 40
 

@@ -1,4 +1,4 @@
-"""`patchctl.rsyncfilter`: rsync's filter rules as a `vendor:` copy's `filter:` reads them,
+"""`patchctl.project.rsyncfilter`: rsync's filter rules as a `vendor:` copy's `filter:` reads them,
 checked against the real rsync: for each list of rules, the files `rsync -r` copies from a
 tree are exactly those `RsyncFilter.sends` says; and the rules patchctl does not read are
 refused in one line that names them."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from patchctl.rsyncfilter import FilterError, load, parse
+from patchctl.project.rsyncfilter import FilterError, load, parse
 
 TREE = [
     "LICENSE",

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from patchctl.config import BuildStep
 from patchctl.errors import EnvironmentFailure
-from patchctl.runners import CONTAINER_LABEL, run_build
+from patchctl.loop.runners import CONTAINER_LABEL, run_build
+from patchctl.project.config import BuildStep
 
 from .docker_image import ToolchainUnavailable, engine_problem, ensure_toolchain_image
 from .fixtures_sync import add_hello_patch, load_json, write_config

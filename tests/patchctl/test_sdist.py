@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
-from patchctl import git, sdist, upstream_checks
+from patchctl import git
 from patchctl.errors import EnvironmentFailure, UsageError
+from patchctl.project import upstream_checks
+from patchctl.upstream import sdist
 
 PACKAGE = "demo-pkg"
 

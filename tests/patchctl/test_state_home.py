@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import git, journal, statehome, worktree
-from patchctl.store import Store
+from patchctl import git
+from patchctl.state import journal, statehome, worktree
+from patchctl.upstream.store import Store
 
 from .conftest import Project, Repo
 from .fixtures_sync import add_line20_patch, main_c, write_config
@@ -186,7 +187,7 @@ def test_a_planted_or_damaged_journal_is_one_line_and_touches_nothing(
 def test_a_journal_may_name_every_kind_of_file_patchctl_writes(seeded: Project) -> None:
     """Pin files, vendored copies, the rendered index and workflows, init's files: all managed
     (read from matrix.yaml); the same names elsewhere are not."""
-    from patchctl import managed
+    from patchctl.state import managed
 
     seeded.write_config(
         seeded.upstream.head,
@@ -212,7 +213,7 @@ def test_a_journal_may_name_every_kind_of_file_patchctl_writes(seeded: Project) 
     for path in ("README.md", "patches/other/x.patch", "third_party/other", ".git/config", ".patchctl/trees/main/x"):
         assert rules.why_not(path) is not None, path
     # The names patchctl's writers use for these outputs are the ones recovery reads.
-    from patchctl import init_layout
+    from patchctl.adopt import init_layout
     from patchctl.matrix import render
 
     assert managed.WORKFLOWS_DIR == render.WORKFLOWS_DIR.as_posix()
@@ -578,7 +579,7 @@ def _sleeper_image() -> str:
 def _build_containers(step: str) -> list:
     import docker
 
-    from patchctl.runners import CONTAINER_LABEL
+    from patchctl.loop.runners import CONTAINER_LABEL
 
     client = docker.from_env()
     try:

@@ -9,8 +9,8 @@ from pathlib import Path
 from filelock import FileLock
 
 from patchctl import git
-from patchctl import store as store_mod
-from patchctl.store import Store
+from patchctl.upstream import store as store_mod
+from patchctl.upstream.store import Store
 
 from .conftest import Project, Repo, make_patch
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from patchctl import git
-from patchctl.applier import Status, apply_in_worktree
-from patchctl.patchset import PatchFile
-from patchctl.store import Store, prefetch_blobs, supports_partial_clone
+from patchctl.series.applier import Status, apply_in_worktree
+from patchctl.series.patchset import PatchFile
+from patchctl.upstream.store import Store, prefetch_blobs, supports_partial_clone
 
 from .conftest import Project, Repo
 from .fixtures_sync import add_line20_patch, load_json, main_c

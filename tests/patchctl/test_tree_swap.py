@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from patchctl import git, treeswap, worktree
-from patchctl.store import Store
+from patchctl import git
+from patchctl.state import treeswap, worktree
+from patchctl.upstream.store import Store
 
 from .conftest import Project, Repo
 from .faultinject import SCENARIOS, applied_tree_state, run_patchctl, runner_env, stray_files

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchctl import git
-from patchctl.patchset import UPSTREAM_STATUSES, parse_upstream_status
+from patchctl.series.patchset import UPSTREAM_STATUSES, parse_upstream_status
 
 from .conftest import Project, Repo, make_patch, ok, one_line_error, run_cli
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from patchctl import yamlloc
 from patchctl.errors import ConfigError
-from patchctl.validation import Validator, kind
+from patchctl.project import yamlloc
+from patchctl.project.validation import Validator, kind
 
 PIN = "a" * 40
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from patchctl import git, journal
+from patchctl import git
+from patchctl.state import journal
 
 from .conftest import Project, Repo, disk_snapshot, make_patch, numbered, ok, one_line_error, run_cli
 

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchctl import git, init_layout, worktree
+from patchctl import git
+from patchctl.adopt import init_layout
+from patchctl.loop.vendor import managed
 from patchctl.matrix.sources import load_project
-from patchctl.store import Store
-from patchctl.vendor import managed
+from patchctl.state import worktree
+from patchctl.upstream.store import Store
 
 from . import vendoring_project as vp
 from .conftest import REAL_TIP, REAL_URL, ok, run_cli

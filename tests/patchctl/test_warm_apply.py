@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from patchctl import git, worktree
+from patchctl import git
+from patchctl.state import worktree
 
 from .conftest import Project, Repo, make_patch, numbered, tree_files
 

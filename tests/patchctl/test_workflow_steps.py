@@ -135,7 +135,7 @@ def test_pin_sync_bot_moves_to_the_tip_and_writes_the_pull_request(tmp_path: Pat
     assert body.startswith("## pin-sync up: ✅") and tip[:12] in body and old_pin[:12] in body
     assert "0001-patch-line-twenty.patch" in body and "applied with offset" in body
     assert "updated in place when a newer tip passes" in body
-    if importlib.util.find_spec("patchctl.rangediff"):  # the report carries it where patchctl computes one
+    if importlib.util.find_spec("patchctl.loop.rangediff"):  # the report carries it where patchctl computes one
         assert "git range-diff" in body and "Patch line twenty" in body
     assert "## pin-sync up" in job.summary
     # The branch the pull request is made from: one per upstream, the pin moved on it.

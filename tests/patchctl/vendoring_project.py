@@ -30,8 +30,8 @@ import subprocess
 from pathlib import Path
 
 from patchctl import git
-from patchctl.config import VendorCopy
-from patchctl.vendor import managed, upstream_path
+from patchctl.loop.vendor import managed, upstream_path
+from patchctl.project.config import VendorCopy
 
 OLLAMA_MIRROR = Path("/work/.mirror/ollama+ollama/repo")
 LAYOUT_PATHS = ("Makefile.sync", "llama/patches", "llama/llama.cpp", "ml/backend/ggml/ggml")

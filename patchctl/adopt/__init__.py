@@ -1,0 +1,1 @@
+"""`patchctl init`: adopting an existing patch layout, one module per kind of layout."""

@@ -1,0 +1,726 @@
+"""`patchctl canary`: apply every series to the upstream tip, to learn early what breaks.
+
+A signal only: it never writes to the repository's files. Its trees live in a scratch
+directory (`--work-dir`, default a temporary directory removed at the end); the compile
+logs go to `--work-dir`/logs, or by default to `.patchctl/logs/canary/UPSTREAM/`.
+
+For every series on the upstream:
+
+* each patch is applied strictly at the tip; one that fails is tried again with a 3-way
+  merge, which says whether a pin-sync would be mechanical (merged, or already upstream)
+  or needs a hand (conflict, file gone, with git's own reason); every failing file and
+  hunk is named. The blobs 3-way needs are created from the pin first, every time, so the
+  verdicts never depend on what the cache happens to hold; moved files, foreign index lines
+  and identical edits upstream made for another reason are handled as pin-sync does
+  (`patchctl.loop.carry`);
+* a failing patch that touches files an earlier, unapplied patch touches is "blocked by"
+  that patch (a cascade, not an upstream break): it is neither merged nor bisected;
+* for each other patch that fails strictly, the upstream history between the pin and the
+  tip is bisected (first-parent line) to name the first commit at which it stops
+  applying. Probes share their work: at each commit the series is applied once, as far as
+  the patches asked about, in a private index kept for the next question;
+* with `compile`, each toolchain that matrix.yaml's `canary:` section lists for this
+  upstream builds the series at the tip in its own clean tree, in its image (pulled when
+  the engine lacks it, or built from the toolchain's `dockerfile:`), with its own
+  `command:` (the series' `build:` steps when it has none); without a `canary:` section
+  the build steps run as declared. A build that fails at the tip is bisected over the
+  same first-parent line, in the same tree (its build directory kept: each probe is an
+  incremental rebuild), to name the first upstream commit that breaks the build with
+  the series applied; the report quotes the failing log's tail;
+* every break (a patch that fails strictly, not blocked by another; a toolchain whose
+  build fails) gets a stable key: upstream, kind, patch or toolchain, first bad commit.
+  `CanaryReport.issues()` renders one issue per key (title, body with a hidden key
+  marker) for the workflow to open, comment on, or close.
+
+The canary is red (exit 1) when any patch fails strictly or any compile fails.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import ClassVar
+
+from .. import git
+from ..confined import confined_path
+from ..errors import GitError, UsageError
+from ..output.escape import marker_token, md_code, md_fence, md_link, md_prose, md_text, visible
+from ..output.jsonout import json_field, to_json
+from ..project.config import BuildStep, Config, Series
+from ..series.applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, seed_three_way_objects
+from ..series.patchset import PatchFile, read_series
+from ..state import worktree
+from ..upstream.store import Mirror, Store
+from . import carry, health
+from .health import HealthRow
+from .rangediff import series_range_diff
+from .runners import ensure_image, log_tail, run_build
+
+Progress = Callable[[str], None]
+MECHANICAL = "mechanical"
+NEEDS_HAND = "needs a hand"
+BLOCKED = "blocked"
+
+
+@dataclass
+class CanaryPatch:
+    patch: str
+    strict: str  # applier Status value
+    strict_detail: str = ""
+    trial: str | None = None  # 3-way trial outcome when strict failed
+    verdict: str = "ok"  # ok | mechanical | needs a hand | blocked (by an earlier failing patch)
+    breaking_commit: dict | None = None  # {sha, subject}: first upstream commit it fails at
+    bisect_note: str = ""
+    blocked_by: str | None = json_field(omit_empty=True, default=None)  # the earlier failing patch it depends on
+    # {commit, subject, how, url}: the upstream commit since the pin that holds the patch's change
+    taken_upstream: dict | None = json_field(omit_empty=True, default=None)
+    upstream_holds: bool = False  # the tip already holds the patch's change (taken upstream or already applied)
+
+
+@dataclass
+class CanarySeries:
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"verdict": "verdict"}
+
+    name: str
+    patches: list[CanaryPatch] = field(default_factory=list)
+    # `git range-diff` of the series on the pin against the series as applied at the tip
+    range_diff: str = json_field(omit_empty=True, default="")
+
+    @property
+    def verdict(self) -> str:
+        verdicts = {p.verdict for p in self.patches}
+        if NEEDS_HAND in verdicts or BLOCKED in verdicts:
+            return NEEDS_HAND
+        return MECHANICAL if MECHANICAL in verdicts else "ok"
+
+
+@dataclass
+class CompileRecord:
+    toolchain: str
+    series: str
+    image: str | None
+    state: str  # passed | failed | skipped
+    detail: str = ""
+    steps: list[dict] = field(default_factory=list)
+    log: str = json_field(omit_empty=True, default="")  # the failing step's log
+    log_tail: str = json_field(omit_empty=True, default="")  # its last lines
+    breaking_commit: dict | None = json_field(omit_empty=True, default=None)  # {sha, subject}: first that fails
+    bisect_note: str = json_field(omit_empty=True, default="")
+
+
+ISSUE_MARKER = "patchctl-canary-key"
+
+
+@dataclass(frozen=True)
+class CanaryIssue:
+    """One break, as the workflow files it: KEY is stable across runs (no tip, no date)."""
+
+    key: str
+    title: str
+    body: str
+
+
+@dataclass
+class CanaryReport:
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"red": "red"}
+
+    upstream: str
+    pin: str
+    tip: str
+    rev_spec: str
+    commits_since_pin: int | None
+    series: list[CanarySeries] = field(default_factory=list)
+    compiles: list[CompileRecord] = field(default_factory=list)
+    work_dir: str = ""
+    duration_s: float = json_field(digits=3, default=0.0)
+    health: list[HealthRow] = json_field(omit_empty=True, default_factory=list)  # the short table of `status`
+
+    @property
+    def red(self) -> bool:
+        strict_failed = any(p.verdict != "ok" for s in self.series for p in s.patches)
+        return strict_failed or any(c.state == "failed" for c in self.compiles)
+
+    def red_reason(self) -> str:
+        """Why the canary is red, in one line: the failing patches (first five) and compiles."""
+        failing = [f"{s.name}/{p.patch}" for s in self.series for p in s.patches if p.verdict != "ok"]
+        broken = [f"{c.toolchain}/{c.series}" for c in self.compiles if c.state == "failed"]
+        reasons = [
+            f"{len(failing)} patch(es) fail strictly ({', '.join(failing[:5])})" if failing else "",
+            f"compile failed for {', '.join(broken)}" if broken else "",
+        ]
+        return "canary is red: " + "; ".join(x for x in reasons if x)
+
+    def issues(self) -> list[CanaryIssue]:
+        """One issue per break, in report order; [] when green."""
+        found: dict[str, CanaryIssue] = {}
+        for series in self.series:
+            for patch in series.patches:
+                if patch.verdict == "ok" or patch.blocked_by is not None:
+                    continue  # a cascade is reported in its blocker's issue
+                first = patch.breaking_commit["sha"] if patch.breaking_commit else "unbisected"
+                key = _key(self.upstream, "apply", series.name, patch.patch, first)
+                blocked = [p.patch for p in series.patches if p.blocked_by == patch.patch]
+                found.setdefault(
+                    key, self._issue(key, f"{series.name}/{patch.patch} no longer applies", _patch_body(patch, blocked))
+                )
+        for record in self.compiles:
+            if record.state != "failed":
+                continue
+            first = record.breaking_commit["sha"] if record.breaking_commit else "unbisected"
+            key = _key(self.upstream, "compile", record.toolchain, record.series, first)
+            found.setdefault(
+                key, self._issue(key, f"{record.series} does not build with {record.toolchain}", _compile_body(record))
+            )
+        return list(found.values())
+
+    def _issue(self, key: str, what: str, details: str) -> CanaryIssue:
+        title = visible(f"canary {self.upstream}: {what}")  # a title is plain text, on one line
+        body = "\n".join(
+            [
+                f"<!-- {ISSUE_MARKER}: {key} -->",  # the key's words are marker tokens (_key)
+                f"The canary found a break on upstream **{md_text(self.upstream)}**.",
+                "",
+                f"- pin: {md_code(self.pin)}",
+                f"- tip: {md_code(self.tip)} ({md_prose(self.rev_spec)})",
+                f"- key: {md_code(key)}",
+                "",
+                details,
+                "",
+                "Filed by patchctl's canary workflow; it comments while the break persists and closes this issue "
+                "when the canary is green again.",
+            ]
+        )
+        return CanaryIssue(key, title[:250], body)
+
+
+def _key(*words: str) -> str:
+    """A break's key: its words (a patch's name among them) as marker tokens, joined by `/`."""
+    return "/".join(marker_token(word) for word in words)
+
+
+# An issue body is Markdown that GitHub renders: what comes from the upstream or the series
+# (subjects, names, git's and the build's words) is escaped for where it stands (patchctl.output.escape).
+def _commit_line(commit: dict | None, note: str) -> str:
+    if commit:
+        return f"- first bad upstream commit: {md_code(commit['sha'])} {md_code(commit['subject'])}"
+    return f"- first bad upstream commit: not found ({md_prose(note or 'not bisected')})"
+
+
+def _patch_body(patch: CanaryPatch, blocked: list[str]) -> str:
+    strict = f"{patch.strict} {patch.strict_detail}".rstrip()
+    lines = [
+        f"Patch {md_code(patch.patch)} fails to apply strictly: {md_prose(strict)}",
+        f"- 3-way trial: {md_prose(patch.trial)} (pin-sync {md_text(patch.verdict)})",
+        _commit_line(patch.breaking_commit, patch.bisect_note),
+    ]
+    if blocked:
+        lines.append(f"- blocked behind it: {', '.join(md_code(b) for b in blocked)}")
+    if patch.taken_upstream:
+        taken = patch.taken_upstream
+        sent = f" (sent as {md_link(taken['url'])})" if taken.get("url") else ""
+        lines.append(
+            f"- taken upstream in {md_code(taken['commit'][:12])} {md_code(taken['subject'])}{sent}: "
+            f"{md_text(taken['how'])}; pin-sync drops the patch"
+        )
+    return "\n".join(lines)
+
+
+def _compile_body(record: CompileRecord) -> str:
+    lines = [
+        f"Series {md_code(record.series)} does not build with toolchain {md_code(record.toolchain)} "
+        f"(image {md_code(record.image or 'as declared')}): {md_prose(record.detail)}",
+        _commit_line(record.breaking_commit, record.bisect_note),
+    ]
+    if record.log_tail:
+        lines += ["", "Tail of the failing build log:", "", *md_fence(record.log_tail)]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    name: str
+    image: str | None  # None: run the build steps as the series declares them
+    command: str = ""  # the toolchain's own build; empty: the series' build steps
+    dockerfile: Path | None = None  # built into IMAGE from BASE_IMAGE before the compile
+    base_image: str | None = None
+
+
+def canary(
+    config: Config,
+    store: Store,
+    upstream: str | None = None,
+    *,
+    rev: str | None = None,
+    compile: bool = False,
+    bisect: bool = True,
+    toolchains: tuple[str, ...] = (),
+    work_dir: Path | None = None,
+    progress: Progress | None = None,
+) -> CanaryReport:
+    say = progress or (lambda _line: None)
+    start = time.monotonic()
+    name = _pick_upstream(config, upstream)
+    up = config.get_upstream(name)
+    if not config.series_on(name):
+        raise UsageError(f"no series in {config.path.name} is on upstream {name}: the canary would check nothing")
+    read = {series.name: read_series(series) for series in config.series_on(name)}  # fail closed, before fetching
+    mirror = store.mirror(up.url, base=config.root)
+    store.resolve_pin(mirror, config, name)  # a pin that is no commit: its matrix.yaml line, not git's words
+    tip = store.resolve_requested(mirror, config, name, rev) if rev else store.branch_tip(mirror, up.branch)
+    selected = _toolchains(config, name, toolchains) if compile else []
+    if work_dir is not None:
+        _refuse_inside(config, Path(work_dir))
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+    logs = Path(work_dir) / "logs" if work_dir else worktree.canary_logs(config.root, name)
+    if not work_dir:
+        logs = confined_path(config.root, logs)
+    # Trees are scratch: a temporary directory removed at the end, whatever happens.
+    scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="patchctl-canary-"))
+    report = CanaryReport(
+        name,
+        up.pin,
+        tip,
+        rev or f"tip of {up.branch}",
+        _count_commits(mirror.path, up.pin, tip),
+        work_dir=str(logs) if compile else (str(work_dir) if work_dir else ""),
+    )
+    try:
+        heads: dict[str, str | None] = {}
+        for series in config.series_on(name):
+            say(f"applying {series.name} at {tip[:12]}")
+            patches = read[series.name]
+            seed_three_way_objects(mirror.path, up.pin, patches)
+            result, head = _trial(
+                store, mirror, series, patches, tip, scratch / "trees" / f"trial-{series.name}", pin=up.pin
+            )
+            report.series.append(result)
+            result.range_diff = _range_diff(mirror.path, up.pin, patches, tip, head)
+            outcomes = {p.patch: to_json(p) for p in result.patches}
+            report.health += health.health_rows(mirror.path, up.pin, tip, series.name, patches, outcomes)
+            heads[series.name] = head if result.verdict not in (NEEDS_HAND, BLOCKED) else None
+            if bisect:
+                _bisect_failures(mirror, patches, result, up.pin, tip, say)
+        if compile:
+            for toolchain in selected:
+                if toolchain.image is not None:
+                    ensure_image(
+                        toolchain.image, dockerfile=toolchain.dockerfile, base_image=toolchain.base_image, progress=say
+                    )
+                for series in config.series_on(name):
+                    say(f"compiling {series.name} with {toolchain.name}")
+                    record, tree = _compile(
+                        store, mirror, series, toolchain, heads.get(series.name), scratch, logs, say
+                    )
+                    try:
+                        if bisect and record.state == "failed":
+                            _bisect_compile(mirror, series, toolchain, record, tree, up.pin, tip, logs, say)
+                    finally:
+                        store.remove_worktree(mirror, tree)
+                    report.compiles.append(record)
+    finally:
+        if work_dir is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    report.duration_s = time.monotonic() - start
+    return report
+
+
+def trial_at(
+    store: Store, mirror: Mirror, series: Series, patches: list[PatchFile], pin: str, tip: str, scratch: Path
+) -> CanarySeries:
+    """The canary's verdict on each patch of SERIES at TIP (strict, else 3-way, taken upstream),
+    in a tree under SCRATCH that is removed afterwards: what `patchctl status` reports."""
+    seed_three_way_objects(mirror.path, pin, patches)
+    result, _ = _trial(store, mirror, series, patches, tip, scratch / f"trial-{series.name}", pin=pin)
+    return result
+
+
+def _range_diff(repo: Path, pin: str, patches: list[PatchFile], tip: str, head: str) -> str:
+    """The series on the pin against the series as the trial applied it at the tip (a review
+    aid: when git cannot compute it, the report says so in its place)."""
+    try:
+        return series_range_diff(repo, pin, patches, tip, head)
+    except GitError as exc:
+        return f"(range-diff not available: {exc})\n"
+
+
+# ---------------------------------------------------------------- apply and 3-way trial
+
+
+def _trial(
+    store: Store, mirror: Mirror, series: Series, patches: list[PatchFile], tip: str, tree: Path, *, pin: str
+) -> tuple[CanarySeries, str]:
+    """Apply each patch strictly at TIP; retry a failing one with 3-way. Returns the
+    classification and the commit with every patch that could be applied."""
+    result = CanarySeries(series.name)
+    store.remove_worktree(mirror, tree)
+    store.add_worktree(mirror, tip, tree)
+    unapplied: dict[str, str] = {}  # path -> the earlier patch that touches it and could not be applied
+    move = carry.PinMove(tree, pin, tip, patches)
+    try:
+        for patch in patches:
+            strict = apply_in_worktree(tree, patch, three_way=False, commit=True)
+            entry = CanaryPatch(
+                patch.name, strict.status.value, "" if strict.ok else strict.describe().split(": ", 1)[-1]
+            )
+            if not strict.ok:
+                blocker = next((unapplied[p] for p in patch.touched_paths() if p in unapplied), None)
+                if blocker is not None and strict.status != Status.ALREADY_APPLIED:
+                    entry.trial, entry.verdict, entry.blocked_by = f"blocked by {blocker}", BLOCKED, blocker
+                else:
+                    entry.trial, entry.verdict = _three_way_trial(tree, patch, strict, move)
+                    _note_taken(entry, tree, patch, move)
+                if entry.verdict in (NEEDS_HAND, BLOCKED):
+                    unapplied.update(dict.fromkeys(patch.touched_paths(), patch.name))
+            result.patches.append(entry)
+        return result, git.rev_parse(tree, "HEAD")
+    finally:
+        store.remove_worktree(mirror, tree)
+
+
+def _note_taken(entry: CanaryPatch, tree: Path, patch: PatchFile, move: carry.PinMove) -> None:
+    """Say which upstream commit took the patch, when one did: a patch the tip already holds
+    (found with every hunk present), or one that fails but whose patch-id an upstream commit
+    since the pin has (upstream took it, then changed those lines again): pin-sync drops both."""
+    holds = entry.trial.startswith("already upstream")
+    taken = carry.taken_upstream(move, patch, tree if holds else None)
+    entry.upstream_holds = holds or taken is not None
+    if taken is None:
+        return
+    url = patch.upstream_status.url if patch.upstream_status is not None else None
+    entry.taken_upstream = taken.record(url)
+    if holds:
+        entry.trial = f"already upstream, {taken.describe(url)}: pin-sync drops it"
+    elif entry.verdict == NEEDS_HAND:  # what 3-way said stays in the record; pin-sync drops the patch all the same
+        entry.trial = f"{taken.describe(url)}: pin-sync drops it (3-way alone: {entry.trial})"
+        entry.verdict = MECHANICAL
+    else:
+        entry.trial += f"; {taken.describe(url)}"
+
+
+def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome, move: carry.PinMove) -> tuple[str, str]:
+    if strict.status == Status.ALREADY_APPLIED:
+        if edits := carry.same_edits(tree, move, patch):
+            return f"{carry.SAME_EDIT}: {carry.describe_same_edits(edits)}", NEEDS_HAND
+        return "already upstream: pin-sync drops it", MECHANICAL
+    if strict.status in (Status.MALFORMED, Status.UNSAFE_PATH):
+        return f"not tried: {strict.status.value}", NEEDS_HAND
+    carried = carry.carry_patch(tree, move, patch)
+    merged = carried.outcome
+    mended = "".join(f"; {note}" for note in carried.notes())
+    if carried.needs_look:
+        git.run(["reset", "-q", "--hard", "HEAD"], tree)
+        return f"{carry.SAME_EDIT}: {carry.describe_same_edits(carried.same_edits)}", NEEDS_HAND
+    if merged.status == Status.ALREADY_APPLIED:
+        return "already upstream (a 3-way merge changes nothing): pin-sync drops it" + mended, MECHANICAL
+    if merged.status == Status.MERGED:
+        partial = f"; partially upstream already: {', '.join(merged.upstream_parts)}" if merged.upstream_parts else ""
+        return "merged 3-way without conflict" + partial + mended, MECHANICAL
+    if merged.ok:  # the strict failure was transient; should not happen, but it applies
+        return merged.status.value, MECHANICAL
+    # Leave the tree as it was before this patch, so the following patches are judged alone.
+    git.run(["reset", "-q", "--hard", "HEAD"], tree)
+    git.run(["clean", "-q", "-fd"], tree)
+    if merged.status == Status.CONFLICT:
+        return f"3-way conflict in {', '.join(merged.conflict_files)}" + mended, NEEDS_HAND
+    return f"3-way failed: {merged.three_way or merged.describe().split(': ', 1)[-1]}" + mended, NEEDS_HAND
+
+
+# ---------------------------------------------------------------- bisect
+
+
+def _bisect_failures(
+    mirror: Mirror, patches: list[PatchFile], result: CanarySeries, pin: str, tip: str, say: Progress
+) -> None:
+    failing = [i for i, p in enumerate(result.patches) if p.verdict != "ok"]
+    if not failing:
+        return
+    line, note = _first_parent_line(mirror.path, pin, tip)
+    with SeriesProbes(mirror.path, patches) as probes:
+        for index in failing:
+            entry = result.patches[index]
+            if entry.blocked_by is not None:
+                entry.bisect_note = f"blocked by {entry.blocked_by}: not bisected (a cascade, not an upstream break)"
+                continue
+            if line is None:
+                entry.bisect_note = note
+                continue
+            say(f"bisecting {entry.patch} over {len(line)} commit(s)")
+            if not probes.applies(pin, index):
+                entry.bisect_note = "it does not apply at the pin either"
+                continue
+            first_bad = _first_failing(line, lambda commit, index=index: not probes.applies(commit, index))
+            if first_bad is None:
+                entry.bisect_note = (
+                    "it applies at every commit on the line from pin to tip (it fails only on top of other changes)"
+                )
+                continue
+            subject = git.run(["log", "-1", "--format=%s", first_bad], mirror.path).stdout.strip()
+            entry.breaking_commit = {"sha": first_bad, "subject": subject}
+            entry.bisect_note = f"first of {len(line)} upstream commit(s) since the pin at which it stops applying"
+
+
+class SeriesProbes:
+    """Whether patch I applies strictly at COMMIT on top of the earlier patches that do there.
+
+    Every commit asked about keeps a private index with the series applied as far as asked
+    so far, so each patch is applied at most once per commit, however many failing patches
+    are bisected over the same commits."""
+
+    def __init__(self, repo: Path, patches: list[PatchFile]):
+        self.repo = repo
+        self.patches = patches
+        self._builders: dict[str, IndexBuilder] = {}
+        self._results: dict[str, list[bool]] = {}
+
+    def applies(self, commit: str, index: int) -> bool:
+        builder = self._builders.get(commit)
+        if builder is None:
+            builder = self._builders[commit] = IndexBuilder(self.repo, commit)
+            self._results[commit] = []
+        results = self._results[commit]
+        while len(results) <= index:
+            results.append(builder.apply(self.patches[len(results)], commit=False).ok)
+        return results[index]
+
+    def close(self) -> None:
+        for builder in self._builders.values():
+            builder.close()
+        self._builders.clear()
+
+    def __enter__(self) -> SeriesProbes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _first_failing(line: list[str], fails: Callable[[str], bool]) -> str | None:
+    """The first commit of LINE (oldest first) at which FAILS holds, assuming it keeps
+    holding after that; None when it holds nowhere."""
+    low, high = -1, len(line) - 1  # fails(line[high]) is what we are looking to confirm
+    if not line or not fails(line[high]):
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fails(line[middle]):
+            high = middle
+        else:
+            low = middle
+    return line[high]
+
+
+def _first_parent_line(repo: Path, pin: str, tip: str) -> tuple[list[str] | None, str]:
+    if not git.run(["merge-base", "--is-ancestor", pin, tip], repo, check=False).ok:
+        return None, f"no bisect: the tip does not descend from the pin {pin[:12]}"
+    out = git.run(["rev-list", "--reverse", "--first-parent", "--ancestry-path", f"{pin}..{tip}"], repo).stdout.split()
+    return out, ""
+
+
+def _count_commits(repo: Path, pin: str, tip: str) -> int | None:
+    found = git.run(["rev-list", "--count", f"{pin}..{tip}"], repo, check=False)
+    return int(found.stdout.strip()) if found.ok else None
+
+
+# ---------------------------------------------------------------- compile
+
+
+def _toolchains(config: Config, upstream: str, names: tuple[str, ...] = ()) -> list[Toolchain]:
+    """The canary toolchains of UPSTREAM (only NAMES when given: one CI job per toolchain)."""
+    from ..matrix import from_config
+
+    section = from_config(config).canary
+    if section is None or section.upstream != upstream or not section.toolchains:
+        if names:
+            raise UsageError(
+                f"--toolchain {names[0]}: matrix.yaml declares no canary toolchains for upstream {upstream}"
+            )
+        return [Toolchain("declared", None)]
+    known = [
+        Toolchain(
+            t.name,
+            t.build_image,
+            t.command,
+            confined_path(config.root, config.root / t.dockerfile, "read") if t.dockerfile else None,
+            t.image if t.dockerfile else None,
+        )
+        for t in section.toolchains
+    ]
+    unknown = [n for n in names if n not in {t.name for t in known}]
+    if unknown:
+        raise UsageError(
+            f"unknown canary toolchain {unknown[0]!r} (matrix.yaml declares: {', '.join(t.name for t in known)})"
+        )
+    return [t for t in known if not names or t.name in names]
+
+
+def _build_steps(series: Series, toolchain: Toolchain) -> list[BuildStep]:
+    """What TOOLCHAIN runs: its own command, or the series' build steps, in its image."""
+    if toolchain.command:
+        timeout = max((step.timeout for step in series.build), default=5400)
+        steps = [BuildStep(f"{toolchain.name}-build", toolchain.command, timeout=timeout)]
+    else:
+        steps = list(series.build)
+    if toolchain.image is not None:
+        steps = [replace(step, runner="docker", image=toolchain.image) for step in steps]
+    return steps
+
+
+def _run_steps(steps: list[BuildStep], tree: Path, logs: Path, say: Progress, record: CompileRecord) -> bool:
+    record.steps = []
+    for index, step in enumerate(steps):
+        log = logs / f"{index + 1:02d}-{worktree.log_name(step.name)}.log"
+        result = run_build(step, tree, log, say)
+        record.steps.append(to_json(result))
+        if not result.ok:
+            record.detail = f"{step.name}: {result.reason}"
+            record.log, record.log_tail = str(log), log_tail(log)
+            return False
+    return True
+
+
+def _compile(
+    store: Store,
+    mirror: Mirror,
+    series: Series,
+    toolchain: Toolchain,
+    head: str | None,
+    workspace: Path,
+    log_root: Path,
+    say: Progress,
+) -> tuple[CompileRecord, Path]:
+    """Build the series (applied at the tip: HEAD) in a new clean tree, which the caller
+    removes after bisecting in it."""
+    record = CompileRecord(toolchain.name, series.name, toolchain.image, "skipped")
+    tree = workspace / "trees" / f"build-{toolchain.name}-{series.name}"
+    store.remove_worktree(mirror, tree)
+    if head is None:
+        record.detail = "the series does not apply at the tip, even with 3-way"
+        return record, tree
+    steps = _build_steps(series, toolchain)
+    if not steps:
+        record.detail = "the series declares no build steps"
+        return record, tree
+    store.add_worktree(mirror, head, tree)  # a clean tree per toolchain: no build shares objects
+    try:
+        ok = _run_steps(steps, tree, log_root / toolchain.name / series.name, say, record)
+    except BaseException:
+        store.remove_worktree(mirror, tree)  # Ctrl-C or SIGTERM mid-build: the tree goes, and its mirror entry
+        raise
+    record.state = "passed" if ok else "failed"
+    return record, tree
+
+
+def _bisect_compile(
+    mirror: Mirror,
+    series: Series,
+    toolchain: Toolchain,
+    record: CompileRecord,
+    tree: Path,
+    pin: str,
+    tip: str,
+    log_root: Path,
+    say: Progress,
+) -> None:
+    """Name the first commit of the pin..tip line at which the series, applied there,
+    stops building. The tree keeps its build directory: every probe checks out the probe's
+    commit over it (untracked files stay) and rebuilds incrementally. A commit the series
+    does not apply at cannot be judged and is skipped, like `git bisect skip`."""
+    line, note = _first_parent_line(mirror.path, pin, tip)
+    if line is None:
+        record.bisect_note = note
+        return
+    patches = read_series(series)
+    steps = _build_steps(series, toolchain)
+    probe_logs = log_root / toolchain.name / series.name / "bisect"
+    # At the tip the build already failed, with the series as the trial applied it (3-way where needed).
+    verdicts: dict[str, bool | None] = {tip: True}
+
+    def fails(commit: str) -> bool | None:
+        if commit not in verdicts:
+            with IndexBuilder(mirror.path, commit) as builder:
+                applied = all(builder.apply(patch).ok for patch in patches)
+                head = builder.head
+            if not applied:
+                verdicts[commit] = None
+            else:
+                say(f"bisect {toolchain.name}: building {series.name} at {commit[:12]}")
+                git.run(["-c", "advice.detachedHead=false", "checkout", "-q", "-f", "--detach", head], tree)
+                probe = CompileRecord(toolchain.name, series.name, toolchain.image, "probe")
+                verdicts[commit] = not _run_steps(steps, tree, probe_logs / commit[:12], say, probe)
+        return verdicts[commit]
+
+    say(f"bisecting the {toolchain.name} build of {series.name} over {len(line)} commit(s)")
+    if fails(pin) is not False:
+        record.bisect_note = (
+            "it does not build at the pin either" if verdicts[pin] else "the series does not apply at the pin"
+        )
+        return
+    first_bad = _first_failing_skipping(line, fails)
+    if first_bad is None:
+        record.bisect_note = "it builds at every commit on the line from pin to tip that the series applies at"
+        return
+    subject = git.run(["log", "-1", "--format=%s", first_bad], mirror.path).stdout.strip()
+    record.breaking_commit = {"sha": first_bad, "subject": subject}
+    skipped = sum(1 for v in verdicts.values() if v is None)
+    record.bisect_note = f"first of {len(line)} upstream commit(s) since the pin at which the build fails" + (
+        f" ({skipped} probed commit(s) skipped: the series does not apply there)" if skipped else ""
+    )
+
+
+def _first_failing_skipping(line: list[str], fails: Callable[[str], bool | None]) -> str | None:
+    """Like _first_failing, where FAILS may say None (cannot tell): such a commit is
+    skipped, and the answer is the first failing commit after the last good one."""
+    low, high = -1, len(line) - 1
+    if fails(line[high]) is not True:
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        probe = middle
+        while probe < high and fails(line[probe]) is None:
+            probe += 1
+        if probe == high:  # everything from middle up is untestable: look below it
+            below = middle - 1
+            while below > low and fails(line[below]) is None:
+                below -= 1
+            if below == low:
+                return line[high]  # nothing testable between the last good and the first bad
+            if fails(line[below]):
+                high = below
+            else:
+                low = below
+            continue
+        if fails(line[probe]):
+            high = probe
+        else:
+            low = probe
+    return line[high]
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _pick_upstream(config: Config, name: str | None) -> str:
+    if name is not None:
+        config.get_upstream(name)
+        return name
+    from ..matrix import from_config
+
+    section = from_config(config).canary
+    if section is not None:
+        return section.upstream
+    roots = [u.name for u in config.upstreams.values() if u.tracks is None]
+    if len(roots) != 1:
+        raise UsageError(
+            f"name the upstream for the canary (matrix.yaml defines: {', '.join(sorted(config.upstreams)) or 'none'})"
+        )
+    return roots[0]
+
+
+def _refuse_inside(config: Config, workspace: Path) -> None:
+    resolved = workspace.resolve()
+    if resolved == config.root or config.root in resolved.parents:
+        raise UsageError(f"--work-dir {workspace} is inside the repository; the canary never writes there")

@@ -1,0 +1,1150 @@
+"""`patchctl pin-sync`: move an upstream's pin forward behind gates.
+
+1. Resolve the target (`--to REV`, or `--latest`: the tip of the upstream's branch).
+2. Replay: for every series on the upstream (and on every upstream that tracks it), a
+   sync worktree at the target under `.patchctl/sync/<upstream>/<series>`, where each
+   patch is applied with a 3-way merge and classified: clean, applied with offset, merged
+   3-way, already upstream (dropped) or conflict. A conflict stops the sync with the
+   markers left in the worktree and a state file for `--continue` / `--abort`. A patch
+   that 3-way cannot even merge (git says why: a missing file, a missing preimage blob)
+   stops it too, with nothing applied: the user applies it by hand, or drops it on purpose
+   with `--continue --drop`. A patch is never dropped silently: `--continue` refuses while
+   nothing was done, and every dropped patch is a warning in the report and on stderr.
+   The blobs 3-way needs are created from the old pin first, every time, so the outcome
+   never depends on what the cache holds (once per sync: a `--continue` goes on from the
+   patch that stopped it, with the blobs and the trees the stop left, and redoes nothing).
+   Where git gives up, a file upstream moved is followed and a foreign index line's
+   preimage is rebuilt from the old pin; an identical edit upstream made for another
+   reason stops the sync ("needs a look"). See `patchctl.loop.carry`.
+3. Gates, per series, in order: the series is re-exported from the worktree and applied
+   strictly at the target (in the index: it must give the worktree's files), then checked
+   out clean when the series' build steps and gate commands need a tree to run in. A
+   failing gate stops the sync; `--continue` re-runs the gates (after fixes committed in
+   the worktree), `--abort` drops it.
+   Then the range-diff of each series (old pin against new), once, for the report.
+4. Only then are the re-exported patches, `pin:` in matrix.yaml and every pin_files entry
+   written, all together or not at all (`patchctl.state.journal`).
+
+matrix.yaml and patches/ are not touched before step 4; `--dry-run` never reaches it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from .. import git
+from ..confined import all_confined
+from ..confined.regular import kind_of
+from ..errors import CheckFailed, EnvironmentFailure, GitError, PatchctlError, UsageError
+from ..output.escape import shell_command, shell_word
+from ..output.jsonout import json_field
+from ..paths import remove_tree
+from ..project.config import Config, Series
+from ..series import exporter
+from ..series.applier import PatchOutcome, Status, commit_worktree, is_clean, seed_three_way_objects
+from ..series.apply_job import ApplyJob, apply_job
+from ..series.patchset import QUILT_SERIES_FILE, PatchFile, read_series, series_digest
+from ..state import treeswap, worktree
+from ..state.sync_state import (
+    OtherVersionState,
+    PatchRecord,
+    SeriesProgress,
+    SyncState,
+    commit_pin_update,
+    drop_state,
+    load_state,
+    save_state,
+)
+from ..upstream.store import Mirror, Store
+from . import carry, health, pinfile, vendor
+from .gates import GatesFailed, run_gates
+from .rangediff import old_series_head, range_diff
+from .runners import run_build
+
+MAX_LISTED_COMMITS = 500
+# What a stop's report says in place of the range-diff: it is computed once, when the sync ends.
+RANGE_DIFF_AT_THE_END = "at the end: computed once, when every patch is carried and the gates pass"
+
+Progress = Callable[[str], None]
+
+# How a patch fared in the replay, in the words of the report.
+CLASSIFICATION = {
+    Status.APPLIED: "clean",
+    Status.OFFSET: "applied with offset",
+    Status.MERGED: "merged 3-way",
+    Status.ALREADY_APPLIED: "already upstream (dropped)",
+    Status.CONFLICT: "conflict",
+}
+TAKEN_UPSTREAM = "taken upstream (dropped)"
+
+
+@dataclass
+class GateRecord:
+    series: str
+    kind: str  # "strict-apply" | "build" | "gate"
+    name: str
+    ok: bool
+    duration_s: float = json_field(digits=3)
+    detail: str = ""
+    log: str | None = None
+
+
+@dataclass
+class SyncReport:
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"ok": "ok"}
+
+    state: str  # synced | dry-run | up-to-date | conflict | needs-hand | needs-look | gate-failed | aborted
+    upstream: str
+    old_pin: str
+    new_pin: str
+    target_spec: str
+    moved_upstreams: list[str] = field(default_factory=list)
+    commits: list[dict] | None = None  # upstream commits between the pins, oldest first
+    commits_note: str = ""
+    patches: list[PatchRecord] = field(default_factory=list)
+    gates: list[GateRecord] = field(default_factory=list)
+    files_changed: list[str] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # patches dropped from the series, said loudly
+    # series -> `git range-diff` of the series on the old pin against the series on the new pin
+    range_diffs: dict[str, str] = json_field(omit_empty=True, default_factory=dict)
+    health: list[health.HealthRow] = json_field(omit_empty=True, default_factory=list)  # the short table of `status`
+    range_diff_note: str = json_field(omit_empty=True, default="")  # at a stop: RANGE_DIFF_AT_THE_END
+    phase_seconds: dict[str, float] = json_field(digits=3, default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.state in ("synced", "dry-run", "up-to-date", "aborted")
+
+    @property
+    def failed_gate(self) -> GateRecord | None:
+        return next((g for g in self.gates if not g.ok), None)
+
+
+class SyncStopped(CheckFailed):
+    """The sync stopped at a conflict or a failing gate; the report says where and what next."""
+
+    def __init__(self, report: SyncReport, message: str):
+        super().__init__(message)
+        self.report = report
+
+
+class _Timer:
+    def __init__(self, seconds: dict[str, float]):
+        self.seconds = seconds
+
+    def phase(self, name: str):
+        timer = self
+
+        class _Phase:
+            def __enter__(self) -> None:
+                self.start = time.monotonic()
+
+            def __exit__(self, *exc: object) -> None:
+                timer.seconds[name] = timer.seconds.get(name, 0.0) + time.monotonic() - self.start
+
+        return _Phase()
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def pin_sync(
+    config: Config,
+    store: Store,
+    upstream: str | None = None,
+    *,
+    to: str | None = None,
+    latest: bool = False,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> SyncReport:
+    """Start a sync of UPSTREAM to TO (or its branch tip with LATEST). Returns the report
+    of a finished sync; raises SyncStopped (exit 1) with the report on a conflict or a
+    failing gate."""
+    say = progress or (lambda _line: None)
+    _confine_outputs(config, upstream)
+    if (to is None) == (not latest):
+        raise UsageError("give exactly one of --to REV or --latest")
+    name = _pick_upstream(config, upstream)
+    up = config.get_upstream(name)
+    if up.tracks is not None:
+        raise UsageError(
+            f"upstream {name} tracks {up.tracks}: its pin must equal {up.tracks}'s, so it moves only with it; "
+            f"run `patchctl pin-sync {shell_word(up.tracks)}` (that moves {name} too)"
+        )
+    state_path = worktree.sync_state_file(config.root, name)
+    if state_path.exists():
+        raise UsageError(
+            f"a pin-sync of {name} is in progress ({state_path.parent}); finish it with "
+            f"`{_sync_command(name, '--continue')}` or drop it with `{_sync_command(name, '--abort')}`"
+        )
+    moved = [u.name for u in pinfile.moved_upstreams(config, name)]
+    series_list = [s for u in moved for s in config.series_on(u)]
+    if not series_list:
+        raise UsageError(f"no series in {config.path.name} is on upstream {name}: pin-sync would gate nothing")
+    read = {s.name: read_series(s) for s in series_list}  # fail closed, before anything is fetched
+    seconds: dict[str, float] = {}
+    timer = _Timer(seconds)
+    with timer.phase("resolve"):
+        mirror = store.mirror(up.url, base=config.root)
+        target = (
+            store.branch_tip(mirror, up.branch) if latest else store.resolve_requested(mirror, config, name, to, "--to")
+        )
+    spec = f"--latest ({up.branch})" if latest else str(to)
+    commits, note = upstream_commits(mirror.path, up.pin, target)
+    if target == up.pin:
+        # Sync trees without a state file are what a killed run left: nothing to continue from.
+        remove_tree(worktree.sync_root(config.root, name))
+        return SyncReport(
+            "up-to-date",
+            name,
+            up.pin,
+            target,
+            spec,
+            moved,
+            [],
+            "the pin is already at the target",
+            phase_seconds=seconds,
+        )
+
+    pinfile.pin_changes(config, name, target)  # a broken pin_files entry fails now, not after the gates
+    with timer.phase("vendor"):
+        _refuse_vendored_edits(config, store, [s for s in series_list if s.vendor])
+    state = SyncState(
+        name,
+        up.pin,
+        target,
+        spec,
+        [
+            SeriesProgress(
+                s.name, s.upstream, str(worktree.sync_root(config.root, name) / s.name), series_digest(read[s.name])
+            )
+            for s in series_list
+        ],
+    )
+    sync_root = worktree.sync_root(config.root, name)
+    _remove_sync_root(config, store, sync_root, state)
+    sync_root.mkdir(parents=True, exist_ok=True)
+    with timer.phase("checkout"):
+        for entry in state.series:
+            series_mirror = _mirror_of(config, store, entry.upstream)
+            store.add_worktree(series_mirror, store.resolve(series_mirror, target), Path(entry.tree))
+    report = SyncReport("synced", name, up.pin, target, spec, moved, commits, note, phase_seconds=seconds)
+    try:
+        result = _run(config, store, state, report, timer, say, dry_run=dry_run)
+    except SyncStopped:
+        if dry_run:
+            _remove_sync_root(config, store, sync_root, state)
+        raise
+    except BaseException:
+        # Git, Docker or Ctrl-C before a stop point: nothing to continue from, nothing written.
+        _remove_sync_root(config, store, sync_root, state)
+        raise
+    if dry_run:
+        _remove_sync_root(config, store, sync_root, state)
+    return result
+
+
+def continue_sync(
+    config: Config, store: Store, upstream: str | None = None, *, drop: bool = False, progress: Progress | None = None
+) -> SyncReport:
+    """Resume a stopped sync after the user resolved the conflict (and committed) or fixed
+    what made a gate fail. DROP drops the patch that stopped the replay, on purpose."""
+    say = progress or (lambda _line: None)
+    _confine_outputs(config, upstream)
+    state = load_state(config.root, _pick_in_progress(config, upstream))
+    for entry in state.series:
+        _check_sync_tree(config, state, Path(entry.tree))
+    for entry in state.series:
+        if series_digest(read_series(config.get_series(entry.name))) != entry.digest:
+            raise UsageError(
+                f"patches of series {entry.name} changed since the sync started; drop the sync "
+                f"(`{_sync_command(state.upstream, '--abort')}`) and start again"
+            )
+    up = config.get_upstream(state.upstream)
+    if up.pin != state.old_pin:
+        raise UsageError(
+            f"the pin of {state.upstream} changed since the sync started; drop the sync "
+            f"(`{_sync_command(state.upstream, '--abort')}`) and start again"
+        )
+    if state.phase == "replaying":
+        _back_to_saved_progress(state)
+    if state.phase == "conflict":
+        _take_resolution(config, state, drop=drop)
+    elif drop:
+        raise UsageError(
+            "--drop drops a patch that needs a hand, and the sync stopped at a gate: fix the series and "
+            f"`{_sync_command(state.upstream, '--continue')}`, or `{_sync_command(state.upstream, '--abort')}`"
+        )
+    elif state.phase == "gates-failed":
+        for entry in state.series:
+            _take_gate_fixes(config, config.get_series(entry.name), Path(entry.tree), state)
+    mirror = _mirror_of(config, store, state.upstream)
+    commits, note = upstream_commits(mirror.path, state.old_pin, state.target)
+    moved = [u.name for u in pinfile.moved_upstreams(config, state.upstream)]
+    seconds: dict[str, float] = {}
+    report = SyncReport(
+        "synced",
+        state.upstream,
+        state.old_pin,
+        state.target,
+        state.target_spec,
+        moved,
+        commits,
+        note,
+        phase_seconds=seconds,
+    )
+    return _run(config, store, state, report, _Timer(seconds), say, dry_run=False)
+
+
+def abort_sync(config: Config, store: Store, upstream: str | None = None) -> SyncReport:
+    """Drop a stopped sync: remove its worktrees and state. Nothing else was written."""
+    _confine_outputs(config, upstream)
+    name = _pick_in_progress(config, upstream)
+    try:
+        state = load_state(config.root, name)
+    except OtherVersionState:
+        # Its trees are still the sync trees of the series on the moved upstreams: remove those.
+        series = [s for u in pinfile.moved_upstreams(config, name) for s in config.series_on(u.name)]
+        trees = [
+            SeriesProgress(s.name, s.upstream, str(worktree.sync_tree(config.root, name, s.name)), "") for s in series
+        ]
+        pin = config.get_upstream(name).pin
+        state = SyncState(name, pin, pin, "(state of another version)", trees)
+    _remove_sync_root(config, store, worktree.sync_root(config.root, name), state)
+    return SyncReport(
+        "aborted",
+        name,
+        state.old_pin,
+        state.target,
+        state.target_spec,
+        patches=state.records,
+        next_steps=[
+            f"removed {worktree.display(config.root, worktree.sync_root(config.root, name))}; matrix.yaml and "
+            "patches/ were never changed"
+        ],
+    )
+
+
+# ---------------------------------------------------------------- the run
+
+
+def _run(
+    config: Config, store: Store, state: SyncState, report: SyncReport, timer: _Timer, say: Progress, *, dry_run: bool
+) -> SyncReport:
+    with timer.phase("replay"):
+        stopped = _replay(config, state, say)
+    report.patches = list(state.records)
+    report.warnings = _drop_warnings(state)
+    with timer.phase("health"):
+        report.health = _health_rows(config, store, state)
+    if stopped is not None:
+        report.range_diff_note = RANGE_DIFF_AT_THE_END
+        report.patches += _blocked_records(config, state)
+        markers = state.records[-1].classification == CLASSIFICATION[Status.CONFLICT]
+        look = state.records[-1].classification == carry.SAME_EDIT
+        report.state = "conflict" if markers else "needs-hand"
+        what = "stops at a conflict" if markers else "stops at a patch that needs a hand (nothing applied)"
+        if look:
+            report.state, what = "needs-look", "stops at a patch that needs a look"
+        if dry_run:
+            report.next_steps = [f"dry run: {stopped}; a real pin-sync would stop here for you to resolve it"]
+            raise SyncStopped(report, f"pin-sync of {state.upstream} (dry run) {what}: {stopped}")
+        state.phase = "conflict"
+        _save(config, state)
+        report.next_steps = _conflict_steps(config, state) if markers else _by_hand_steps(config, state)
+        if look:
+            report.next_steps = _look_steps(config, state)
+        raise SyncStopped(report, f"pin-sync of {state.upstream} {what}: {stopped}; see the report for what to do")
+
+    # series -> (its new patches, the export result, the changes to its vendored copies)
+    planned: dict[str, tuple[list[exporter.GeneratedPatch], exporter.ExportResult, list[pinfile.FileChange]]] = {}
+    for entry in state.series:
+        series = config.get_series(entry.name)
+        ok = _gate_series(config, store, state, series, Path(entry.tree), report, planned, timer, say)
+        if not ok:
+            report.state = "gate-failed"
+            report.range_diff_note = RANGE_DIFF_AT_THE_END
+            failed = report.failed_gate
+            assert failed is not None
+            if not dry_run:
+                state.phase = "gates-failed"
+                _save(config, state)
+                report.next_steps = [
+                    f"gate {failed.name} ({failed.kind}) of series {failed.series} failed: {failed.detail}",
+                    "matrix.yaml and patches/ are unchanged",
+                    *_gate_fix_steps(config, state, Path(entry.tree)),
+                    f"then run `{_sync_command(state.upstream, '--continue')}`",
+                    f"or drop the sync with `{_sync_command(state.upstream, '--abort')}`",
+                ]
+            raise SyncStopped(
+                report,
+                f"pin-sync of {state.upstream}: gate {failed.name} of series {failed.series} failed: "
+                f"{failed.detail}; nothing written",
+            )
+
+    with timer.phase("range-diff"):
+        report.range_diffs = _range_diffs(config, state)
+    with timer.phase("write"):
+        changes = _changes(config, state, planned)
+        report.files_changed = [worktree.display(config.root, c.path) for c in changes]
+        if dry_run:
+            report.state = "dry-run"
+            report.next_steps = [
+                "dry run: every gate passed; nothing was written (run without --dry-run to write the files listed)"
+            ]
+            return report
+        commit_pin_update(config.path, changes)
+        vendor.prune_empty_dirs(config, [c.path for _, _, vendored in planned.values() for c in vendored if c.deletes])
+        _remove_sync_root(config, store, worktree.sync_root(config.root, state.upstream), state)
+    report.state = "synced"
+    report.warnings = _drop_warnings(state, done=True)  # the files are gone now: say so in the past tense
+    report.warnings += [
+        f"series {name} has no patch left: every command now refuses it (fail closed); remove it from "
+        f"{config.path.name} or set allow_empty: true on it"
+        for name, (patches, _, _) in planned.items()
+        if not patches and not config.get_series(name).allow_empty
+    ]
+    message = f"pin-sync: move {state.upstream} to {state.target[:12]}"
+    add = shell_command(["git", "add", "--", *report.files_changed])
+    trailers = sync_trailers(state.records)
+    commit = ["git", "commit", "-m", message] + (["-m", "\n".join(trailers)] if trailers else [])
+    report.next_steps = [f"review and commit: `{add} && {shell_command(commit)}`"] if changes else []
+    return report
+
+
+def sync_trailers(records: list[PatchRecord]) -> list[str]:
+    """`KEY: SERIES/PATCH` for every patch that needed a hand or was dropped in this sync: the
+    commit's trailers, from which `patchctl status` tells how each patch fared."""
+    trailers = []
+    for record in records:
+        name = f"{record.series}/{record.patch}"
+        if record.classification == "resolved by hand":
+            trailers.append(f"{health.NEEDED_HAND_TRAILER}: {name}")
+        elif record.classification.startswith(("dropped", "already upstream", "taken upstream")):
+            if record.classification.startswith("dropped"):
+                trailers.append(f"{health.NEEDED_HAND_TRAILER}: {name}")
+            taken = f" (taken upstream in {record.taken_upstream['commit']})" if record.taken_upstream else ""
+            trailers.append(f"{health.DROPPED_TRAILER}: {name}{taken}")
+    return trailers
+
+
+def _refuse_vendored_edits(config: Config, store: Store, series_list: list[Series]) -> None:
+    """A vendored copy that is not the old pin + series holds edits pin-sync would overwrite:
+    refuse before anything is replayed, saying how to keep or drop them."""
+    for series in series_list:
+        try:
+            vendor.run(config, store, (series.name,), check=True)
+        except vendor.VendorOutOfDate as stale:
+            (copy,) = stale.result.copies
+            differences = copy.differences
+            raise UsageError(
+                f"the vendored copy of series {series.name} differs from {copy.rev[:12]} + series "
+                f"({differences[0].line()}{f' and {len(differences) - 1} more' if len(differences) > 1 else ''}): "
+                f"turn the edits into a patch (`patchctl export {shell_word(series.name)} --from-vendor`) or drop them "
+                "(`patchctl vendor`) before moving the pin"
+            ) from None
+
+
+def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
+    """Apply the remaining patches with 3-way; returns why it stopped, or None when done."""
+    for entry in state.series:
+        series = config.get_series(entry.name)
+        patches = read_series(series)
+        tree = Path(entry.tree)
+        if entry.next < len(patches):
+            _seed(tree, state.old_pin, entry, patches)
+        move = carry.PinMove(tree, state.old_pin, state.target, patches)
+        head = git.rev_parse(tree, "HEAD") if entry.next < len(patches) else None
+        while entry.next < len(patches):
+            patch = patches[entry.next]
+            say(f"replaying {series.name}: {patch.name}")
+            entry.head_before = head
+            carried = carry.carry_patch(tree, move, patch)
+            outcome = carried.outcome
+            head = outcome.commit or head  # a patch already upstream commits nothing
+            record = _carried_record(series.name, patch, carried, tree)
+            if not carried.needs_look:
+                _note_taken(record, tree, move, patch, outcome)
+            state.records.append(record)
+            if record.classification == TAKEN_UPSTREAM:
+                entry.next += 1
+                entry.head_before = None
+                continue
+            if carried.needs_look:
+                return f"{series.name}/{patch.name}: {record.classification} ({record.detail})"
+            if outcome.ok or outcome.status == Status.ALREADY_APPLIED:
+                entry.next += 1
+                entry.head_before = None
+                continue
+            return f"{series.name}/{patch.name}: {record.classification}" + (
+                f" ({record.detail})" if record.detail else ""
+            )
+    return None
+
+
+def _note_taken(record: PatchRecord, tree: Path, move: carry.PinMove, patch: PatchFile, outcome: PatchOutcome) -> None:
+    """Name the upstream commit that took PATCH: one that made every hunk of a patch the target
+    already holds, or one with its patch-id. A patch that upstream took (same patch-id) and then
+    changed again, so that it no longer merges, is dropped with that note instead of stopping
+    the sync: upstream holds its change. The tree is put back as it was before the patch."""
+    holds = outcome.status == Status.ALREADY_APPLIED
+    if not holds and outcome.ok:
+        return  # it applies: upstream does not hold it
+    taken = carry.taken_upstream(move, patch, tree if holds else None)
+    if taken is None:
+        return
+    url = patch.upstream_status.url if patch.upstream_status is not None else None
+    record.taken_upstream = taken.record(url)
+    if holds:
+        record.detail = f"its change is already in the upstream tree, {taken.describe(url)}; the patch is dropped"
+        return
+    git.run(["reset", "-q", "--hard", "HEAD"], tree)
+    git.run(["clean", "-q", "-fd"], tree)
+    was = f"{record.classification}" + (f": {record.detail}" if record.detail else "")
+    record.classification = TAKEN_UPSTREAM
+    record.detail = f"{taken.describe(url)}; upstream changed those lines since ({was}); the patch is dropped"
+    record.conflicts = []
+
+
+def _seed(tree: Path, old_pin: str, entry: SeriesProgress, patches: list[PatchFile]) -> None:
+    """The blobs 3-way needs, from the old pin: made once per sync, with the series as commits
+    there (the range-diff's old side). A --continue takes them as they are while every preimage
+    the patches still to replay name is in the object store (or was never makeable); were some
+    pruned since (a `git gc` in the cache), they are made again, as at the start."""
+    if entry.old_head is not None:
+        missing = carry.missing_preimages(tree, patches[entry.next :])
+        if set(missing) <= set(entry.unseeded):
+            return
+    entry.old_head = seed_three_way_objects(tree, old_pin, patches)
+    entry.unseeded = carry.missing_preimages(tree, patches)
+
+
+def _save(config: Config, state: SyncState) -> None:
+    """Save STATE with the commit each tree stands at: what a cut-off --continue goes back to."""
+    for entry in state.series:
+        entry.head = git.rev_parse(Path(entry.tree), "HEAD")
+    save_state(config.root, state)
+
+
+def _back_to_saved_progress(state: SyncState) -> None:
+    """A --continue cut off while it replayed or gated (killed, Ctrl-C) left the state at the
+    last patch it saved and the trees maybe further on, a patch half applied: each tree goes
+    back to the commit the state names, and the replay goes on from there (what the cut-off
+    run did past it is done again, the same way)."""
+    for entry in state.series:
+        tree = Path(entry.tree)
+        if entry.head is not None and (git.rev_parse(tree, "HEAD") != entry.head or not is_clean(tree)):
+            git.run(["reset", "--quiet", "--hard", entry.head], tree)
+
+
+def _carried_record(series: str, patch: PatchFile, carried: carry.Carried, tree: Path) -> PatchRecord:
+    """The record of a replayed patch, saying what was mended to carry it (a rename followed,
+    a preimage rebuilt) and stopping at an edit upstream made for another reason."""
+    record = _record(series, patch, carried.outcome, tree)
+    if carried.needs_look:
+        record.classification = carry.SAME_EDIT
+        record.detail = carry.describe_same_edits(carried.same_edits)
+        if carried.outcome.status == Status.MERGED:
+            record.detail += "; the rest merged 3-way, staged and not committed"
+    notes = carried.notes()
+    if notes:
+        record.detail = "; ".join(notes + ([record.detail] if record.detail else []))
+    record.renames = [f"{old} → {new}" for old, new in carried.renames]
+    return record
+
+
+def _look_steps(config: Config, state: SyncState) -> list[str]:
+    entry = next(e for e in state.series if e.head_before is not None)
+    tree = worktree.display(config.root, Path(entry.tree))
+    patch = read_series(config.get_series(entry.name))[entry.next]
+    return [
+        f"{patch.name}: the upstream commit named above made the same edit as the patch along with other changes, so "
+        f"upstream's edit may not stand for the patch's (e.g. a counter both sides increment); the rest of the patch "
+        f"is staged, not committed, in {tree}",
+        f"check the files named above there and make the patch's edit again on top of upstream's where both are "
+        f"needed; `git -C {tree} add` them, then run `patchctl pin-sync --continue` (it commits with the patch's "
+        "message)",
+        "if upstream's edit does stand for the patch's: `patchctl pin-sync --continue` as it is (or `--continue "
+        "--drop` when nothing is staged)",
+        "or `patchctl pin-sync --abort` to drop the sync; matrix.yaml and patches/ are unchanged until every gate has "
+        "passed",
+    ]
+
+
+def _range_diffs(config: Config, state: SyncState) -> dict[str, str]:
+    """Per series: the range-diff of its patches on the old pin (the commits made when the
+    replay seeded its blobs, made again if they are gone) against what the replay and the
+    fixes made of them on the new pin. Computed once, at the end. A review aid: when git
+    cannot compute it, the report says so in its place and the sync goes on."""
+    diffs = {}
+    for entry in state.series:
+        tree = Path(entry.tree)
+        try:
+            head = git.rev_parse(tree, "HEAD")
+            old_head = entry.old_head
+            if old_head is None or not git.run(["cat-file", "-e", f"{old_head}^{{commit}}"], tree, check=False).ok:
+                old_head = old_series_head(tree, state.old_pin, read_series(config.get_series(entry.name)))
+            diffs[entry.name] = range_diff(tree, state.old_pin, old_head, state.target, head)
+        except GitError as exc:
+            diffs[entry.name] = f"(range-diff not available: {exc})\n"
+        diffs[entry.name] = _rename_notes(state, entry.name) + diffs[entry.name]
+    return diffs
+
+
+def _health_rows(config: Config, store: Store, state: SyncState) -> list[health.HealthRow]:
+    """The series' health for the report: each patch's upstream status, its drift between the
+    pins and how the replay (so far) classified it, with the commit that took it upstream."""
+    rows: list[health.HealthRow] = []
+    for entry in state.series:
+        outcomes = {
+            r.patch: {
+                "verdict": r.classification,
+                "taken_upstream": r.taken_upstream,
+                "upstream_holds": r.classification.startswith(("already upstream", "taken upstream")),
+            }
+            for r in state.records
+            if r.series == entry.name
+        }
+        patches = read_series(config.get_series(entry.name))
+        repo = _mirror_of(config, store, entry.upstream).path
+        rows += health.health_rows(repo, state.old_pin, state.target, entry.name, patches, outcomes)
+    return rows
+
+
+def _rename_notes(state: SyncState, series: str) -> str:
+    """A line per rename the replay followed, above the range-diff that shows the patch at its new path."""
+    return "".join(
+        f"{record.patch}: followed the rename {rename}\n"
+        for record in state.records
+        if record.series == series
+        for rename in record.renames
+    )
+
+
+def _record(series: str, patch: PatchFile, outcome: PatchOutcome, tree: Path) -> PatchRecord:
+    label = CLASSIFICATION.get(outcome.status, f"needs a hand: {outcome.status.value}")
+    detail = ""
+    if outcome.status == Status.MERGED and outcome.upstream_parts:
+        label = "partially upstream (merged 3-way)"
+        detail = f"already in the upstream tree: {', '.join(outcome.upstream_parts)}; the rest merged 3-way"
+    elif outcome.status == Status.OFFSET:
+        detail = ", ".join(f"{o.file} hunk #{o.hunk} {o.offset:+d}" for o in outcome.offsets)
+    elif outcome.status == Status.ALREADY_APPLIED:
+        detail = "its change is already in the upstream tree; the patch is dropped from the series"
+    elif not outcome.ok:
+        detail = outcome.describe().split(": ", 1)[-1]
+        if outcome.status != Status.CONFLICT:
+            detail += "; nothing was applied"
+        if outcome.status == Status.CONFLICT and outcome.hunk:
+            detail += (
+                f"; the patch's {outcome.file} hunk #{outcome.hunk} {outcome.hunk_header or ''} "
+                f"(line {outcome.patch_line} of {patch.name})"
+            )
+    conflicts = conflict_blocks(tree, outcome.conflict_files) if outcome.status == Status.CONFLICT else []
+    return PatchRecord(series, patch.name, label, detail, conflicts)
+
+
+def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
+    """FILE:START-END for every conflict-marker block git left in FILES."""
+    blocks = []
+    for name in files:
+        path = tree / name
+        if not path.is_file():
+            blocks.append(f"{name} (deleted on one side)")
+            continue
+        start = None
+        for number, line in enumerate(path.read_bytes().split(b"\n"), 1):  # lines as git counts them
+            if line.startswith(b"<<<<<<< "):
+                start = number
+            elif line.startswith(b">>>>>>> ") and start is not None:
+                blocks.append(f"{name}:{start}-{number}")
+                start = None
+    return blocks
+
+
+# The commands below are printed to be pasted as they are, from the repository root (where
+# matrix.yaml is; every path in the report is relative to it): paths are shell-quoted, and a
+# patch file is read by the shell (`< FILE`), never by a git that -C moved elsewhere.
+
+
+def _sync_command(upstream: str, *options: str) -> str:
+    return shell_command(["patchctl", "pin-sync", upstream, *options])
+
+
+def _git_command(tree: str, *args: str) -> str:
+    return shell_command(["git", "-C", tree, *args])
+
+
+def _conflict_steps(config: Config, state: SyncState) -> list[str]:
+    entry = next(e for e in state.series if e.head_before is not None)
+    tree = worktree.display(config.root, Path(entry.tree))
+    files = git.z_list(Path(entry.tree), "diff", "--name-only", "--diff-filter=U")
+    return [
+        f"resolve the conflict in {tree}: edit {', '.join(files)} and remove the markers",
+        f"then `{_git_command(tree, 'add', '--', *files)}` and either commit yourself or let --continue commit with "
+        "the patch's message",
+        f"then run `{_sync_command(state.upstream, '--continue')}`; or `{_sync_command(state.upstream, '--abort')}` "
+        "to drop the sync",
+        f"to drop the patch instead, undo its merge (`{_git_command(tree, 'reset', '--hard')}`), then "
+        f"`{_sync_command(state.upstream, '--continue')}`: a conflict resolved to nothing drops the patch, said in the "
+        "report",
+        "matrix.yaml and patches/ are unchanged until every gate has passed",
+    ]
+
+
+def _by_hand_steps(config: Config, state: SyncState) -> list[str]:
+    entry = next(e for e in state.series if e.head_before is not None)
+    tree = worktree.display(config.root, Path(entry.tree))
+    patch = read_series(config.get_series(entry.name))[entry.next]
+    apply = f"{_git_command(tree, 'apply', '--reject')} < {shell_word(worktree.display(config.root, patch.path))}"
+    return [
+        f"{patch.name} does not apply to the target and git could not merge it 3-way (see its detail above); "
+        f"nothing of it was applied in {tree}",
+        f"apply what applies: `{apply}` (it exits 1 while hunks are rejected: each lands in a FILE.rej beside "
+        "its file)",
+        "make the rejected hunks' changes by hand, then stage everything but the .rej files: "
+        f"`{_git_command(tree, 'add', '-A', '--', '.', ':!*.rej')}`",
+        f"then run `{_sync_command(state.upstream, '--continue')}` (it commits with the patch's message)",
+        f"to drop the patch from the series on purpose: `{_sync_command(state.upstream, '--continue', '--drop')}`",
+        f"or `{_sync_command(state.upstream, '--abort')}` to drop the sync; matrix.yaml and patches/ are unchanged "
+        "until every gate has passed",
+    ]
+
+
+def _gate_fix_steps(config: Config, state: SyncState, tree_path: Path) -> list[str]:
+    tree = worktree.display(config.root, tree_path)
+    return [
+        f"fix the series in {tree}, where each patch is a commit "
+        f"(`{_git_command(tree, 'log', '--oneline', f'{state.target[:12]}..')}`): a commit whose subject is "
+        "`fixup! <subject of the patch it fixes>` (what git commit's --fixup option writes) is folded into that "
+        "patch; any other commit becomes a new patch, which needs a description (a blank line after its subject, "
+        "then why) to pass lint",
+    ]
+
+
+def _blocked_records(config: Config, state: SyncState) -> list[PatchRecord]:
+    """The patches after the one that stopped the replay that touch its files (or those of a
+    patch it blocks): reported as blocked by it, so that a cascade never reads as an upstream break."""
+    entry = next((e for e in state.series if e.head_before is not None), None)
+    if entry is None:
+        return []
+    patches = read_series(config.get_series(entry.name))
+    stopper = patches[entry.next]
+    touched = set(stopper.touched_paths())
+    records = []
+    for later in patches[entry.next + 1 :]:
+        shared = sorted(touched & set(later.touched_paths()))
+        if shared:
+            touched |= set(later.touched_paths())
+            records.append(
+                PatchRecord(
+                    entry.name,
+                    later.name,
+                    f"blocked by {stopper.name}",
+                    f"not replayed yet: it touches {', '.join(shared[:3])}, which {stopper.name} changes first",
+                )
+            )
+    return records
+
+
+def _drop_warnings(state: SyncState, *, done: bool = False) -> list[str]:
+    """One warning per dropped patch; DONE: the sync has written the series, the file is deleted already."""
+    if done:
+        return [
+            f"{r.series}/{r.patch} was DROPPED from the series ({r.classification}): its file was deleted"
+            for r in state.records
+            if r.classification.startswith(("dropped", "already upstream", "taken upstream"))
+        ]
+    return [
+        f"{r.series}/{r.patch} is DROPPED from the series ({r.classification}): its file will be deleted"
+        for r in state.records
+        if r.classification.startswith(("dropped", "already upstream", "taken upstream"))
+    ]
+
+
+def _check_sync_tree(config: Config, state: SyncState, tree: Path) -> None:
+    """A stopped sync resumes only in the trees it left: a link there (to a directory elsewhere,
+    where git would commit, or to a file), a file or a FIFO is one line (exit 3), never followed;
+    a tree gone is one line that says to start again."""
+    treeswap.refuse_link(tree)
+    if kind_of(tree) is None:
+        raise EnvironmentFailure(
+            f"{worktree.display(config.root, tree)} is gone: the tree of the stopped sync; drop the sync "
+            f"(`{_sync_command(state.upstream, '--abort')}`) and start again"
+        )
+
+
+def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) -> None:
+    """Accept the user's resolution of the patch that stopped the replay. A patch is dropped
+    only on purpose: with DROP, or when the user resolved a conflict to nothing."""
+    entry = next((e for e in state.series if e.head_before is not None), None)
+    if entry is None:
+        if drop:
+            raise UsageError("--drop: no patch is waiting for a hand")
+        return
+    tree = Path(entry.tree)
+    shown = worktree.display(config.root, tree)
+    patch = read_series(config.get_series(entry.name))[entry.next]
+    record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
+    conflict = record.classification == CLASSIFICATION[Status.CONFLICT]
+    if drop and conflict:
+        raise UsageError(
+            f"--drop drops a patch that needs a hand (nothing applied); {patch.name} stopped at a conflict, merged "
+            f"with markers in {shown}: to drop it, undo its merge (`{_git_command(shown, 'reset', '--hard')}`) and "
+            f"run `{_sync_command(state.upstream, '--continue')}` (a conflict resolved to nothing drops the patch); "
+            f"to keep it, resolve the conflict and `{_sync_command(state.upstream, '--continue')}`; or "
+            f"`{_sync_command(state.upstream, '--abort')}`"
+        )
+    unmerged = [n for n in git.run(["diff", "--name-only", "-z", "--diff-filter=U"], tree).stdout.split("\0") if n]
+    if unmerged:
+        raise UsageError(
+            f"still unmerged in {shown}: {', '.join(unmerged)}; resolve them, "
+            f"`{_git_command(shown, 'add', '--', *unmerged)}`, then `{_sync_command(state.upstream, '--continue')}`"
+        )
+    changed = git.z_list(tree, "diff", "HEAD", "--name-only")
+    marked = [
+        name
+        for name in changed
+        if (tree / name).is_file()
+        and re.search(r"^(<<<<<<<|>>>>>>>) ", (tree / name).read_text(errors="replace"), re.MULTILINE)
+    ]
+    if marked:
+        raise UsageError(
+            f"conflict markers left in {', '.join(marked)} ({shown}); finish resolving, then "
+            f"`{_sync_command(state.upstream, '--continue')}`"
+        )
+    head = git.rev_parse(tree, "HEAD")
+    if drop and (changed or head != entry.head_before):
+        raise UsageError(
+            f"--drop: {shown} has changes for {patch.name}; discard them first "
+            f"(`{_git_command(shown, 'reset', '--hard', entry.head_before[:12])}`) or keep them: "
+            f"`{_sync_command(state.upstream, '--continue')}`"
+        )
+    if head == entry.head_before:
+        if changed:
+            git.run(["add", "-u"], tree)
+            commit_worktree(tree, patch)
+            label = "resolved by hand"
+        elif drop:
+            label = "dropped by hand (--drop)"
+        elif record.classification == CLASSIFICATION[Status.CONFLICT]:
+            label = "dropped by hand (its conflict was resolved to nothing)"
+        else:
+            raise UsageError(
+                f"nothing was done for {patch.name} in {shown} (git could not merge it: nothing was applied); apply "
+                f"it by hand and stage the files there, then `{_sync_command(state.upstream, '--continue')}`; or drop "
+                f"it on purpose: `{_sync_command(state.upstream, '--continue', '--drop')}`; or "
+                f"`{_sync_command(state.upstream, '--abort')}`"
+            )
+    else:
+        if not git.run(["merge-base", "--is-ancestor", entry.head_before, "HEAD"], tree, check=False).ok:
+            raise UsageError(
+                f"HEAD of {shown} no longer builds on the replayed patches; drop the sync "
+                f"(`{_sync_command(state.upstream, '--abort')}`) and start again"
+            )
+        if not is_clean(tree):
+            raise UsageError(
+                f"uncommitted changes in {shown}: commit them (`{_git_command(shown, 'commit', '-a')}`) or discard "
+                f"them (`{_git_command(shown, 'reset', '--hard')}`), then "
+                f"`{_sync_command(state.upstream, '--continue')}`"
+            )
+        label = "resolved by hand"
+    record.classification, record.detail = (
+        label,
+        f"was: {record.classification}" + (f" ({record.detail})" if record.detail else ""),
+    )
+    entry.next += 1
+    entry.head_before = None
+    state.phase = "replaying"
+    _save(config, state)
+
+
+def _take_gate_fixes(config: Config, series: Series, tree: Path, state: SyncState) -> None:
+    """The user's fixes after a failing gate, committed in the sync tree: `fixup!` commits are
+    folded into the patches they name (git's autosquash); any other new commit must carry a
+    description, since it becomes a new patch that lint would reject without one (PC008)."""
+    shown = worktree.display(config.root, tree)
+    if not is_clean(tree):
+        return  # the strict-apply gate says so, with the way on
+    subjects = git.run(["log", "--format=%s", f"{state.target}..HEAD"], tree).stdout.splitlines()
+    if any(subject.startswith("fixup! ") for subject in subjects):
+        folded = git.run(
+            ["rebase", "--quiet", "--interactive", "--autosquash", "--empty=drop", state.target],
+            tree,
+            check=False,
+            env={"GIT_SEQUENCE_EDITOR": ":", "GIT_EDITOR": ":"},
+        )
+        if not folded.ok:
+            git.run(["rebase", "--abort"], tree, check=False)
+            raise UsageError(
+                f"the fixup! commits in {shown} do not fold into their patches ({git.explain(folded.stderr)}): "
+                f"fold them by hand (`{_git_command(shown, 'rebase', '-i', '--autosquash', state.target[:12])}`), "
+                f"then `{_sync_command(state.upstream, '--continue')}`"
+            )
+    if series.allow_undescribed:
+        return
+    titles = {patch.title for patch in read_series(series)}
+    log = git.run(["log", "--format=%H%x00%s%x00%b%x1e", f"{state.target}..HEAD"], tree).stdout
+    head = git.rev_parse(tree, "HEAD")
+    listing = _git_command(shown, "log", "--oneline", f"{state.target[:12]}..")
+    for entry in log.split("\x1e"):
+        if not entry.strip():
+            continue
+        commit, subject, body = entry.strip("\n").split("\0", 2)
+        if subject in titles or body.strip():
+            continue
+        if subject.startswith("fixup! "):
+            raise UsageError(
+                f"commit {commit[:12]} in {shown} is a fixup of {subject[7:]!r}, which is no patch of series "
+                f"{series.name}: name the patch's subject (`{listing}` lists them), then "
+                f"`{_sync_command(state.upstream, '--continue')}`"
+            )
+        reword = (
+            f"`{_git_command(shown, 'commit', '--amend')}`"
+            if commit == head
+            else f"reword it: `{_git_command(shown, 'rebase', '-i', state.target[:12])}`"
+        )
+        raise UsageError(
+            f"commit {commit[:12]} ({subject!r}) in {shown} would be a new patch of series {series.name} with no "
+            f"description, which lint rejects (PC008): give it one, a blank line after the subject then why "
+            f"({reword}), or make it a fixup of the patch it fixes (its subject `fixup! <that patch's subject>`); then "
+            f"`{_sync_command(state.upstream, '--continue')}`"
+        )
+
+
+def _gate_series(
+    config: Config,
+    store: Store,
+    state: SyncState,
+    series: Series,
+    tree: Path,
+    report: SyncReport,
+    planned: dict,
+    timer: _Timer,
+    say: Progress,
+) -> bool:
+    if not is_clean(tree):
+        report.gates.append(
+            GateRecord(
+                series.name,
+                "strict-apply",
+                "strict-apply",
+                False,
+                0.0,
+                f"uncommitted changes in {worktree.display(config.root, tree)}: commit them first",
+            )
+        )
+        return False
+    mirror = _mirror_of(config, store, series.upstream)
+    gate_tree = worktree.sync_gate_tree(config.root, state.upstream, series.name)
+    logs = worktree.sync_logs(config.root, state.upstream, series.name)
+    logs.mkdir(parents=True, exist_ok=True)
+    try:
+        say(f"gate strict-apply: {series.name}")
+        start = time.monotonic()
+        with timer.phase("export"):
+            patches_plan, export_result = exporter.plan_export(series, tree, state.target)
+            patches = [PatchFile(series.dir / p.name, p.data) for p in patches_plan]
+        # A clean checkout only where something runs in it: the strict apply itself is done in the index.
+        checkout = gate_tree if series.build or series.gates else None
+        with timer.phase("strict-apply"):
+            detail, head = _strict_apply(store, mirror, series, tree, state.target, patches, checkout)
+        report.gates.append(
+            GateRecord(
+                series.name,
+                "strict-apply",
+                "strict-apply",
+                detail is None,
+                time.monotonic() - start,
+                detail or f"{len(patches)} patch(es) applied strictly to {state.target[:12]}",
+            )
+        )
+        if detail is not None:
+            return False
+        for index, step in enumerate(series.build):
+            say(f"gate build {step.name}: {series.name}")
+            with timer.phase("build"):
+                result = run_build(
+                    step, gate_tree, logs / f"build-{index + 1:02d}-{worktree.log_name(step.name)}.log", say
+                )
+            report.gates.append(
+                GateRecord(
+                    series.name,
+                    "build",
+                    step.name,
+                    result.ok,
+                    result.duration_s,
+                    result.reason or f"{step.runner} build passed",
+                    str(result.log_path),
+                )
+            )
+            if not result.ok:
+                return False
+        if series.gates:
+            say(f"gate commands: {series.name}")
+            with timer.phase("gates"):
+                try:
+                    results = run_gates(config, series.name, gate_tree, log_dir=logs)
+                except GatesFailed as failed:
+                    results = failed.results
+            for result in results:
+                report.gates.append(
+                    GateRecord(
+                        series.name,
+                        "gate",
+                        result.name,
+                        result.ok,
+                        result.duration_s,
+                        result.reason or "passed",
+                        str(result.log),
+                    )
+                )
+            if not all(r.ok for r in results):
+                return False
+        # The vendored copies move with the pin and the series: read from the tree the gates passed on.
+        if checkout is not None:
+            head = git.rev_parse(checkout, "HEAD")
+        planned[series.name] = (
+            patches_plan,
+            export_result,
+            vendor.changes_from_tree(config, series, mirror.path, head),
+        )
+        return True
+    finally:
+        store.remove_worktree(mirror, gate_tree)
+
+
+def _strict_apply(
+    store: Store,
+    mirror: Mirror,
+    series: Series,
+    tree: Path,
+    target: str,
+    patches: list[PatchFile],
+    gate_tree: Path | None,
+) -> tuple[str | None, str]:
+    """The re-exported series applied strictly at TARGET, in the index of TREE's object store
+    (export's verify: it must give TREE's files), then checked out clean at GATE_TREE when
+    given (for the build steps and gates). Why not, or None; and the series' last commit."""
+    try:
+        applied = exporter.verify(series, tree, target, patches)  # TREE is a worktree of MIRROR: one object store
+    except CheckFailed as exc:
+        return str(exc), target
+    if gate_tree is not None:
+        job = ApplyJob([series], series.upstream, gate_tree)
+        result = apply_job(store, mirror, job, target, patches, force=True, applied=applied)
+        if result.failure is not None:
+            return result.failure.describe(), target
+    return None, applied[1]
+
+
+def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.FileChange]:
+    changes: list[pinfile.FileChange] = []
+    for name, (patches_plan, export_result, vendored) in planned.items():
+        directory = config.get_series(name).dir
+        for patch in patches_plan:
+            target = directory / patch.name
+            if not (target.exists() and target.read_bytes() == patch.data):
+                changes.append(pinfile.FileChange(target, patch.data))
+        changes += [pinfile.FileChange(directory / gone, None) for gone in export_result.removed]
+        if export_result.quilt_series is not None:
+            changes.append(pinfile.FileChange(directory / QUILT_SERIES_FILE, export_result.quilt_series))
+        changes += vendored
+    changes += pinfile.pin_changes(config, state.upstream, state.target)
+    return changes
+
+
+# ---------------------------------------------------------------- history
+
+
+def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None, str]:
+    """Commits in NEW that OLD lacks, oldest first (at most MAX_LISTED_COMMITS), with a note."""
+    if old == new:
+        return [], ""
+    if not git.run(["cat-file", "-e", f"{old}^{{commit}}"], repo, check=False).ok:
+        return None, f"the old pin {old[:12]} is not in the upstream's history"
+    ancestor = git.run(["merge-base", "--is-ancestor", old, new], repo, check=False).ok
+    # NUL-separated: a subject may hold any other character (a \r must not make an entry).
+    out = git.run(["log", "-z", "--reverse", "--topo-order", "--format=%H%x00%s", f"{old}..{new}"], repo).stdout
+    fields = out.split("\0")
+    commits = [{"sha": sha, "subject": subject} for sha, subject in zip(fields[0::2], fields[1::2])]
+    note = (
+        ""
+        if ancestor
+        else f"the new rev does not descend from {old[:12]} (history was rewritten); listing commits only in the "
+        "new rev"
+    )
+    if len(commits) > MAX_LISTED_COMMITS:
+        note = (note + "; " if note else "") + f"{len(commits)} commits, the newest {MAX_LISTED_COMMITS} listed"
+        commits = commits[-MAX_LISTED_COMMITS:]
+    return commits, note
+
+
+# ---------------------------------------------------------------- state and helpers
+
+
+def _pick_upstream(config: Config, name: str | None) -> str:
+    if name is not None:
+        config.get_upstream(name)
+        return name
+    roots = [u.name for u in config.upstreams.values() if u.tracks is None]
+    if len(roots) != 1:
+        raise UsageError(
+            f"name the upstream to sync (matrix.yaml defines: {', '.join(sorted(config.upstreams)) or 'none'})"
+        )
+    return roots[0]
+
+
+def _pick_in_progress(config: Config, name: str | None) -> str:
+    running = worktree.syncs_in_progress(config.root)
+    if name is not None:
+        if name not in running:
+            raise UsageError(f"no pin-sync of {name} is in progress")
+        return name
+    if not running:
+        raise UsageError("no pin-sync is in progress")
+    if len(running) > 1:
+        raise UsageError(f"pin-syncs of {', '.join(running)} are in progress; name the upstream")
+    return running[0]
+
+
+def _confine_outputs(config: Config, upstream: str | None) -> None:
+    """Refuse before the first write when anything a sync of UPSTREAM (of every upstream when
+    None) writes or removes leads out of the repository through a symlink."""
+    names = [upstream] if upstream is not None else sorted(config.upstreams)
+    paths = [worktree.state_dir(config.root)]
+    for name in names:
+        paths.append(worktree.sync_root(config.root, name))
+        for moved in pinfile.moved_upstreams(config, name):
+            paths += [config.root / entry.path for entry in moved.pin_files]
+            for series in config.series_on(moved.name):
+                paths += [series.dir, worktree.sync_logs(config.root, name, series.name)]
+    all_confined(config.root, paths)
+
+
+def _mirror_of(config: Config, store: Store, upstream: str) -> Mirror:
+    return store.mirror(config.get_upstream(upstream).url, base=config.root)
+
+
+def _remove_sync_root(config: Config, store: Store, root: Path, state: SyncState) -> None:
+    if not root.exists():
+        drop_state(config.root, state.upstream)
+        return
+    for entry in state.series:
+        try:
+            mirror = _mirror_of(config, store, entry.upstream)
+        except PatchctlError:
+            continue
+        for tree in (Path(entry.tree), worktree.sync_gate_tree(config.root, state.upstream, entry.name)):
+            if os.path.lexists(tree):
+                store.remove_worktree(mirror, tree)
+    remove_tree(root)
+    drop_state(config.root, state.upstream)  # last: trees without a state are what a start cleans up

@@ -1,0 +1,629 @@
+"""Applying patches: strictly (no fuzz, offsets allowed and reported) or with a 3-way merge,
+one patch at a time, classifying every failure.
+
+Two ways to apply, one set of rules:
+
+* `IndexBuilder` applies patches to a private index of a repository (`git apply --cached`)
+  and turns each into a commit, without touching any work tree. That is how `apply`,
+  `lint` and `export` validate and build a series: nothing is written to a tree until the
+  whole series has applied, so a failure leaves every tree exactly as it was.
+* `apply_in_worktree` applies to a checked-out tree with `--index` (optionally `-3`),
+  leaving conflict markers where a 3-way merge fails; pin-sync uses it for a tree a human
+  may then fix by hand.
+
+Paths are checked before anything runs: a patch that names an absolute path, a `..`
+component, `.git`, a path too long for a file system, a path through a symlink, or that
+leaves a symlink pointing out of the tree (in any of its diff blocks) is refused up front;
+after each apply, in an index or a work tree, every symlink of the result is resolved through
+the others (`patchctl.confined.links`): a patch that leaves one pointing out of the tree, into
+.git or into a loop, alone or as the last link of a chain, is refused and undone. Every check
+reads the patch's one parse (`PatchFile.parsed`); the tree's links are listed again only after a
+patch that parse says can change them (`diffblocks.may_change_links`: a mode 120000, or a path that
+is a link, lies under one or holds one), so a series that leaves links alone costs no git call for them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path, PurePosixPath
+from typing import ClassVar
+
+from .. import git
+from ..confined.links import index_links, link_dirs, new_bad_link
+from ..confined.names import invalid_path_reason
+from ..output.jsonout import json_field
+from ..upstream.store import prefetch_blobs
+from .diffblocks import ParsedDiff, may_change_links, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
+from .patchset import FileDiff, Hunk, MalformedPatch, PatchFile
+
+_OFFSET_RE = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\.", re.MULTILINE)
+_CHECKING_RE = re.compile(r"^Checking patch (.+?)\.\.\.$", re.MULTILINE)
+_FAILED_AT_RE = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
+_MISSING_RE = re.compile(r"^error: (.+?): (?:No such file or directory|does not exist in index)$", re.MULTILINE)
+_EXISTS_RE = re.compile(r"^error: (.+?): already exists in (?:working directory|index)$", re.MULTILINE)
+_CONFLICT_RE = re.compile(r"^U (.+)$", re.MULTILINE)
+_RFC2822_DATE_RE = re.compile(r"^(?:[A-Z][a-z]{2}, )?\d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d(?::\d\d)? [+-]\d{4}$")
+_MALFORMED_MARKERS = (
+    "corrupt patch",
+    "patch fragment without header",
+    "No valid patches in input",
+    "unrecognized input",
+    "malformed patch",
+    "patch with only garbage",
+    "git diff header lacks filename information",
+)
+
+# File systems refuse longer names (ENAMETOOLONG); the limit on the whole path leaves room for
+# the directory a tree is checked out in.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 1024
+
+# Pinned so that a repository's own config cannot change what a patch means.
+APPLY_CONFIG = ["-c", "apply.whitespace=nowarn", "-c", "core.whitespace=", "-c", "core.filemode=true"]
+
+
+class Status(str, Enum):
+    APPLIED = "applied"
+    OFFSET = "applied-with-offset"
+    MERGED = "merged-3way"
+    ALREADY_APPLIED = "already-applied"
+    FILE_MISSING = "file-missing"
+    CONTEXT_DRIFT = "context-drift"
+    MALFORMED = "malformed"
+    CONFLICT = "conflict"
+    UNSAFE_PATH = "unsafe-path"
+
+    @property
+    def ok(self) -> bool:
+        return self in (Status.APPLIED, Status.OFFSET, Status.MERGED)
+
+
+@dataclass(frozen=True)
+class HunkOffset:
+    file: str
+    hunk: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class FailedHunk:
+    """One place a patch does not apply: a missing file, or a hunk whose context is not there."""
+
+    file: str
+    cause: str  # "file missing" | "context drift" | "already exists"
+    hunk: int | None = None
+    hunk_header: str | None = None
+    patch_line: int | None = None
+
+    def describe(self) -> str:
+        where = self.file + (f" hunk #{self.hunk}" if self.hunk else "")
+        return where + (f" ({self.hunk_header})" if self.hunk_header else "")
+
+
+@dataclass
+class PatchOutcome:
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"message": "message"}
+
+    patch: str
+    status: Status
+    file: str | None = None
+    hunk: int | None = None
+    hunk_header: str | None = None
+    patch_line: int | None = None  # line of the failing hunk (or file header) in the patch file
+    detail: str = ""
+    offsets: list[HunkOffset] = field(default_factory=list)
+    conflict_files: list[str] = field(default_factory=list)
+    failures: list[FailedHunk] = json_field(omit_empty=True, default_factory=list)  # every failing file and hunk
+    three_way: str = json_field(omit_empty=True, default="")  # git's own reason a 3-way merge could not run
+    # a 3-way merge's parts of the patch the target already had ("FILE", "FILE hunk #N")
+    upstream_parts: list[str] = json_field(omit_empty=True, default_factory=list)
+    commit: str | None = json_field(omit_empty=True, default=None)
+
+    @property
+    def ok(self) -> bool:
+        return self.status.ok
+
+    @property
+    def message(self) -> str:
+        return self.describe()
+
+    def describe(self) -> str:
+        """One line a user can act on."""
+        where = ""
+        if self.file:
+            where = f" in {self.file}"
+            if self.hunk:
+                where += f" hunk #{self.hunk}"
+                if self.hunk_header:
+                    where += f" ({self.hunk_header})"
+        text = {
+            Status.APPLIED: "applied cleanly",
+            Status.OFFSET: "applied with offsets: "
+            + ", ".join(f"{o.file} hunk #{o.hunk} {o.offset:+d}" for o in self.offsets),
+            Status.MERGED: "applied with a 3-way merge"
+            + (f"; partially upstream already: {', '.join(self.upstream_parts)}" if self.upstream_parts else ""),
+            Status.ALREADY_APPLIED: self.detail or "already applied: its reverse applies cleanly",
+            Status.FILE_MISSING: f"file missing{where}",
+            Status.CONTEXT_DRIFT: f"context drift{where}: the hunk's context is not in the tree",
+            Status.MALFORMED: "malformed patch",
+            Status.CONFLICT: "3-way merge conflict in " + ", ".join(self.conflict_files or [self.file or "?"]),
+            Status.UNSAFE_PATH: "refused"
+            if self.detail.startswith("invalid path")
+            else "refused: writes outside the tree",
+        }[self.status]
+        if self.status == Status.CONFLICT:
+            # Only the files left unmerged: a file whose hunks failed strictly but merged cleanly 3-way is fine.
+            text = "3-way merge conflict in " + ", ".join(self.conflict_files or [self.file or "?"])
+        elif len(self.failures) > 1 or (self.failures and self.status == Status.CONTEXT_DRIFT and self.detail):
+            text = "; ".join(
+                f"{cause} in " + ", ".join(f.describe() for f in self.failures if f.cause == cause)
+                for cause in dict.fromkeys(f.cause for f in self.failures)
+            )
+        if self.detail and self.status in (Status.MALFORMED, Status.UNSAFE_PATH):
+            text += f": {self.detail}"
+        if self.three_way:
+            text += f"; 3-way merge not possible: {self.three_way}"
+        return f"{self.patch}: {text}"
+
+
+# ---------------------------------------------------------------- path safety
+
+
+def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
+    """Why PATCH could write outside TREE, or None when every path it names is safe."""
+    for path in patch.touched_paths():
+        parts = PurePosixPath(path).parts
+        if len(path.encode(errors="surrogateescape")) > MAX_PATH_BYTES or any(
+            len(part.encode(errors="surrogateescape")) > MAX_NAME_BYTES for part in parts
+        ):
+            return (
+                f"path too long for a file system ({len(path)} characters, at most {MAX_NAME_BYTES} bytes a "
+                f"component and {MAX_PATH_BYTES} in all): {path[:60]!r}..."
+            )
+        if path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path):
+            return f"absolute path {path!r}"
+        if ".." in parts or "\\" in path:
+            return f"path escapes the tree: {path!r}"
+        if (invalid := invalid_path_reason(path)) is not None:  # git's verify_path: .git in any case, git~1, ...
+            return invalid
+        if tree is not None:
+            current = Path(tree)
+            for part in parts[:-1]:
+                current = current / part
+                if current.is_symlink():
+                    return f"path goes through a symlink ({current.relative_to(tree).as_posix()!r}): {path!r}"
+    if (reason := unsafe_symlink_reason(patch.parsed)) is not None:
+        return reason
+    if tree is not None:
+        return _moved_symlink_reason(Path(tree), patch.parsed)
+    return None
+
+
+def unmerged_paths(tree: Path) -> list[str]:
+    """The paths the index of TREE holds in conflict (stages 1-3), sorted."""
+    raw = git.run(["ls-files", "-u", "-z"], tree, check=False).stdout
+    return sorted({entry.split("\t", 1)[1] for entry in raw.split("\0") if "\t" in entry})
+
+
+def _moved_symlink_reason(tree: Path, parsed: ParsedDiff) -> str | None:
+    """A pure rename or copy of a symlink shows no target in the patch; in a checked-out tree
+    the target is on disk, and a relative one may point elsewhere from the new place."""
+    for block in parsed.blocks:
+        source = block.renamed_from or block.copied_from
+        if source is None or block.new_mode is not None or not (tree / source).is_symlink():
+            continue
+        target = os.readlink(tree / source)
+        if symlink_target_escapes(block.new_path, target):
+            return f"moves a symlink so that it points outside the tree: {block.new_path!r} -> {target!r}"
+    return None
+
+
+# ---------------------------------------------------------------- classification
+
+
+def _offsets(output: str) -> list[HunkOffset]:
+    """Offsets reported by `git apply -v`, attributed to the file being checked."""
+    offsets = []
+    current = None
+    for line in output.split("\n"):  # git C-quotes a name with a line break; splitlines() would split on more
+        if m := _CHECKING_RE.match(line):
+            current = m.group(1)
+        elif (m := _OFFSET_RE.match(line)) and current:
+            offsets.append(HunkOffset(current, int(m.group(1)), int(m.group(3))))
+    return offsets
+
+
+def _classify_failure(patch: PatchFile, stderr: str, reverse_applies: bool, every_hunk: str = "") -> PatchOutcome:
+    """What went wrong, from git apply's STDERR; EVERY_HUNK is the stderr of a `--check
+    --reject` run, which goes on past a file's first failing hunk and so names them all."""
+    if any(marker in stderr for marker in _MALFORMED_MARKERS):
+        line = None
+        if m := re.search(r"at line (\d+)", stderr):
+            line = int(m.group(1))
+        return PatchOutcome(
+            patch.name, Status.MALFORMED, patch_line=line, detail=git.first_line(stderr).removeprefix("error: ")
+        )
+    if m := re.search(r"affected file '(.+)' is beyond a symbolic link", stderr):
+        return PatchOutcome(
+            patch.name, Status.UNSAFE_PATH, file=m.group(1), detail=f"path goes through a symlink: {m.group(1)!r}"
+        )
+    if reverse_applies:
+        return PatchOutcome(patch.name, Status.ALREADY_APPLIED)
+    failures = [
+        FailedHunk(path, "file missing", patch_line=_file_line(patch, path)) for path in _MISSING_RE.findall(stderr)
+    ]
+    drifted = _FAILED_AT_RE.findall(every_hunk) or _FAILED_AT_RE.findall(stderr)
+    for path, start in dict.fromkeys(drifted):
+        hunk = _hunk_at(patch, path, int(start))
+        failures.append(
+            FailedHunk(
+                path,
+                "context drift",
+                hunk.index if hunk else None,
+                hunk.header if hunk else None,
+                hunk.line if hunk else _file_line(patch, path),
+            )
+        )
+    failures += [
+        FailedHunk(path, "already exists", patch_line=_file_line(patch, path)) for path in _EXISTS_RE.findall(stderr)
+    ]
+    if not failures:
+        return PatchOutcome(patch.name, Status.CONTEXT_DRIFT, detail=git.first_line(stderr).removeprefix("error: "))
+    first = failures[0]
+    status = Status.FILE_MISSING if first.cause == "file missing" else Status.CONTEXT_DRIFT
+    detail = "the patch creates a file that already exists" if first.cause == "already exists" else ""
+    return PatchOutcome(
+        patch.name,
+        status,
+        file=first.file,
+        hunk=first.hunk,
+        hunk_header=first.hunk_header,
+        patch_line=first.patch_line,
+        detail=detail,
+        failures=failures,
+    )
+
+
+def _hunk_at(patch: PatchFile, path: str, start: int):
+    for diff in _safe_files(patch):
+        if path in (diff.path, diff.source_path):
+            return next((h for h in diff.hunks if h.source_start == start), None)
+    return None
+
+
+def three_way_reasons(stderr: str) -> str:
+    """git's own reasons a 3-way merge could not run, per file ("a.c: repository lacks the
+    necessary blob to perform 3-way merge"), without the direct-application noise after them."""
+    reasons: list[str] = []
+    current = None
+    for line in stderr.split("\n"):  # as git writes lines (splitlines() would split a name at \x1c or U+2028)
+        if m := _CHECKING_RE.match(line):
+            current = m.group(1)
+        elif line.startswith("error: ") and not re.match(
+            r"error: (?:patch failed: |while searching for:|.+: patch does not apply$)", line
+        ):
+            reason = line.removeprefix("error: ").rstrip(".")
+            if current and not reason.startswith(current):
+                reason = f"{current}: {reason}"
+            if reason not in reasons:
+                reasons.append(reason)
+    return "; ".join(reasons)
+
+
+def _safe_files(patch: PatchFile):
+    try:
+        return patch.files
+    except MalformedPatch:
+        return ()
+
+
+def _file_line(patch: PatchFile, path: str) -> int | None:
+    return next((d.line for d in _safe_files(patch) if path in (d.path, d.source_path)), None)
+
+
+def _malformed_before_git(patch: PatchFile) -> PatchOutcome | None:
+    try:
+        _ = patch.files  # parsing the patch is the check: a malformed one raises here
+    except MalformedPatch as exc:
+        return PatchOutcome(patch.name, Status.MALFORMED, patch_line=exc.line, detail=git.first_line(str(exc)))
+    if "\0" in commit_message(patch):
+        return PatchOutcome(
+            patch.name, Status.MALFORMED, detail="NUL byte in the patch's message: git cannot commit it"
+        )
+    if extras := overlong_hunks(patch.parsed):
+        extra = extras[0]
+        return PatchOutcome(
+            patch.name,
+            Status.MALFORMED,
+            file=extra.path,
+            hunk=extra.hunk,
+            hunk_header=extra.header,
+            patch_line=extra.extra_line,
+            detail=f"{extra.path} hunk #{extra.hunk} ({extra.header}): line {extra.extra_line} lies past the hunk's "
+            "declared line counts and would be silently dropped",
+        )
+    return None
+
+
+# ---------------------------------------------------------------- index-only application
+
+
+class IndexBuilder:
+    """Apply patches to a private index of REPO starting at BASE, committing each one.
+
+    Works on bare repositories (the cache's mirrors) and leaves every work tree alone.
+    Commits are deterministic: fixed dates, the patch's author when it names one.
+    """
+
+    def __init__(self, repo: Path, base: str):
+        self.repo = Path(repo)
+        self.head = base
+        self._dir = tempfile.TemporaryDirectory(prefix="patchctl-index-")
+        self.env = {"GIT_INDEX_FILE": str(Path(self._dir.name) / "index")}
+        git.run(["read-tree", base], self.repo, env=self.env)
+        self._links: dict[str, str] | None = None  # the index's symlinks before the next patch
+        self._link_dirs: set[str] = set()  # the directories holding them
+        self._link_targets: dict[str, str] = {}  # blob id -> target, read once
+
+    def close(self) -> None:
+        self._dir.cleanup()
+
+    def __enter__(self) -> IndexBuilder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def apply(self, patch: PatchFile, *, commit: bool = True) -> PatchOutcome:
+        if (reason := unsafe_path_reason(None, patch)) is not None:
+            return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
+        if (bad := _malformed_before_git(patch)) is not None:
+            return bad
+        if self._links is None:
+            self._links = index_links(self.repo, self.env, self._link_targets)
+            self._link_dirs = link_dirs(self._links)
+        # The index's links are listed again only after a patch that can change them (the parse says which).
+        watch = may_change_links(patch.parsed, self._links.__contains__, self._link_dirs.__contains__)
+        result = self._git_apply(patch, [])
+        if not result.ok:
+            reverse = self._git_apply(patch, ["--check", "-R"]).ok
+            every_hunk = "" if reverse else self._git_apply(patch, ["--check", "--reject"]).stderr
+            return _classify_failure(patch, result.stderr, reverse, every_hunk)
+        if watch:
+            links = index_links(self.repo, self.env, self._link_targets)
+            if (link := new_bad_link(self._links, links)) is not None:
+                git.run(["read-tree", self.head], self.repo, env=self.env)  # undo this patch in the private index
+                self._links = None
+                return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=f"leaves {link.describe()}")
+            self._links, self._link_dirs = links, link_dirs(links)
+        offsets = _offsets(result.stdout + result.stderr)
+        outcome = PatchOutcome(patch.name, Status.OFFSET if offsets else Status.APPLIED, offsets=offsets)
+        if commit:
+            outcome.commit = self.commit(patch)
+        return outcome
+
+    def commit(self, patch: PatchFile) -> str:
+        self.head = commit_tree(self.repo, self.tree(), self.head, patch)
+        return self.head
+
+    def tree(self) -> str:
+        # --missing-ok: the index came from read-tree and `git apply --cached`, so every entry
+        # names an object that exists or, in a blobless mirror, one the promisor remote has;
+        # without it write-tree fetches every blob of the tree, one revision's worth of data.
+        return git.run(["write-tree", "--missing-ok"], self.repo, env=self.env).stdout.strip()
+
+    def _git_apply(self, patch: PatchFile, extra: list[str]) -> git.GitResult:
+        return git.run(
+            [*APPLY_CONFIG, "apply", "-v", "--cached", *extra, "-"],
+            self.repo,
+            check=False,
+            input=patch.data,
+            env=self.env,
+        )
+
+
+def commit_message(patch: PatchFile) -> str:
+    """The patch's subject (or the title its file name gives) and its description."""
+    description = patch.message.description
+    return patch.title + ("\n\n" + description if description else "") + "\n"
+
+
+def commit_tree(repo: Path, tree: str, parent: str, patch: PatchFile) -> str:
+    # The patch's own date when it has one (export then writes it back unchanged); the commit
+    # date stays fixed so that commit ids depend on the patches alone.
+    author_date = patch.message.date if _RFC2822_DATE_RE.match(patch.message.date) else git.FIXED_DATE
+    env = {"GIT_AUTHOR_DATE": author_date, "GIT_COMMITTER_DATE": git.FIXED_DATE}
+    # A name git cannot take through the environment (NUL, control characters) falls back to ours.
+    author = patch.message.author
+    if (m := re.match(r"^(?P<name>.*?)\s*<(?P<email>[^>]*)>$", author)) and not re.search(r"[\x00-\x1f]", author):
+        env.update(GIT_AUTHOR_NAME=m["name"] or git.IDENTITY_NAME, GIT_AUTHOR_EMAIL=m["email"])
+    return git.run(
+        ["commit-tree", tree, "-p", parent, "-F", "-"], repo, input=commit_message(patch), env=env
+    ).stdout.strip()
+
+
+def apply_series_to_index(
+    repo: Path, base: str, patches: list[PatchFile], *, commit: bool = True
+) -> tuple[list[PatchOutcome], str]:
+    """Apply PATCHES in order on BASE inside REPO's object store; stop at the first failure.
+    Returns the outcomes so far and the last commit (BASE when none was made)."""
+    outcomes: list[PatchOutcome] = []
+    prefetch_blobs(repo, base, [path for patch in patches for path in patch.touched_paths()])
+    with IndexBuilder(repo, base) as builder:
+        for patch in patches:
+            outcome = builder.apply(patch, commit=commit)
+            outcomes.append(outcome)
+            if not outcome.ok:
+                break
+        return outcomes, builder.head
+
+
+def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> str:
+    """Write into REPO's object store every blob the series produces when applied at BASE.
+
+    A 3-way merge needs the preimage blob each patch's `index` line names. For a stacked
+    series those blobs are the outputs of the earlier patches, which exist only if something
+    once applied them in this object store (an `apply`, a `lint`): without this, verdicts
+    would depend on the cache's history. Creating them every time makes them a function of
+    the series and the pin alone. Patches that do not apply at BASE are skipped.
+
+    Returns the series as commits on BASE as far as it applies in order: what
+    `apply_series_to_index` returns (the same deterministic commits), made on the way."""
+    with IndexBuilder(repo, base) as builder:
+        in_order = True
+        for patch in patches:
+            in_order = builder.apply(patch, commit=in_order).ok and in_order
+        return builder.head
+
+
+# ---------------------------------------------------------------- work-tree application
+
+
+def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, commit: bool = True) -> PatchOutcome:
+    """Apply PATCH to the checked-out TREE with `--index`; with THREE_WAY a strict failure is
+    retried as a 3-way merge, which may leave conflict markers (status CONFLICT)."""
+    tree = Path(tree)
+    if (reason := unsafe_path_reason(tree, patch)) is not None:
+        return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
+    if (bad := _malformed_before_git(patch)) is not None:
+        return bad
+    # The tree's links on disk say whether the patch can change them; only then are they listed, before and after.
+    watch = may_change_links(
+        patch.parsed, lambda path: _on_disk(tree, path, Path.is_symlink), lambda path: _on_disk(tree, path, Path.is_dir)
+    )
+    links = index_links(tree) if watch else None
+    strict = git.run([*APPLY_CONFIG, "apply", "-v", "--index", "-"], tree, check=False, input=patch.data)
+    if strict.ok:
+        offsets = _offsets(strict.stdout + strict.stderr)
+        outcome = PatchOutcome(patch.name, Status.OFFSET if offsets else Status.APPLIED, offsets=offsets)
+    else:
+        reverse = git.run(
+            [*APPLY_CONFIG, "apply", "--check", "-R", "--index", "-"], tree, check=False, input=patch.data
+        ).ok
+        every_hunk = ""
+        if not reverse:
+            every_hunk = git.run(
+                [*APPLY_CONFIG, "apply", "-v", "--check", "--reject", "--index", "-"],
+                tree,
+                check=False,
+                input=patch.data,
+            ).stderr
+        outcome = _classify_failure(patch, strict.stderr, reverse, every_hunk)
+        if not three_way or outcome.status in (Status.MALFORMED, Status.UNSAFE_PATH, Status.ALREADY_APPLIED):
+            return outcome
+        merged = git.run(
+            [*APPLY_CONFIG, *git.CONFLICT_STYLE, "apply", "-3", "-v", "--index", "-"],
+            tree,
+            check=False,
+            input=patch.data,
+        )
+        conflicts = sorted(set(_CONFLICT_RE.findall(merged.stdout + merged.stderr)))
+        if conflicts:
+            # Only the files the index really holds unmerged: a file git merged cleanly is no conflict.
+            outcome.status, outcome.conflict_files = Status.CONFLICT, unmerged_paths(tree) or conflicts
+            return outcome
+        if not merged.ok:
+            # 3-way could not even start (missing file, no preimage blob): keep the strict cause, add git's reason
+            outcome.three_way = three_way_reasons(merged.stderr) or git.first_line(merged.stderr).removeprefix(
+                "error: "
+            )
+            return outcome
+        outcome = _merged_outcome(tree, patch)
+        if outcome.status == Status.ALREADY_APPLIED:
+            return outcome  # nothing to commit: the merge changed nothing
+    if links is not None and (link := new_bad_link(links, index_links(tree))) is not None:
+        git.run(["reset", "-q", "--hard", "HEAD"], tree)  # the tree as it was before this patch
+        return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=f"leaves {link.describe()}")
+    if commit:
+        outcome.commit = commit_worktree(tree, patch)
+    return outcome
+
+
+def _on_disk(tree: Path, path: str, test: Callable[[Path], bool]) -> bool:
+    """TEST (is a link, is a directory) of PATH in TREE, without following a link; a path that
+    cannot be looked at counts as one that passes, so that the links are checked."""
+    try:
+        return test(tree / path)
+    except (OSError, ValueError):
+        return True
+
+
+def _merged_outcome(tree: Path, patch: PatchFile) -> PatchOutcome:
+    """A clean 3-way merge, classified by what it staged: nothing (the target already has the
+    whole change, in other context: already applied), or less than the patch (the parts the
+    target already has are named: partially upstream)."""
+    staged = set(git.run(["diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"], tree).stdout.split("\0"))
+    staged.discard("")
+    if not staged:
+        return PatchOutcome(
+            patch.name,
+            Status.ALREADY_APPLIED,
+            detail="already upstream: a 3-way merge of it changes nothing (the target has the whole change)",
+        )
+    parts = []
+    for diff in _safe_files(patch):
+        paths = {diff.path, diff.source_path} - {None}
+        if not paths & staged:
+            parts.append(diff.path)
+            continue
+        changed = _changed_lines(tree, diff.path)
+        for hunk in diff.hunks:
+            lines = [line for line in hunk.body if line[:1] in "+-"]
+            kept = sum(line in changed for line in lines)
+            if kept < len(lines):
+                parts.append(f"{diff.path} hunk #{hunk.index}" + (" (in part)" if kept else ""))
+    return PatchOutcome(patch.name, Status.MERGED, upstream_parts=parts)
+
+
+def hunks_already_upstream(tree: Path, patch: PatchFile) -> list[tuple[FileDiff, Hunk, list[str]]]:
+    """After a clean apply of PATCH in TREE (staged, not committed): every hunk whose change
+    the target already had, in whole or in part, with its +/- lines the apply did not stage.
+    With nothing staged (already applied), that is every hunk."""
+    staged = set(git.run(["diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"], tree).stdout.split("\0"))
+    staged.discard("")
+    found = []
+    for diff in _safe_files(patch):
+        touched = bool({diff.path, diff.source_path} & staged)
+        changed = _changed_lines(tree, diff.path) if touched else set()
+        for hunk in diff.hunks:
+            upstream = [line for line in hunk.body if line[:1] in "+-" and line not in changed]
+            if upstream:
+                found.append((diff, hunk, upstream))
+    return found
+
+
+def _changed_lines(tree: Path, path: str) -> set[str]:
+    """The +/- lines of PATH's staged change."""
+    diff = git.run(["diff", "--cached", "-U0", "--no-renames", "HEAD", "--", path], tree, binary=True).stdout
+    lines = diff.decode("utf-8", errors="surrogateescape").splitlines()
+    return {line for line in lines if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))}
+
+
+def commit_worktree(tree: Path, patch: PatchFile) -> str:
+    tree_id = git.run(["write-tree"], tree).stdout.strip()
+    head = git.rev_parse(tree, "HEAD")
+    new = commit_tree(tree, tree_id, head, patch)
+    git.run(["update-ref", "-m", f"patchctl: {patch.name}", "HEAD", new, head], tree)
+    return new
+
+
+def is_clean(tree: Path) -> bool:
+    """No staged or unstaged change to a tracked file (untracked files are allowed)."""
+    return git.run(["status", "--porcelain", "--untracked-files=no"], tree).stdout.strip() == ""
+
+
+def write_tree_listing(repo: Path, rev: str) -> dict[str, tuple[str, str]]:
+    """path -> (mode, blob id) of every file in REV's tree."""
+    out = git.run(["ls-tree", "-r", "-z", "--full-tree", rev], repo).stdout
+    listing = {}
+    for entry in out.split("\0"):
+        if entry:
+            meta, _, path = entry.partition("\t")
+            mode, _, sha = meta.split(" ")
+            listing[path] = (mode, sha)
+    return listing

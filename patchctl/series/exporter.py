@@ -1,0 +1,451 @@
+"""Regenerating a series from the commits on top of a base, deterministically: the domain
+of `patchctl export`.
+
+One patch per commit, produced by `git format-patch` with every setting that changes its
+output pinned (myers diff, no renames, and the series' own conventions: diffstat or not,
+index line length, signature, From line and subject prefix, read from its files by
+`patchctl.series.patchstyle`; patchctl's own for a series without mails: zero commit id, no
+signature, full index lines, no stat), whatever the user's or the repository's git config
+says. Churn is avoided on purpose:
+
+* an existing patch (matched by subject, or by the title its file name gives a header-less
+  patch) keeps its file name verbatim: numbering gaps, capitals and long format-patch slugs
+  stay; it is renumbered only when the commits were reordered past it. A new patch gets the
+  number after the one before it (after the highest, for patches added at the end); under
+  `naming: quilt` it gets a slug name and its place in the `series` file;
+* an existing patch's file is kept byte for byte (its From, Date, Subject and any DEP-3 or
+  quilt header included) unless its change or its message really changed: applied to
+  the commit's parent it must give the commit's tree, whatever its hunk order, offsets,
+  index lines or diff algorithm;
+* hunks on excluded paths (the source-only policy) are dropped and reported, and a
+  commit left empty by that is dropped and reported too.
+
+Before anything is written, the new series is applied strictly to a private index at
+the base and the result must equal the work tree's HEAD on every non-excluded path.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from .. import git
+from ..confined import confined_path
+from ..errors import CheckFailed, UsageError
+from ..output.jsonout import json_field
+from ..project.config import Config, Series
+from ..state import journal, worktree
+from ..state.journal import FileChange
+from . import patchstyle
+from .applier import IndexBuilder, PatchOutcome, apply_series_to_index, is_clean, write_tree_listing
+from .patchset import (
+    FORMAT_PATCH_SLUG_MAX,
+    QUILT_SERIES_FILE,
+    MalformedPatch,
+    PatchFile,
+    hunk_fingerprint,
+    is_excluded,
+    quilt_names,
+    read_series,
+    render_quilt_series,
+    slugify,
+)
+
+FORMAT_PATCH_CONFIG = [
+    "-c",
+    "diff.noprefix=false",
+    "-c",
+    "diff.mnemonicPrefix=false",
+    "-c",
+    "diff.relative=false",
+    "-c",
+    "diff.renames=false",
+    "-c",
+    "diff.algorithm=myers",
+    "-c",
+    "diff.indentHeuristic=true",
+    "-c",
+    "diff.context=3",
+    "-c",
+    "diff.interHunkContext=0",
+    "-c",
+    "diff.suppressBlankEmpty=false",
+    "-c",
+    "diff.orderFile=/dev/null",
+    "-c",
+    "core.quotePath=true",
+    "-c",
+    "core.abbrev=12",
+    "-c",
+    "format.signature=",
+    "-c",
+    "diff.statGraphWidth=0",
+    "-c",
+    "diff.statNameWidth=0",
+    "-c",
+    "format.numbered=false",
+    "-c",
+    "format.coverLetter=false",
+    "-c",
+    "format.thread=false",
+    "-c",
+    "format.signOff=false",
+    "-c",
+    "format.useAutoBase=false",
+    "-c",
+    "format.forceInBodyFrom=false",
+    "-c",
+    "i18n.commitEncoding=UTF-8",
+    "-c",
+    "i18n.logOutputEncoding=UTF-8",
+]
+FORMAT_PATCH_ARGS = [
+    "format-patch",
+    "-1",
+    "--stdout",
+    "--zero-commit",
+    "--no-signature",
+    "--full-index",
+    "--no-renames",
+    "--diff-algorithm=myers",
+    "--no-stat",
+    "--subject-prefix=PATCH",
+    "--no-numbered",
+    "--no-attach",
+    "--no-thread",
+    "--binary",
+    "--no-color",
+    "--no-add-header",
+    "--no-to",
+    "--no-cc",
+]
+
+
+@dataclass(frozen=True)
+class DroppedHunk:
+    commit_subject: str = json_field(name="commit")
+    path: str
+
+
+def _renames_json(renamed: list[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"from": old, "to": new} for old, new in renamed]
+
+
+@dataclass
+class ExportResult:
+    JSON_PROPERTIES: ClassVar[dict[str, str]] = {"up_to_date": "up_to_date"}
+
+    series: str
+    base: str
+    written: list[str] = field(default_factory=list)  # new or changed files
+    renamed: list[tuple[str, str]] = json_field(encode=_renames_json, default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    dropped_hunks: list[DroppedHunk] = field(default_factory=list)
+    dropped_commits: list[str] = field(default_factory=list)
+    empty_commits: list[str] = field(default_factory=list)  # change nothing (e.g. taken upstream): dropped
+    check_only: bool = False
+    # naming: quilt: the new `series` file when the list of patches changed
+    quilt_series: bytes | None = json_field(omit=True, default=None)
+
+    @property
+    def removed(self) -> list[str]:
+        """Every file to remove: the deleted patches and the old names of renamed ones."""
+        kept = set(self.written) | {new for _, new in self.renamed} | set(self.unchanged)
+        return self.deleted + [old for old, _ in self.renamed if old not in kept]
+
+    @property
+    def out_of_date(self) -> list[str]:
+        return self.written + [new for _, new in self.renamed] + self.deleted
+
+    @property
+    def up_to_date(self) -> bool:
+        return not self.out_of_date
+
+    def lines(self) -> list[str]:
+        """What `patchctl export` prints: what was dropped, then what was (or would be) written."""
+        out = [f"dropped hunks on excluded path {d.path} (commit {d.commit_subject!r})" for d in self.dropped_hunks]
+        out += [f"dropped commit {subject!r}: it only touches excluded paths" for subject in self.dropped_commits]
+        out += [
+            f"dropped commit {subject!r}: it changes nothing (its change is already in the base)"
+            for subject in self.empty_commits
+        ]
+        if self.check_only:
+            return out + [f"{self.series}: up to date ({len(self.unchanged)} patches)"]
+        out += [f"wrote   {name}" for name in self.written]
+        out += [f"renamed {old} -> {new}" for old, new in self.renamed]
+        out += [f"deleted {name}" for name in self.deleted]
+        out.append(
+            f"{self.series}: {len(self.written)} written, {len(self.renamed)} renamed, {len(self.deleted)} deleted, "
+            f"{len(self.unchanged)} unchanged; verified against {self.base[:12]}"
+        )
+        return out
+
+
+class ExportOutOfDate(CheckFailed):
+    def __init__(self, result: ExportResult):
+        super().__init__(
+            f"series {result.series} is out of date: {', '.join(result.out_of_date)} "
+            f"(run `patchctl export {shlex.quote(result.series)}` to write them)"
+        )
+        self.result = result
+
+
+@dataclass(frozen=True)
+class GeneratedPatch:
+    name: str
+    data: bytes
+    keep_existing: bool  # the file on disk already says the same: leave its bytes alone
+
+
+def read_existing(config: Config, series_name: str, *, check: bool = False) -> list[PatchFile]:
+    """The series on disk, failing closed on its directory before anything else happens."""
+    return read_series(config.get_series(series_name), allow_empty_dir=not check)
+
+
+def export(
+    config: Config, series_name: str, from_dir: Path, *, base: str | None = None, check: bool = False
+) -> ExportResult:
+    """Regenerate SERIES from FROM_DIR's commits on top of BASE (default: the pin)."""
+    series = config.get_series(series_name)
+    upstream = config.get_upstream(series.upstream)
+    read_existing(config, series_name, check=check)
+    if not check:
+        confined_path(config.root, series.dir)
+    default = Path(from_dir).resolve() == worktree.applied_tree(config.root, series.name).resolve()
+    tree = _work_tree(Path(from_dir), series.name, default)
+    base_id = _resolve_base(tree, base or upstream.pin, series.name, default)
+    planned, result = plan_export(series, tree, base_id, check=check)
+    result.check_only = check
+    if not planned and not series.allow_empty:
+        raise CheckFailed(
+            f"{series.where}: export would leave series {series.name} with no patch (no commit on top of "
+            f"{base_id[:12]} in {tree} changes a non-excluded path); a series that checks nothing fails "
+            f"(set allow_empty: true on series {series.name} if that is intended); nothing written"
+        )
+    if check:
+        if result.out_of_date:
+            raise ExportOutOfDate(result)
+        return result
+    try:
+        verify(series, tree, base_id, [PatchFile(series.dir / p.name, p.data) for p in planned])
+    except CheckFailed as exc:
+        raise CheckFailed(f"{exc}; nothing written") from None
+    journal.commit(config.path, series_changes(series.dir, planned, result.removed, result.quilt_series))
+    return result
+
+
+def plan_export(
+    series: Series, tree: Path, base: str, *, check: bool = False
+) -> tuple[list[GeneratedPatch], ExportResult]:
+    """The series as it should be on disk, and how that differs from what is there. Writing
+    export may fill an existing empty directory; `--check` fails closed on one like every reader."""
+    result = ExportResult(series.name, base)
+    existing = read_series(series, allow_empty_dir=not check)
+    by_title: dict[str, list[PatchFile]] = {}
+    for patch in existing:
+        by_title.setdefault(patch.title, []).append(patch)
+    names_taken = {p.name for p in existing}
+    width = number_width(existing)
+    style = patchstyle.series_style(existing)
+    planned: list[GeneratedPatch] = []
+    last_number = 0
+    for commit in _commits(tree, base):
+        data, subject, dropped = _format_commit(series, tree, commit)
+        result.dropped_hunks += [DroppedHunk(subject, path) for path in dropped]
+        if data is None:
+            (result.dropped_commits if dropped else result.empty_commits).append(subject)
+            continue
+        fresh = PatchFile(series.dir / "0000-export.patch", data)
+        candidates = by_title.get(fresh.title) or []
+        old = candidates.pop(0) if candidates else None
+        name, last_number = _name(series, old, subject, last_number, names_taken, width)
+        names_taken.add(name)
+        if old is not None and _same_patch(series, tree, commit, old, fresh):
+            planned.append(GeneratedPatch(name, old.data, keep_existing=True))
+            (result.unchanged.append(name) if old.name == name else result.renamed.append((old.name, name)))
+            continue
+        own_style = patchstyle.detect(old).over(style) if old is not None else style
+        styled = _in_style(series, tree, commit, data, own_style, dropped)
+        planned.append(GeneratedPatch(name, styled, keep_existing=False))
+        result.written.append(name)
+        if old is not None and old.name != name:
+            result.renamed.append((old.name, name))
+    planned_names = {p.name for p in planned}
+    rename_sources = {old for old, _ in result.renamed}
+    result.deleted = [p.name for p in existing if p.name not in planned_names and p.name not in rename_sources]
+    if series.naming == "quilt":
+        names = [p.name for p in planned]
+        if names != quilt_names(series.dir) or not (series.dir / QUILT_SERIES_FILE).is_file():
+            result.quilt_series = render_quilt_series(names)
+            result.written.append(QUILT_SERIES_FILE)
+    return planned, result
+
+
+# Any leading number, whatever its width (`001-x.patch`, `0036-x.patch`, `12-x.patch`): the names real series ship.
+_NUMBERED_RE = re.compile(r"^(?P<number>\d+)-(?P<slug>.+)\.patch$")
+
+
+def number_width(patches: list[PatchFile]) -> int:
+    """The width of the series' numbers (the most common one; 4, git format-patch's, when none)."""
+    widths: dict[int, int] = {}
+    for patch in patches:
+        if match := _NUMBERED_RE.match(patch.name):
+            widths[len(match["number"])] = widths.get(len(match["number"]), 0) + 1
+    return max(sorted(widths), key=lambda w: widths[w]) if widths else 4
+
+
+def _name(
+    series: Series, old: PatchFile | None, subject: str, last_number: int, taken: set[str], width: int = 4
+) -> tuple[str, int]:
+    """The file name of the next patch in the series, and the number it ends at."""
+    if series.naming == "quilt":
+        if old is not None:
+            return old.name, last_number
+        stem, suffix = slugify(subject), 1
+        while f"{stem}{'' if suffix == 1 else f'-{suffix}'}.patch" in taken:
+            suffix += 1
+        return f"{stem}{'' if suffix == 1 else f'-{suffix}'}.patch", last_number
+    match = _NUMBERED_RE.match(old.name) if old is not None else None
+    if match is not None and int(match["number"]) >= last_number:
+        # Kept verbatim: gaps, capitals, any number width and a number shared with the patch before.
+        return old.name, int(match["number"])  # type: ignore[union-attr]
+    number = last_number + 1
+    slug = match["slug"] if match is not None else _slug(series, subject)
+    return f"{number:0{width}d}-{slug}.patch", number
+
+
+def _slug(series: Series, subject: str) -> str:
+    if series.naming == "strict":
+        return slugify(subject)
+    return format_patch_slug(subject)
+
+
+def format_patch_slug(subject: str) -> str:
+    """The slug git format-patch puts in a file name: runs of anything but letters, digits,
+    '.' and '_' become one '-', no '.' after '.', at most 52 characters, no trailing '.' or '-'."""
+    slug = re.sub(r"[^A-Za-z0-9._]+", "-", subject.split("\n", 1)[0])
+    slug = re.sub(r"\.{2,}", ".", slug).strip("-")
+    slug = slug[:FORMAT_PATCH_SLUG_MAX].rstrip(".-")
+    return slug or "patch"
+
+
+def _same_patch(series: Series, tree: Path, commit: str, old: PatchFile, fresh: PatchFile) -> bool:
+    """Whether OLD says what the commit says: the same message, and applied strictly to the
+    commit's parent it gives the commit's tree on every non-excluded path."""
+    if (old.title, old.message.description) != (fresh.title, fresh.message.description):
+        return False
+    try:
+        if hunk_fingerprint(old) == hunk_fingerprint(fresh):
+            return True  # the same hunks, maybe shifted: no need to ask git
+    except MalformedPatch:
+        return False
+    with IndexBuilder(tree, f"{commit}^") as builder:
+        if not builder.apply(old, commit=False).ok:
+            return False
+        differing = git.run(
+            ["diff-tree", "-r", "-z", "--name-only", "--no-renames", builder.tree(), f"{commit}^{{tree}}"], tree
+        ).stdout
+    return all(is_excluded(p, series.exclude) for p in differing.split("\0") if p)
+
+
+def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> tuple[list[PatchOutcome], str]:
+    """The new series, applied strictly at BASE, must reproduce HEAD's tracked files. Returns
+    that application (every outcome, the last commit), in TREE's object store."""
+    outcomes, head = apply_series_to_index(tree, base, patches)
+    failed = next((o for o in outcomes if not o.ok), None)
+    if failed is not None:
+        raise CheckFailed(f"the regenerated series does not apply to {base[:12]}: {failed.describe()}")
+    expected = {p: v for p, v in write_tree_listing(tree, "HEAD").items() if not is_excluded(p, series.exclude)}
+    produced = {p: v for p, v in write_tree_listing(tree, head).items() if not is_excluded(p, series.exclude)}
+    if expected != produced:
+        differing = sorted(p for p in expected.keys() | produced.keys() if expected.get(p) != produced.get(p))
+        raise CheckFailed(f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])})")
+    return outcomes, head
+
+
+def series_changes(
+    directory: Path, planned: list[GeneratedPatch], removed: list[str], quilt_series: bytes | None = None
+) -> list[FileChange]:
+    """The writes that make DIRECTORY hold PLANNED: changed patches, the quilt series file,
+    removed patches; files already holding the right bytes are left out."""
+    wanted = [(directory / patch.name, patch.data) for patch in planned]
+    if quilt_series is not None:
+        wanted.append((directory / QUILT_SERIES_FILE, quilt_series))
+    changes = [FileChange(path, data) for path, data in wanted if not (path.is_file() and path.read_bytes() == data)]
+    return changes + [FileChange(directory / name, None) for name in removed]
+
+
+def _work_tree(path: Path, series: str, default: bool) -> Path:
+    """FROM_DIR checked: the top of a git work tree with no uncommitted change (DEFAULT: it is
+    the series' applied tree, which messages do not call --from)."""
+    path = path.resolve()
+    if not path.is_dir():
+        raise UsageError(f"--from {path}: no such directory")
+    top = git.run(["rev-parse", "--show-toplevel"], path, check=False)
+    if not top.ok or Path(top.stdout.strip()).resolve() != path:
+        raise UsageError(f"--from {path}: not the top of a git work tree")
+    if not is_clean(path):
+        again = ["patchctl", "export", series] + ([] if default else ["--from", str(path)])
+        discard = f"; or discard them: `{shlex.join(['patchctl', 'apply', series, '--force'])}`" if default else ""
+        raise UsageError(
+            f"{'' if default else '--from '}{path}: uncommitted changes to tracked files, which export does not read: "
+            f"commit them there first (`git -C {shlex.quote(str(path))} commit -a`), then `{shlex.join(again)}`"
+            f"{discard}"
+        )
+    return path
+
+
+def _resolve_base(tree: Path, base: str, series: str = "", default: bool = False) -> str:
+    found = git.run(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], tree, check=False)
+    if not found.ok:
+        raise UsageError(f"base {base[:12]} is not in the history of {tree}")
+    base_id = found.stdout.strip()
+    if not git.run(["merge-base", "--is-ancestor", base_id, "HEAD"], tree, check=False).ok:
+        if default:  # apply knows what the tree was applied at, and says how to move its commits
+            raise UsageError(
+                f"HEAD of {tree} is not on top of {base_id[:12]}: the tree was applied at another pin; run "
+                f"`{shlex.join(['patchctl', 'apply', series])}`, which says how to move your commits onto the pin"
+            )
+        raise UsageError(f"HEAD of {tree} is not on top of {base_id[:12]}; rebase it onto the pin first")
+    return base_id
+
+
+def _commits(tree: Path, base: str) -> list[str]:
+    merges = git.run(["rev-list", "--merges", f"{base}..HEAD"], tree).stdout.split()
+    if merges:
+        raise UsageError(f"merge commit {merges[0][:12]} on top of the base: export needs a linear history")
+    return git.run(["rev-list", "--reverse", "--topo-order", f"{base}..HEAD"], tree).stdout.split()
+
+
+def _in_style(
+    series: Series, tree: Path, commit: str, data: bytes, style: patchstyle.PatchStyle, dropped: list[str]
+) -> bytes:
+    """COMMIT's patch (DATA, in patchctl's own conventions, without the DROPPED paths) written in STYLE."""
+    if style == patchstyle.PATCHCTL_STYLE:
+        return data
+    own = {"--zero-commit", "--no-signature", "--no-stat", "--subject-prefix=PATCH"}
+    args = [arg for arg in FORMAT_PATCH_ARGS if arg not in own] + patchstyle.format_patch_args(style)
+    styled = _format_patch(tree, commit, dropped, args)
+    return patchstyle.abbreviate_index_lines(styled, style.index_length or patchstyle.FULL_INDEX)
+
+
+def _format_commit(series: Series, tree: Path, commit: str) -> tuple[bytes | None, str, list[str]]:
+    """COMMIT as a patch without its excluded paths: (bytes or None when nothing is left,
+    subject, dropped paths)."""
+    # Its subject and the paths it changes against its parent (never a merge: see _commits), in one call.
+    out = git.run(["log", "-1", "-z", "--format=%s", "--name-only", "--no-renames", commit], tree).stdout
+    subject, _, changed = out.partition("\0")
+    paths = [p for p in changed.removeprefix("\n").split("\0") if p]
+    dropped = sorted(p for p in paths if is_excluded(p, series.exclude))
+    if len(dropped) == len(paths):  # nothing left: only excluded paths, or an empty commit
+        return None, subject.strip(), dropped
+    return _format_patch(tree, commit, dropped, FORMAT_PATCH_ARGS), subject.strip(), dropped
+
+
+def _format_patch(tree: Path, commit: str, dropped: list[str], args: list[str]) -> bytes:
+    pathspec = ["--", "."] + [f":(exclude,literal){p}" for p in dropped] if dropped else []
+    return git.run([*FORMAT_PATCH_CONFIG, *args, commit, *pathspec], tree, binary=True).stdout

@@ -1,0 +1,253 @@
+"""The rules of `patchctl lint`: everything about a series and its pins that can be checked without a
+build. Each rule has an id; findings carry `file:line`.
+
+    PC001  patch numbers are unique (and, with `naming: strict`, contiguous from 0001)
+    PC002  patch file names follow the series' naming (format-patch, strict or quilt)
+    PC003  every patch parses
+    PC004  no hunk on an excluded path (the source-only policy)
+    PC005  no CRLF line endings unless the series allows them
+    PC006  no binary hunks unless the series allows them
+    PC007  every patch has a subject
+    PC008  every patch has a description (PC007 and PC008: unless the series sets allow_undescribed)
+    PC009  the series applies strictly, in order, to a clean checkout of its pin
+    PC010  every pin_files entry equals the pin
+    PC011  every `tracks` constraint holds
+    PC012  no patch writes outside the tree
+    PC013  no line past a hunk's declared counts (git apply would silently drop it)
+    PC014  every patch has a well-formed `Upstream-Status:` header (only where the series sets
+           upstream_status: required)
+"""
+
+from __future__ import annotations
+
+from ..errors import EnvironmentFailure
+from ..output import progress
+from ..output.findings import Finding
+from ..project.config import Config, Series
+from ..state import worktree
+from ..upstream.store import Store
+from .applier import Status, apply_series_to_index, unsafe_path_reason
+from .diffblocks import overlong_hunks
+from .patchset import (
+    FORMAT_PATCH_SLUG_MAX,
+    PATCH_NAME_RE,
+    STRICT_NAME_RE,
+    UPSTREAM_STATUS_KEY,
+    MalformedPatch,
+    PatchFile,
+    is_excluded,
+    read_series,
+)
+
+RULES = {
+    "PC001": "patch numbers are unique (contiguous from 0001 with naming: strict)",
+    "PC002": "patch file names follow the series' naming",
+    "PC003": "every patch parses",
+    "PC004": "no hunk on an excluded path",
+    "PC005": "no CRLF line endings unless allowed",
+    "PC006": "no binary hunks unless allowed",
+    "PC007": "every patch has a subject",
+    "PC008": "every patch has a description",
+    "PC009": "the series applies strictly to its pin",
+    "PC010": "pin_files entries equal the pin",
+    "PC011": "tracks constraints hold",
+    "PC012": "no patch writes outside the tree",
+    "PC013": "no line past a hunk's declared counts",
+    "PC014": "every patch has a well-formed Upstream-Status: header (upstream_status: required)",
+}
+
+
+def lint(
+    config: Config, store: Store | None, series_names: tuple[str, ...] = (), *, apply_check: bool = True
+) -> list[Finding]:
+    """All findings, sorted by file and line. STORE may be None when APPLY_CHECK is off."""
+    findings: list[Finding] = []
+    for series in config.select_series(series_names):
+        patches = read_series(series)
+        findings += _numbering(config, series, patches)
+        for patch in patches:
+            findings += _patch_findings(config, series, patch)
+        blocking = ("PC003", "PC012", "PC013")
+        if apply_check and store is not None and patches and not any(f.rule in blocking for f in findings):
+            findings += _apply_findings(config, store, series, patches)
+    findings += _pin_findings(config)
+    return sorted(findings)
+
+
+def _numbering(config: Config, series: Series, patches: list[PatchFile]) -> list[Finding]:
+    """PC002 names by the series' naming; PC001 duplicate numbers, and gaps only where the
+    naming is strict (real series have gaps: patches dropped upstream keep their neighbours' names)."""
+    if series.naming == "quilt":
+        return []  # any names: the order is the series file's
+    findings = []
+
+    def add(patch_name: str, rule: str, message: str) -> None:
+        findings.append(Finding(worktree.display(config.root, series.dir / patch_name), 1, rule, message, patch_name))
+
+    numbers: dict[int, str] = {}
+    for patch in patches:
+        if not _well_named(series.naming, patch.name):
+            expected = (
+                "NNNN-slug.patch with a lower-case slug"
+                if series.naming == "strict"
+                else f"NNNN-slug.patch, a slug of at most {FORMAT_PATCH_SLUG_MAX} characters of [A-Za-z0-9._-]"
+            )
+            add(patch.name, "PC002", f"file name {patch.name!r} is not {expected} (naming: {series.naming})")
+            continue
+        number = int(patch.name[:4])
+        if number in numbers:
+            add(patch.name, "PC001", f"number {number:04d} is also used by {numbers[number]}")
+        elif number == 0:
+            add(patch.name, "PC001", "numbers start at 0001")
+        numbers.setdefault(number, patch.name)
+    if series.naming == "strict":
+        present = sorted(numbers)
+        previous = 0
+        for number in present:
+            if number > previous + 1:
+                missing = f"{previous + 1:04d}" + (f"-{number - 1:04d}" if number - 1 > previous + 1 else "")
+                add(numbers[number], "PC001", f"numbering gap: {missing} missing before {number:04d} (naming: strict)")
+            previous = number
+    return findings
+
+
+def _well_named(naming: str, name: str) -> bool:
+    if naming == "strict":
+        return STRICT_NAME_RE.match(name) is not None
+    match = PATCH_NAME_RE.match(name)
+    return match is not None and len(match["slug"]) <= FORMAT_PATCH_SLUG_MAX and not match["slug"].endswith((".", "-"))
+
+
+def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Finding]:
+    file = worktree.display(config.root, patch.path)
+    found: list[Finding] = []
+
+    def add(line: int | None, rule: str, message: str) -> None:
+        found.append(Finding(file, line or 1, rule, message, patch.name))
+
+    if (reason := unsafe_path_reason(None, patch)) is not None:
+        add(1, "PC012", reason)
+    for extra in overlong_hunks(patch.parsed):
+        add(
+            extra.extra_line,
+            "PC013",
+            f"{extra.path} hunk #{extra.hunk} ({extra.header}) declares fewer lines than follow it: "
+            "git apply drops the rest (fix the hunk header's counts)",
+        )
+    message = patch.message
+    if not message.subject and not series.allow_undescribed:
+        add(
+            1,
+            "PC007",
+            f"no Subject: the patch needs a one-line summary (it applies as {patch.title!r}, from its file name; "
+            "add a Subject: or a DEP-3 Description: line)",
+        )
+    if not message.description and not series.allow_undescribed:
+        add(message.body_line, "PC008", "no description: say why the patch exists")
+    if series.upstream_status == "required":
+        status = patch.upstream_status
+        if status is None:
+            add(
+                message.body_line,
+                "PC014",
+                f"no {UPSTREAM_STATUS_KEY}: header (upstream_status: required): say in the description whether it "
+                f"was sent upstream, e.g. `{UPSTREAM_STATUS_KEY}: Submitted [URL]` or "
+                f"`{UPSTREAM_STATUS_KEY}: Inappropriate [why]`",
+            )
+        elif not status.ok:
+            add(status.line, "PC014", f"{UPSTREAM_STATUS_KEY}: {status.problem}")
+    try:
+        files = patch.files
+    except MalformedPatch as exc:
+        add(exc.line, "PC003", f"does not parse: {str(exc).splitlines()[0]}")
+        return found
+    for diff in files:
+        for path in {diff.path, diff.source_path} - {None}:
+            if is_excluded(path, series.exclude):
+                add(diff.line, "PC004", f"hunk on excluded path {path} (exclude: {', '.join(series.exclude)})")
+        if diff.is_binary and not series.allow_binary:
+            add(diff.line, "PC006", f"binary change to {diff.path} (set allow_binary: true on the series to permit)")
+    if not series.allow_crlf:
+        for number, line in enumerate(patch.data.split(b"\n"), 1):
+            if line.endswith(b"\r") and line[:1] in (b"+", b"-", b" "):
+                add(number, "PC005", "CRLF line ending in a hunk (set allow_crlf: true on the series to permit)")
+                break
+    return found
+
+
+def _apply_findings(config: Config, store: Store, series: Series, patches: list[PatchFile]) -> list[Finding]:
+    upstream = config.get_upstream(series.upstream)
+    try:
+        mirror = store.mirror(upstream.url, base=config.root)
+    except EnvironmentFailure as failed:  # the first run offline: say what needs the network, and the way out
+        raise EnvironmentFailure(
+            f"{failed}; the strict-apply check (PC009) needs upstream {upstream.name} once, then works offline "
+            "from the cache: run `patchctl lint` online once, or `patchctl lint --no-apply`"
+        ) from None
+    pin = store.resolve_pin(mirror, config, series.upstream)
+    with progress.step(f"checking that {series.name} applies to its pin {pin[:12]}"):
+        outcomes, _ = apply_series_to_index(mirror.path, pin, patches, commit=False)
+    failed = next((o for o in outcomes if not o.ok), None)
+    if failed is None:
+        return []
+    patch = next(p for p in patches if p.name == failed.patch)
+    rule = "PC012" if failed.status is Status.UNSAFE_PATH else "PC003" if failed.status is Status.MALFORMED else "PC009"
+    return [
+        Finding(
+            worktree.display(config.root, patch.path),
+            failed.patch_line or 1,
+            rule,
+            f"does not apply to the pin {pin[:12]}: {failed.describe()}",
+            patch.name,
+        )
+    ]
+
+
+def _pin_findings(config: Config) -> list[Finding]:
+    found = []
+    matrix = worktree.display(config.root, config.path)
+    for name, upstream in config.upstreams.items():
+        if upstream.tracks is not None:
+            tracked = config.upstreams[upstream.tracks]
+            if upstream.pin != tracked.pin:
+                line = config.doc.line_of(("upstreams", name, "pin"))
+                found.append(
+                    Finding(
+                        matrix,
+                        line,
+                        "PC011",
+                        f"upstream {name} tracks {tracked.name} but pins {upstream.pin[:12]}, not {tracked.pin[:12]}",
+                        name,
+                    )
+                )
+        for index, pin_file in enumerate(upstream.pin_files):
+            path = config.root / pin_file.path
+            where = config.doc.line_of(("upstreams", name, "pin_files", index, "path"))
+            if not path.is_file():
+                found.append(Finding(matrix, where, "PC010", f"pin file {pin_file.path} does not exist", name))
+                continue
+            text = path.read_text(errors="replace")
+            matches = list(pin_file.pattern.finditer(text))
+            if not matches:
+                found.append(
+                    Finding(
+                        pin_file.path,
+                        1,
+                        "PC010",
+                        f"pattern {pin_file.pattern.pattern!r} matches nothing; expected the pin of {name}",
+                        name,
+                    )
+                )
+            for match in matches:
+                if match.group("pin") != upstream.pin:
+                    line = text.count("\n", 0, match.start("pin")) + 1
+                    found.append(
+                        Finding(
+                            pin_file.path,
+                            line,
+                            "PC010",
+                            f"{match.group('pin')!r} differs from the pin of {name} ({upstream.pin})",
+                            name,
+                        )
+                    )
+    return found

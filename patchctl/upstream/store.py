@@ -1,0 +1,309 @@
+"""The cache of upstream repositories.
+
+One bare mirror per upstream URL under the cache directory, fetched incrementally and
+guarded by a file lock so that two runs cannot corrupt it. Mirrors are never shallow:
+`git apply -3` needs the preimage blobs named by a patch's index lines to build its fake
+ancestor. Mirrors of remote URLs are blobless partial clones (`--filter=blob:none`): every
+commit and tree, but a blob only when something reads it (a checkout, an archive, the
+preimage `apply -3` asks for), fetched on demand from the promisor remote; a fresh runner
+then downloads one revision's files instead of the whole history (about 1.4 GB for
+llama.cpp). A server that does not support filters sends everything, and the mirror is an
+ordinary full clone. Local paths and sdists are always full: there is nothing to save.
+Checkouts are git worktrees of a mirror, or clean exports of a rev.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import re
+import shutil
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from filelock import FileLock, Timeout
+
+from .. import git
+from ..confined.regular import kind_of, read_regular
+from ..errors import EnvironmentFailure, GitError, UsageError
+from ..output import progress
+from ..paths import cache_dir, remove_tree
+from ..project import upstream_checks
+from ..project.yamlloc import format_keypath
+from . import sdist
+
+if TYPE_CHECKING:
+    from ..project.config import Config
+
+LOCK_TIMEOUT_S = 600
+PARTIAL_CLONE_FILTER = "blob:none"
+# Transports that can carry a filter request to a remote upload-pack.
+_REMOTE_URL = re.compile(r"^(https?|git|ssh|git\+ssh|ssh\+git|file)://|^[\w.-]+@[\w.-]+:")
+_FILTER_IGNORED = "filtering not recognized by server"
+_ADDING = b"initializing"  # the lock reason of `git worktree add` until its checkout is done (LC_ALL=C)
+
+
+@dataclass(frozen=True)
+class Mirror:
+    url: str
+    path: Path
+
+    @property
+    def lock(self) -> FileLock:
+        return FileLock(str(self.path) + ".lock", timeout=LOCK_TIMEOUT_S)
+
+
+class RevisionNotFound(GitError):
+    """REV is not a commit of the mirror; FETCHED says the upstream answered a fetch just now."""
+
+    def __init__(self, message: str, rev: str, fetched: bool):
+        super().__init__(message)
+        self.rev = rev
+        self.fetched = fetched
+
+
+class UpstreamPathMissing(EnvironmentFailure):
+    """A local upstream path that does not exist; SOURCE is what its mirror is keyed by."""
+
+    def __init__(self, source: str):
+        super().__init__(f"upstream path does not exist: {source}")
+        self.source = source
+
+
+class Store:
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root) if root else cache_dir()
+        (self.root / "mirrors").mkdir(parents=True, exist_ok=True)
+
+    def mirror(self, url: str, base: Path | None = None) -> Mirror:
+        """The mirror for URL, created (and fetched) on first use. Relative paths resolve from BASE.
+        A local path that is gone (an unmounted disk, a checkout elsewhere) is no error while its
+        mirror is cached: like an unreachable URL, the cache answers until something must be fetched."""
+        try:
+            source = self.resolve_source(url, base)
+        except UpstreamPathMissing as missing:
+            cached = self._mirror_at(missing.source)
+            if not (cached.path / "HEAD").exists():
+                raise
+            return cached
+        mirror = self._mirror_at(source)
+        if not (mirror.path / "HEAD").exists():
+            with self._locked(mirror):
+                if not (mirror.path / "HEAD").exists():
+                    self._create(mirror)
+        return mirror
+
+    def _mirror_at(self, source: str) -> Mirror:
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", source.rstrip("/").rsplit("/", 1)[-1])[:40] or "repo"
+        digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+        return Mirror(source, self.root / "mirrors" / f"{slug}-{digest}.git")
+
+    @staticmethod
+    def resolve_source(url: str, base: Path | None = None) -> str:
+        """What git should fetch from: URLs as given, local paths made absolute, sdists built."""
+        if upstream_checks.is_sdist_url(url):
+            return str(sdist.materialize(url))
+        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url) or re.match(r"^[\w.-]+@[\w.-]+:", url):
+            return url
+        path = Path(url).expanduser()
+        if not path.is_absolute():
+            path = (base or Path.cwd()) / path
+        if not path.exists():
+            raise UpstreamPathMissing(str(path.resolve()))
+        return str(path.resolve())
+
+    def fetch(self, mirror: Mirror) -> None:
+        with self._locked(mirror), progress.step(f"fetching {mirror.url}"):
+            self._fetch_unlocked(mirror)
+
+    def resolve(self, mirror: Mirror, rev: str, *, fetch_if_missing: bool = True) -> str:
+        """REV as a full commit id. A full id already in the cache needs no network; names
+        (branches, tags) can move upstream, so they are fetched first."""
+        if git.is_full_sha(rev) or not fetch_if_missing:
+            found = self._rev_parse(mirror, rev)
+            if found or not fetch_if_missing:
+                if not found:
+                    raise RevisionNotFound(f"revision {rev!r} not found in upstream {mirror.url}", rev, False)
+                return found
+        self.fetch(mirror)
+        found = self._rev_parse(mirror, rev)
+        if not found:
+            raise RevisionNotFound(f"revision {rev!r} not found in upstream {mirror.url} (fetched just now)", rev, True)
+        return found
+
+    def resolve_pin(self, mirror: Mirror, config: Config, name: str, rev: str | None = None) -> str:
+        """REV (from --rev) or upstream NAME's pin as a full commit id. A pin that does not
+        resolve is matrix.yaml's fault: the error names its `pin:` line and says whether the
+        upstream was reachable (exit 2), or unreachable while the pin is not cached (exit 3)."""
+        upstream = config.get_upstream(name)
+        if rev:
+            return self.resolve_requested(mirror, config, name, rev)
+        try:
+            return self.resolve(mirror, upstream.pin)
+        except RevisionNotFound as missing:
+            raise config.error(
+                ("upstreams", name, "pin"),
+                f"{missing.rev} is not a commit of upstream {name} ({upstream.url}); the upstream was reachable "
+                "(fetched just now), so the pin is wrong: set it to a commit that exists",
+            ) from None
+        except GitError as failed:
+            key = ("upstreams", name, "pin")
+            raise EnvironmentFailure(
+                f"{config.path}:{config.doc.line_of(key)}: {format_keypath(key)}: pin {upstream.pin[:12]} is not in "
+                f"the cache and upstream {name} is unreachable ({failed})"
+            ) from None
+
+    def resolve_requested(self, mirror: Mirror, config: Config, name: str, rev: str, option: str = "--rev") -> str:
+        """REV, named on the command line by OPTION (`apply --rev`, `pin-sync --to`, `canary --rev`),
+        as a full commit id. A revision the upstream answered without is a usage error (exit 2);
+        an upstream that cannot be reached stays an environment error (exit 3)."""
+        try:
+            return self.resolve(mirror, rev)
+        except RevisionNotFound:
+            raise UsageError(
+                f"{option} {rev!r}: no such revision in upstream {name} ({config.get_upstream(name).url}); "
+                "the upstream was reachable (fetched just now)"
+            ) from None
+
+    @staticmethod
+    def _rev_parse(mirror: Mirror, rev: str) -> str | None:
+        found = git.run(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], mirror.path, check=False)
+        return found.stdout.strip() if found.ok else None
+
+    def branch_tip(self, mirror: Mirror, branch: str) -> str:
+        """The newest commit of BRANCH upstream (fetches first)."""
+        self.fetch(mirror)
+        return self.resolve(mirror, f"refs/heads/{branch}", fetch_if_missing=False)
+
+    def add_worktree(self, mirror: Mirror, rev: str, dest: Path) -> Path:
+        """A detached git worktree of the mirror at REV, at DEST (which must not exist)."""
+        dest = Path(dest)
+        with self._locked(mirror), progress.step(f"checking out {rev[:12]}"):
+            unlock_killed_adds(mirror.path)
+            git.run(["worktree", "prune"], mirror.path)
+            # Checkout is bound by writing files; parallel workers overlap inflating and writing.
+            git.run(["-c", "checkout.workers=0", "worktree", "add", "-q", "--detach", str(dest), rev], mirror.path)
+        return dest
+
+    def remove_worktree(self, mirror: Mirror, dest: Path) -> None:
+        with self._locked(mirror):
+            unlock_killed_adds(mirror.path)
+            git.run(["worktree", "remove", "--force", str(dest)], mirror.path, check=False)
+            remove_tree(dest)  # (a FIFO or a link where the tree was: removed itself, never opened or followed)
+            git.run(["worktree", "prune"], mirror.path, check=False)
+
+    def move_worktree(self, mirror: Mirror, src: Path, dest: Path) -> None:
+        with self._locked(mirror):
+            git.run(["worktree", "move", str(src), str(dest)], mirror.path)
+
+    def export(self, mirror: Mirror, rev: str, dest: Path) -> Path:
+        """A clean export of REV's tracked files into DEST (no .git)."""
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = git.run(["archive", "--format=tar", rev], mirror.path, binary=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(dest, filter="tar")
+        return dest
+
+    def _create(self, mirror: Mirror) -> None:
+        tmp = mirror.path.with_name(mirror.path.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        git.init_repo(tmp, bare=True)
+        git.run(["remote", "add", "--mirror=fetch", "origin", mirror.url], tmp)
+        # Worktrees of a mirror must not see the user's hooks or gc the objects 3-way needs.
+        git.run(["config", "gc.auto", "0"], tmp)
+        partial = supports_partial_clone(mirror.url)
+        if partial:
+            git.run(["config", "remote.origin.promisor", "true"], tmp)
+            git.run(["config", "remote.origin.partialclonefilter", PARTIAL_CLONE_FILTER], tmp)
+        try:
+            with progress.step(f"mirroring {mirror.url}"):
+                warnings = self._fetch_unlocked(Mirror(mirror.url, tmp))
+        except GitError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        if partial and _FILTER_IGNORED in warnings:
+            # The server sent everything: an ordinary full mirror, which never fetches lazily.
+            git.run(["config", "--unset", "remote.origin.promisor"], tmp)
+            git.run(["config", "--unset", "remote.origin.partialclonefilter"], tmp)
+        os.replace(tmp, mirror.path)
+
+    @staticmethod
+    def _fetch_unlocked(mirror: Mirror) -> str:
+        """Fetch every ref; git's warnings (stderr) are returned."""
+        result = git.run(["fetch", "--quiet", "--prune", "--tags", "origin"], mirror.path, check=False)
+        if not result.ok:
+            raise GitError(f"cannot fetch {mirror.url}: {git.explain(result.stderr)}")
+        return result.stderr
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _locked(mirror: Mirror) -> Iterator[None]:
+        try:
+            with mirror.lock:
+                yield
+        except Timeout:
+            raise EnvironmentFailure(f"the cache is locked by another patchctl run: {mirror.lock.lock_file}") from None
+
+
+def unlock_killed_adds(mirror: Path) -> None:
+    """Unlock the worktrees of MIRROR that a killed `git worktree add` left locked.
+
+    `git worktree add` locks its new entry ("initializing") until the checkout is done; a
+    run killed meanwhile leaves it locked, and git then refuses every later add at that path
+    ("a missing but locked worktree") and never prunes it. Every add of the cache's mirrors
+    happens under the mirror's lock, which the caller holds: no add is under way, so every
+    entry still initializing is a killed one. Other locks (`patchctl.state.treeswap` moving a tree)
+    are left alone."""
+    admin = mirror / "worktrees"
+    if kind_of(admin) != "directory":
+        return
+    for entry in sorted(admin.iterdir()):
+        locked = entry / "locked"
+        try:
+            reason = read_regular(locked, 4096)
+        except OSError:
+            continue
+        if reason is not None and reason.strip() == _ADDING:
+            locked.unlink(missing_ok=True)
+
+
+def supports_partial_clone(url: str) -> bool:
+    """Whether URL names a remote whose upload-pack may honour `--filter` (local paths do not)."""
+    return bool(_REMOTE_URL.match(url))
+
+
+def prefetch_blobs(repo: Path, rev: str, paths: list[str]) -> None:
+    """In a blobless mirror, fetch REV's blobs at PATHS in one request.
+
+    Reading them one by one (what `git apply --cached` does to each preimage) costs one
+    round trip each. Blobs already present are not asked for; a full mirror does nothing.
+    """
+    if not git.run(["config", "--bool", "remote.origin.promisor"], repo, check=False).stdout.strip() == "true":
+        return
+    if not paths:
+        return
+    listing = git.run(["ls-tree", "-z", rev, "--", *sorted(set(paths))], repo).stdout
+    blobs = [entry.split()[2] for entry in listing.split("\0") if entry and entry.split()[1] == "blob"]
+    if not blobs:
+        return
+    # rev-list marks what is absent without fetching it (naming an absent blob directly is an error).
+    # Ids only: a path printed beside an id could hold a line break and a forged `?<id>` line.
+    listing = git.run(["rev-list", "--objects", "--no-object-names", "--no-walk", "--missing=print", rev], repo).stdout
+    absent = {line[1:].strip() for line in listing.split("\n") if line.startswith("?")}
+    missing = sorted(absent.intersection(blobs))
+    if missing:
+        progress.note(f"fetching {len(missing)} blob(s) the series patches")
+        # The request git itself makes for a lazy fetch, with every blob at once.
+        git.run(
+            ["-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags", "--no-write-fetch-head"]
+            + ["--recurse-submodules=no", f"--filter={PARTIAL_CLONE_FILTER}", "--stdin", "origin"],
+            repo,
+            check=False,
+            input="".join(f"{oid}\n" for oid in missing),
+        )
