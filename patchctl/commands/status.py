@@ -8,6 +8,7 @@ import click
 
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app, progress_display
 from ..loop import health
+from ..loop.status import status
 from ..output import report as report_mod
 from ..output.jsonout import to_json
 
@@ -62,7 +63,7 @@ def status_cmd(
     """
     html_file, markdown_file = app.path(html_file), app.path(markdown_file)
     with progress_display() as progress:
-        report = health.status(app.config, app.store, series, rev=rev, trial=trial, progress=progress)
+        report = status(app.config, app.store, series, rev=rev, trial=trial, progress=progress)
     payload = to_json(report)
     if html_file:
         from ..loop.health_page import render_page  # matplotlib: only for the page

@@ -1,0 +1,118 @@
+"""`patchctl status`: the health report of the named series, each tried at the upstream tip with
+the canary's own trial (`canary.trial_at`, so that the two never disagree); the rows, the
+project's history and the text form are `patchctl.loop.health`'s."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from .. import git
+from ..errors import UsageError
+from ..project.config import Config
+from ..series.patchset import read_series
+from ..upstream.store import Store
+from .canary import trial_at
+from .health import (
+    MALFORMED,
+    RECENT_SYNCS,
+    HealthReport,
+    PatchHealth,
+    Progress,
+    ProjectHistory,
+    SeriesHealth,
+    accepted_flag,
+    drift,
+    status_of,
+)
+
+
+def status(
+    config: Config,
+    store: Store,
+    series_names: tuple[str, ...] = (),
+    *,
+    rev: str | None = None,
+    trial: bool = True,
+    progress: Progress | None = None,
+) -> HealthReport:
+    """The health of the named series (every series when none), at their pins and at REV (or
+    each upstream's branch tip). TRIAL: apply each series at the tip for its verdicts."""
+    say = progress or (lambda _line: None)
+    selected = config.select_series(series_names)
+    if not selected:
+        raise UsageError(f"{config.path.name} defines no series: status would report nothing")
+    read = {series.name: read_series(series) for series in selected}  # fail closed, before fetching
+    history = ProjectHistory(config.root)
+    report = HealthReport()
+    tips: dict[str, str] = {}
+    for series in selected:
+        up = config.get_upstream(series.upstream)
+        mirror = store.mirror(up.url, base=config.root)
+        pin = store.resolve_pin(mirror, config, up.name)
+        if up.name not in tips:
+            tips[up.name] = (
+                store.resolve_requested(mirror, config, up.name, rev) if rev else store.branch_tip(mirror, up.branch)
+            )
+        tip = tips[up.name]
+        patches = read[series.name]
+        counted = git.run(["rev-list", "--count", f"{pin}..{tip}"], mirror.path, check=False)
+        result = SeriesHealth(
+            series.name,
+            up.name,
+            pin,
+            tip,
+            rev or f"tip of {up.branch}",
+            int(counted.stdout.strip()) if counted.ok else None,
+        )
+        outcomes: dict[str, dict] = {}
+        if trial and patches:
+            say(f"trying {series.name} at {tip[:12]}")
+            scratch = Path(tempfile.mkdtemp(prefix="patchctl-status-"))
+            try:
+                tried = trial_at(store, mirror, series, patches, pin, tip, scratch)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            outcomes = {
+                p.patch: {
+                    "verdict": p.verdict,
+                    "trial": p.trial or "",
+                    "taken_upstream": p.taken_upstream,
+                    "upstream_holds": p.upstream_holds,
+                }
+                for p in tried.patches
+            }
+        say(f"reading the history of {series.name}")
+        fates, result.dropped = history.sync_fates(series, up.name)
+        for patch in patches:
+            value, detail, url = status_of(patch)
+            outcome = outcomes.get(patch.name, {})
+            added = history.added(patch.path)
+            entry = PatchHealth(
+                patch.name,
+                patch.title,
+                value,
+                detail,
+                url,
+                added,
+                history.age_days(added),
+                patch.touched_paths(),
+                drift(mirror.path, pin, tip, patch.touched_paths()),
+                outcome.get("verdict"),
+                outcome.get("trial", ""),
+                outcome.get("taken_upstream"),
+                syncs=fates.get(patch.name, [])[:RECENT_SYNCS],
+            )
+            if value == MALFORMED:
+                entry.flags.append(f"malformed Upstream-Status: {detail}")
+            if trial and (flag := accepted_flag(value, bool(outcome.get("upstream_holds")))):
+                entry.flags.append(flag)
+            hands = sum(1 for fate in entry.syncs if fate.fate == "needed a hand")
+            if hands > 1:
+                entry.flags.append(f"needed a hand in {hands} of the last {len(entry.syncs)} pin-syncs")
+            result.patches.append(entry)
+            result.statuses[value] = result.statuses.get(value, 0) + 1
+        result.size_history = history.sizes(series)
+        report.series.append(result)
+    return report
