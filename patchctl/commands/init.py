@@ -1,4 +1,4 @@
-"""`patchctl init`: start a matrix.yaml, or adopt an existing patch layout (`patchctl.adopt.init_layout`)."""
+"""`patchctl init`: start a matrix.yaml, or adopt an existing patch layout (`patchctl.adopt`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from .. import templates_dir
-from ..adopt import init_layout
+from ..adopt.layout import CONFIG_NAME, LAYOUTS, PRE_COMMIT_NAME
+from ..adopt.plan import plan
 from ..app import AppContext, pass_app
 from ..errors import UsageError
 from ..matrix.actions import installed_action
@@ -20,7 +21,7 @@ from ..state import journal
 @click.option(
     "--from",
     "layout",
-    type=click.Choice(init_layout.LAYOUTS),
+    type=click.Choice(LAYOUTS),
     help="Adopt an existing layout without moving a file: makefile-sync, quilt [DIR], git-dir DIR.",
 )
 @click.option("--file", "file", metavar="PATH", help="--from makefile-sync: the Makefile (default Makefile.sync).")
@@ -64,7 +65,7 @@ def init_cmd(
     if file is not None and layout != "makefile-sync":
         raise UsageError("--file is for --from makefile-sync")
     root = Path(app.directory or ".").resolve()
-    result = init_layout.plan(
+    result = plan(
         root,
         templates_dir(),
         layout,
@@ -78,9 +79,7 @@ def init_cmd(
     if existing and not force:
         raise UsageError(f"refusing to overwrite {', '.join(existing)} (use --force)")
     # The journal refuses a link or `.git` on the way to any of them before its first byte.
-    journal.commit(
-        root / init_layout.CONFIG_NAME, [journal.FileChange(root / p, data) for p, data in result.files.items()]
-    )
+    journal.commit(root / CONFIG_NAME, [journal.FileChange(root / p, data) for p, data in result.files.items()])
     for line in result.found:
         click.echo(log_line(f"found: {line}"))
     for line in result.unmapped:
@@ -88,5 +87,5 @@ def init_cmd(
     for path in result.files:
         click.echo(log_line(f"wrote {path}"))
     if not result.pre_commit_written:
-        click.echo(f"{init_layout.PRE_COMMIT_NAME} exists; add these hooks to it:")
+        click.echo(f"{PRE_COMMIT_NAME} exists; add these hooks to it:")
         click.echo(result.pre_commit, nl=False)

@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..project import yamlloc
 
 # The outputs of `matrix render` (patchctl.matrix.render.WORKFLOWS_DIR) and `init`
-# (patchctl.adopt.init_layout): named here so that recovery does not import Jinja or init's planner.
+# (patchctl.adopt.layout): named here so that recovery does not import Jinja or init's planner.
 WORKFLOWS_DIR = ".github/workflows"
 TEMPLATES_DIR = "templates"
 PRE_COMMIT_NAME = ".pre-commit-config.yaml"

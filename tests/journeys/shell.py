@@ -21,7 +21,8 @@ from pathlib import Path
 import yaml
 
 from patchctl import git
-from patchctl.adopt.init_layout import Layout, pre_commit_snippet
+from patchctl.adopt.layout import Layout
+from patchctl.adopt.plan import pre_commit_snippet
 from tests.patchctl.conftest import Project, make_patch
 from tests.patchctl.tools import installed_tool
 

@@ -213,11 +213,11 @@ def test_a_journal_may_name_every_kind_of_file_patchctl_writes(seeded: Project) 
     for path in ("README.md", "patches/other/x.patch", "third_party/other", ".git/config", ".patchctl/trees/main/x"):
         assert rules.why_not(path) is not None, path
     # The names patchctl's writers use for these outputs are the ones recovery reads.
-    from patchctl.adopt import init_layout
+    from patchctl.adopt import layout
     from patchctl.matrix import render
 
     assert managed.WORKFLOWS_DIR == render.WORKFLOWS_DIR.as_posix()
-    assert (managed.TEMPLATES_DIR, managed.PRE_COMMIT_NAME) == (init_layout.TEMPLATES_DIR, init_layout.PRE_COMMIT_NAME)
+    assert (managed.TEMPLATES_DIR, managed.PRE_COMMIT_NAME) == (layout.TEMPLATES_DIR, layout.PRE_COMMIT_NAME)
 
 
 # ---------------------------------------------------------------- state of earlier versions moves, once

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from patchctl import git
-from patchctl.adopt import init_layout
+from patchctl.adopt import makefile_sync
 from patchctl.loop.vendor import managed
 from patchctl.matrix.sources import load_project
 from patchctl.state import worktree
@@ -49,7 +49,7 @@ def ollama(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path | str]:
     pins = []
     for commit in (BEFORE, AFTER):
         project = vp.extract(commit, base / commit)
-        layout = init_layout.detect_makefile_sync(project, "Makefile.sync", str(upstream), "0" * 40)
+        layout = makefile_sync.detect_makefile_sync(project, "Makefile.sync", str(upstream), "0" * 40)
         cut = vp.cut_series(layout.vendor, project / layout.dir)
         assert cut == ["0001-ggml-backend-malloc-and-free-using-the-same-compiler.patch", "0004-solar-pro.patch"]
         git.commit_all(project, "series cut to the vendored files (see vendoring_project)")
