@@ -146,8 +146,9 @@ def workflows_section(action: str | None) -> list[str]:
     """matrix.yaml's `workflows:`: the published patchctl action the rendered workflows call."""
     lines = [
         "# The rendered workflows (`patchctl matrix render`) call patchctl's GitHub Action at this commit.",
-        "# pin-sync can push with a GitHub App's token, so that its pull requests run CI (README:",
-        '# "pin-sync as a bot"): add `pin_sync: {github_app: {client_id_var: VAR, private_key_secret: SECRET}}`.',
+        "# pin-sync can push with a GitHub App's token, so that its pull requests run CI (patchctl's",
+        '# manual, docs/tutorials/bump.md "pin-sync as a bot"): add',
+        "# `pin_sync: {github_app: {client_id_var: VAR, private_key_secret: SECRET}}`.",
     ]
     if action is None:
         return lines + [
@@ -162,7 +163,8 @@ def render_config(layout: Layout, source: str | None, action: str | None = None)
     """matrix.yaml for LAYOUT, with a comment on every key."""
     out = [
         "# patchctl's single source of truth: upstream pins, patch series, CI build matrix.",
-        "# Written by `patchctl init" + (f" --from {source}" if source else "") + "`; schema v1 (see the README).",
+        "# Written by `patchctl init" + (f" --from {source}" if source else "") + "`; schema v1",
+        "# (patchctl's manual: docs/reference/configuration.md).",
         "version: 1",
         "",
     ]

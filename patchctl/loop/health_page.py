@@ -75,8 +75,10 @@ def series_chart(series: dict) -> str:
     drift_axes.set_xlabel("drift: upstream commits since the pin that touched the patch's files")
     drift_axes.set_title("patches against drift, by upstream status", fontsize=10)
     drift_axes.grid(axis="x", alpha=0.3)
+    drift_axes.xaxis.get_major_locator().set_params(integer=True)  # drift counts commits: no 0.5 ticks
     if patches:
-        drift_axes.legend(fontsize=7, loc="lower right")
+        # Outside the axes: inside, it covers whichever patch's marker lies under it.
+        drift_axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     if sizes:
         dates = [datetime.fromisoformat(s["date"]) for s in sizes]
         size_axes.step(dates, [s["patches"] for s in sizes], where="post", color="#4575b4")

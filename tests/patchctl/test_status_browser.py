@@ -194,10 +194,5 @@ def test_the_status_page_draws_its_chart_in_headless_chromium_and_fetches_nothin
     # The page asked for nothing but itself (and the browser had no network: a dead proxy).
     assert visits["status"].requests == [page.as_uri()]
     assert visits["fetching"].requests == [pages[-1].as_uri(), "http://example.invalid/pixel.png"]
-    # Known defect: the drift chart's legend sits at the lower right, where the last patch's
-    # marker is when it has the largest drift; the browser shows it covered. Any other
-    # problem fails; once the legend moves, this passes.
-    last = chart_problems(visits["status"], ROWS)
-    if len(last) == 1 and last[0].startswith(f"row {len(ROWS)} "):
-        pytest.xfail(f"the legend covers the last patch's marker: {last[0]}")
-    assert last == []
+    # Every marker is visible: the legend once covered the last patch's (found by this test).
+    assert chart_problems(visits["status"], ROWS) == []
