@@ -142,17 +142,23 @@ def drifts(repo: Path, pin: str, tip: str, path_lists: list[list[str]]) -> list[
     and for paths git would read as a glob, magic or to normalize, `drift` counts (a process each)."""
     plain = [bool(paths) and not any(_PATHSPEC_SPECIAL_RE.search(path) for path in paths) for paths in path_lists]
     changes = _changed_paths(repo, pin, tip) if any(plain) else None
+    # Per commit: the files it changes, and every directory above one of them.
+    touched = [(names, {name[:at] for name in names for at in _slashes(name)}) for names in changes or []]
     return [
-        sum(1 for changed in changes if any(_under(name, paths) for name in changed))
+        sum(1 for files, dirs in touched if any(_names(path, files, dirs) for path in paths))
         if changes is not None and is_plain
         else drift(repo, pin, tip, paths)
         for paths, is_plain in zip(path_lists, plain)
     ]
 
 
-def _under(name: str, paths: list[str]) -> bool:
-    # A pathspec names that path or any path under it; one ending in "/" only paths under it.
-    return any(name == path or name.startswith(path if path.endswith("/") else path + "/") for path in paths)
+def _slashes(name: str) -> list[int]:
+    return [at for at, char in enumerate(name) if char == "/"]
+
+
+def _names(path: str, files: set[str], dirs: set[str]) -> bool:
+    """Whether pathspec PATH names a changed file or one under it (one ending in "/": only under it)."""
+    return path[:-1] in dirs if path.endswith("/") else path in files or path in dirs
 
 
 def _changed_paths(repo: Path, pin: str, tip: str) -> list[set[str]] | None:
