@@ -1023,7 +1023,10 @@ def _gate_series(
         )
         return True
     finally:
-        store.remove_worktree(mirror, gate_tree)
+        # Only where one is (a series without build steps or gates gets none); a registration
+        # a killed run left behind goes with the next `worktree prune` (every add_worktree).
+        if os.path.lexists(gate_tree):
+            store.remove_worktree(mirror, gate_tree)
 
 
 def _strict_apply(
