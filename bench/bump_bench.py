@@ -21,9 +21,16 @@ Prints the medians per step (patchctl's own split by phase: replay, range-diff, 
 export and strict apply, write; other = start-up, checkout, history, report) and the ratio
 of the whole bump, with how much of it is starting patchctl once per command. Target: at
 most 2x.
-Both results are checked to be the same tree before anything is printed.
+Both results are checked to be the same tree before anything is printed. patchctl runs with
+its .pyc files, as an installed wheel (compiled at install) or a checkout (written on its first
+run) has them: PYTHONDONTWRITEBYTECODE is dropped from its environment and one untimed start
+writes them first (as bench/startup_bench.py does); otherwise every command would compile
+patchctl's sources again.
 
-    python bench/bump_bench.py [--runs 3] [--files 300] [--patches 30] [--upstream-commits 50]
+`--compare-with DIR` takes the same bump through another checkout's patchctl in every run too
+(e.g. the commit before a change), and prints its total and ratio against the same recipe.
+
+    python bench/bump_bench.py [--runs 3] [--files 300] [--patches 30] [--upstream-commits 50] [--compare-with DIR]
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
 from patchctl import git  # noqa: E402
 from patchctl.upstream.store import Store  # noqa: E402
@@ -225,14 +233,26 @@ def make_project(root: Path, bump: Bump) -> Path:
     return project
 
 
-def patchctl(project: Path, *args: str) -> tuple[float, dict]:
-    """One patchctl command as a user types it (its own process); seconds and its JSON report."""
+def patchctl_env() -> dict[str, str]:
+    """This environment, quiet, with .pyc files used and written (see the module's docstring)."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPROFILEIMPORTTIME")
+    }
+    return {**env, "PATCHCTL_QUIET": "1"}
+
+
+def patchctl(project: Path, *args: str, checkout: Path = REPO) -> tuple[float, dict]:
+    """One patchctl command as a user types it (its own process), CHECKOUT's patchctl; seconds
+    and its JSON report."""
     report = project.parent / f"report-{time.monotonic_ns()}.json"
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "patchctl", "-C", str(project), "pin-sync", *args, "--json-file", str(report)],
         capture_output=True,
-        env={**os.environ, "PATCHCTL_QUIET": "1"},
+        cwd=checkout,
+        env={**patchctl_env(), "PYTHONPATH": str(checkout)},
     )
     elapsed = time.perf_counter() - start
     if done.returncode not in (0, 1):
@@ -240,18 +260,24 @@ def patchctl(project: Path, *args: str) -> tuple[float, dict]:
     return elapsed, json.loads(report.read_text())
 
 
-def startup() -> float:
+def startup(checkout: Path = REPO) -> float:
     """Seconds of a command that does nothing but start: `pin-sync --help` imports what pin-sync does."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "patchctl", "pin-sync", "--help"], capture_output=True, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "patchctl", "pin-sync", "--help"],
+        capture_output=True,
+        check=True,
+        cwd=checkout,
+        env={**patchctl_env(), "PYTHONPATH": str(checkout)},
+    )
     return time.perf_counter() - start
 
 
-def run_patchctl(root: Path, bump: Bump) -> tuple[list[tuple[str, float, dict]], Path]:
-    """The bump with pin-sync: (step, seconds, report) per command, and the project."""
+def run_patchctl(root: Path, bump: Bump, checkout: Path = REPO) -> tuple[list[tuple[str, float, dict]], Path]:
+    """The bump with CHECKOUT's pin-sync: (step, seconds, report) per command, and the project."""
     project = make_project(root, bump)
     steps = []
-    seconds, report = patchctl(project, "llama.cpp", "--to", bump.target)
+    seconds, report = patchctl(project, "llama.cpp", "--to", bump.target, checkout=checkout)
     steps.append(("pin-sync --to", seconds, report))
     rounds = 0
     while report["state"] == "conflict":
@@ -261,7 +287,7 @@ def run_patchctl(root: Path, bump: Bump) -> tuple[list[tuple[str, float, dict]],
             (tree / path).write_text(text)
             sh(tree, "add", "--", path)
         rounds += 1
-        seconds, report = patchctl(project, "--continue")
+        seconds, report = patchctl(project, "--continue", checkout=checkout)
         steps.append((f"--continue #{rounds}", seconds, report))
     if report["state"] != "synced":
         raise SystemExit(f"pin-sync ended {report['state']}: {report.get('next_steps')}")
@@ -301,7 +327,7 @@ def same_tree(project: Path, work: Path, bump: Bump) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "patchctl", "-C", str(project), "apply", SERIES, "--into", str(into)],
         capture_output=True,
-        env={**os.environ, "PATCHCTL_QUIET": "1"},
+        env=patchctl_env(),
     )
     if done.returncode != 0:
         raise SystemExit(f"the synced series does not apply: {done.stderr.decode()}")
@@ -325,6 +351,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=300)
     parser.add_argument("--patches", type=int, default=30)
     parser.add_argument("--upstream-commits", type=int, default=50)
+    parser.add_argument(
+        "--compare-with",
+        type=Path,
+        metavar="DIR",
+        help="also take the bump through DIR's patchctl (another checkout) in every run, after this one's",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="patchctl-bump-bench-") as tmp:
         root = Path(tmp)
@@ -332,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["XDG_STATE_HOME"] = str(root / "state")
         bump = build_bump(root, files=args.files, patches=args.patches, commits=args.upstream_commits)
         Store().mirror(str(bump.upstream))  # the cache's mirror (untimed): both sides start warm
+        startup()  # writes the .pyc files of what pin-sync imports (untimed)
+        if args.compare_with is not None:
+            startup(args.compare_with.resolve())
+        others: list[float] = []
         ours: list[list[tuple[str, float, dict]]] = []
         theirs: list[list[tuple[str, float]]] = []
         starts: list[float] = []
@@ -340,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
             (scratch / "patchctl").mkdir(parents=True)
             (scratch / "recipe").mkdir()
             steps, project = run_patchctl(scratch / "patchctl", bump)
+            if args.compare_with is not None:
+                (scratch / "other").mkdir()
+                other, _ = run_patchctl(scratch / "other", bump, args.compare_with.resolve())
+                others.append(sum(seconds for _, seconds, _ in other))
             recipe, work = run_recipe(scratch / "recipe", bump)
             same_tree(project, work, bump)
             ours.append(steps)
@@ -347,6 +387,12 @@ def main(argv: list[str] | None = None) -> int:
             starts.append(startup())
             shutil.rmtree(scratch)
     report(args, bump, ours, theirs, statistics.median(starts))
+    if others:
+        recipe = statistics.median(sum(seconds for _, seconds in steps) for steps in theirs)
+        print(
+            f"  {args.compare_with}'s pin-sync, same runs: {statistics.median(others):.2f} s, "
+            f"ratio {statistics.median(others) / recipe:.2f}x"
+        )
     return 0
 
 

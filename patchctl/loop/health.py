@@ -125,6 +125,64 @@ def drift(repo: Path, pin: str, tip: str, paths: list[str]) -> int | None:
     return int(counted.stdout.strip()) if counted.ok and counted.stdout.strip().isdigit() else None
 
 
+# A pathspec git reads as more than a literal path or directory prefix: glob characters, magic
+# (`:(...)`), or one git normalizes first (`.`, `..`, `//`, a leading `/`).
+_PATHSPEC_SPECIAL_RE = re.compile(r"[*?[\\]|^:|^/|//|(?:^|/)\.\.?(?:/|$)|^$")
+_LOG_HEADER_RE = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?(?: [0-9a-f]{40}(?:[0-9a-f]{24})?)*")
+
+
+def drifts(repo: Path, pin: str, tip: str, path_lists: list[list[str]]) -> list[int | None]:
+    """`drift` of each entry of PATH_LISTS, from one `git log` of PIN..TIP: on a linear history
+    a commit counts for PATHS exactly when it changes one of them (or a file under one), which
+    is what `rev-list --count -- PATHS` counts there. With merges or a root commit in the range,
+    and for paths git would read as a glob, magic or to normalize, `drift` counts (a process each)."""
+    plain = [bool(paths) and not any(_PATHSPEC_SPECIAL_RE.search(path) for path in paths) for paths in path_lists]
+    changes = _changed_paths(repo, pin, tip) if any(plain) else None
+    # Per commit: the files it changes, and every directory above one of them.
+    touched = [(names, {name[:at] for name in names for at in _slashes(name)}) for names in changes or []]
+    return [
+        sum(1 for files, dirs in touched if any(_names(path, files, dirs) for path in paths))
+        if changes is not None and is_plain
+        else drift(repo, pin, tip, paths)
+        for paths, is_plain in zip(path_lists, plain)
+    ]
+
+
+def _slashes(name: str) -> list[int]:
+    return [at for at, char in enumerate(name) if char == "/"]
+
+
+def _names(path: str, files: set[str], dirs: set[str]) -> bool:
+    """Whether pathspec PATH names a changed file or one under it (one ending in "/": only under it)."""
+    return path[:-1] in dirs if path.endswith("/") else path in files or path in dirs
+
+
+def _changed_paths(repo: Path, pin: str, tip: str) -> list[set[str]] | None:
+    """The paths each commit of TIP that PIN lacks changes against its one parent; None when
+    git cannot tell or a commit has no parent or several (history simplification counts those)."""
+    # -z: each record is NUL, "<commit> <parents>", NUL, then its paths, the first after a newline, each NUL-ended.
+    out = git.run(
+        ["log", "-z", "--format=%x00%H %P", "--name-only", "--no-renames", f"{pin}..{tip}"], repo, check=False
+    )
+    if not out.ok:
+        return None
+    tokens = out.stdout.split("\0")
+    commits: list[set[str]] = []
+    index = 0
+    while index < len(tokens) - 1:
+        if tokens[index] != "" or not _LOG_HEADER_RE.fullmatch(tokens[index + 1]):
+            return None
+        if len(tokens[index + 1].split(" ")) != 2:
+            return None  # a merge or a root commit
+        index += 2
+        names: set[str] = set()
+        while index < len(tokens) and tokens[index] != "":
+            names.add(tokens[index].removeprefix("\n") if not names else tokens[index])
+            index += 1
+        commits.append(names)
+    return commits
+
+
 def accepted_flag(status: str, upstream_holds: bool) -> str | None:
     """A patch marked Accepted that the tip does not hold: its header, or upstream, is wrong."""
     if status == "Accepted" and not upstream_holds:
@@ -138,7 +196,8 @@ def health_rows(
     """The short table's rows for SERIES: OUTCOMES maps a patch name to its verdict there
     (`verdict`, and `taken_upstream` and `upstream_holds` where known)."""
     rows = []
-    for patch in patches:
+    counts = drifts(repo, pin, tip, [patch.touched_paths() for patch in patches])
+    for patch, count in zip(patches, counts):
         value, _, url = status_of(patch)
         outcome = outcomes.get(patch.name, {})
         taken = outcome.get("taken_upstream")
@@ -153,7 +212,7 @@ def health_rows(
                 patch.name,
                 value,
                 url,
-                drift(repo, pin, tip, patch.touched_paths()),
+                count,
                 outcome.get("verdict", ""),
                 "; ".join(notes),
             )

@@ -23,7 +23,7 @@ from .health import (
     ProjectHistory,
     SeriesHealth,
     accepted_flag,
-    drift,
+    drifts,
     status_of,
 )
 
@@ -85,7 +85,8 @@ def status(
             }
         say(f"reading the history of {series.name}")
         fates, result.dropped = history.sync_fates(series, up.name)
-        for patch in patches:
+        counts = drifts(mirror.path, pin, tip, [patch.touched_paths() for patch in patches])
+        for patch, count in zip(patches, counts):
             value, detail, url = status_of(patch)
             outcome = outcomes.get(patch.name, {})
             added = history.added(patch.path)
@@ -98,7 +99,7 @@ def status(
                 added,
                 history.age_days(added),
                 patch.touched_paths(),
-                drift(mirror.path, pin, tip, patch.touched_paths()),
+                count,
                 outcome.get("verdict"),
                 outcome.get("trial", ""),
                 outcome.get("taken_upstream"),

@@ -1012,14 +1012,18 @@ def _gate_series(
         # The vendored copies move with the pin and the series: read from the tree the gates passed on.
         if checkout is not None:
             head = git.rev_parse(checkout, "HEAD")
+        # A series without vendored copies changes none (no commit to read them from: see _strict_apply).
         planned[series.name] = (
             patches_plan,
             export_result,
-            vendor.changes_from_tree(config, series, mirror.path, head),
+            vendor.changes_from_tree(config, series, mirror.path, head) if head is not None else [],
         )
         return True
     finally:
-        store.remove_worktree(mirror, gate_tree)
+        # Only where one is (a series without build steps or gates gets none); a registration
+        # a killed run left behind goes with the next `worktree prune` (every add_worktree).
+        if os.path.lexists(gate_tree):
+            store.remove_worktree(mirror, gate_tree)
 
 
 def _strict_apply(
@@ -1030,12 +1034,16 @@ def _strict_apply(
     target: str,
     patches: list[PatchFile],
     gate_tree: Path | None,
-) -> tuple[str | None, str]:
+) -> tuple[str | None, str | None]:
     """The re-exported series applied strictly at TARGET, in the index of TREE's object store
     (export's verify: it must give TREE's files), then checked out clean at GATE_TREE when
-    given (for the build steps and gates). Why not, or None; and the series' last commit."""
+    given (for the build steps and gates). Why not, or None; and the series' last commit
+    (None when neither a checkout nor the vendored copies need it: then no commit is made)."""
     try:
-        applied = exporter.verify(series, tree, target, patches)  # TREE is a worktree of MIRROR: one object store
+        if gate_tree is None and not series.vendor:
+            exporter.verify_tree(series, tree, target, patches)  # TREE is a worktree of MIRROR: one object store
+            return None, None
+        applied = exporter.verify(series, tree, target, patches)
     except CheckFailed as exc:
         return str(exc), target
     if gate_tree is not None:

@@ -379,7 +379,11 @@ class IndexBuilder:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def apply(self, patch: PatchFile, *, commit: bool = True) -> PatchOutcome:
+    def apply(self, patch: PatchFile, *, commit: bool = True, explain: bool = True) -> PatchOutcome:
+        """Apply PATCH to the index (and commit it). A patch that does not apply is classified
+        from git's words and two more `--check` runs (already applied? every failing hunk?);
+        without EXPLAIN, where the caller needs to know only whether it applied, from git's
+        words alone."""
         if (reason := unsafe_path_reason(None, patch)) is not None:
             return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
         if (bad := _malformed_before_git(patch)) is not None:
@@ -390,6 +394,8 @@ class IndexBuilder:
         # The index's links are listed again only after a patch that can change them (the parse says which).
         watch = may_change_links(patch.parsed, self._links.__contains__, self._link_dirs.__contains__)
         result = self._git_apply(patch, [])
+        if not result.ok and not explain:
+            return _classify_failure(patch, result.stderr, False)
         if not result.ok:
             reverse = self._git_apply(patch, ["--check", "-R"]).ok
             every_hunk = "" if reverse else self._git_apply(patch, ["--check", "--reject"]).stderr
@@ -406,6 +412,29 @@ class IndexBuilder:
         if commit:
             outcome.commit = self.commit(patch)
         return outcome
+
+    def apply_at_once(self, patches: list[PatchFile]) -> bool:
+        """Apply PATCHES in order in one `git apply` (each its own input, so each applies to
+        what the ones before it made, as when applied one by one), committing nothing: True
+        when every one applied. False when one did not, or when one call cannot stand for
+        `apply` one by one (a patch the checks before git refuse, or one that may change the
+        index's links, which are checked after each): the index is then as it was, and `apply`
+        one by one says which patch and why."""
+        if any(unsafe_path_reason(None, p) is not None or _malformed_before_git(p) is not None for p in patches):
+            return False
+        if self._links is None:
+            self._links = index_links(self.repo, self.env, self._link_targets)
+            self._link_dirs = link_dirs(self._links)
+        links, dirs = self._links, self._link_dirs
+        if any(may_change_links(p.parsed, links.__contains__, dirs.__contains__) for p in patches):
+            return False
+        files = []
+        for number, patch in enumerate(patches):
+            path = Path(self._dir.name) / f"{number:06d}.patch"
+            path.write_bytes(patch.data)
+            files.append(str(path))
+        # A failing `git apply` writes no index: all of them or none.
+        return git.run([*APPLY_CONFIG, "apply", "--cached", *files], self.repo, check=False, env=self.env).ok
 
     def commit(self, patch: PatchFile) -> str:
         self.head = commit_tree(self.repo, self.tree(), self.head, patch)
@@ -433,7 +462,7 @@ def commit_message(patch: PatchFile) -> str:
     return patch.title + ("\n\n" + description if description else "") + "\n"
 
 
-def commit_tree(repo: Path, tree: str, parent: str, patch: PatchFile) -> str:
+def _commit_env(patch: PatchFile) -> dict[str, str]:
     # The patch's own date when it has one (export then writes it back unchanged); the commit
     # date stays fixed so that commit ids depend on the patches alone.
     author_date = patch.message.date if _RFC2822_DATE_RE.match(patch.message.date) else git.FIXED_DATE
@@ -442,9 +471,40 @@ def commit_tree(repo: Path, tree: str, parent: str, patch: PatchFile) -> str:
     author = patch.message.author
     if (m := re.match(r"^(?P<name>.*?)\s*<(?P<email>[^>]*)>$", author)) and not re.search(r"[\x00-\x1f]", author):
         env.update(GIT_AUTHOR_NAME=m["name"] or git.IDENTITY_NAME, GIT_AUTHOR_EMAIL=m["email"])
+    return env
+
+
+def commit_tree(repo: Path, tree: str, parent: str, patch: PatchFile) -> str:
     return git.run(
-        ["commit-tree", tree, "-p", parent, "-F", "-"], repo, input=commit_message(patch), env=env
+        ["commit-tree", tree, "-p", parent, "-F", "-"], repo, input=commit_message(patch), env=_commit_env(patch)
     ).stdout.strip()
+
+
+# `git commit` as `commit_tree` commits, in one process with the tree and the ref update: the
+# message verbatim (an empty one too), a tree like its parent's too, and nothing of the
+# repository's own around it (no hook, no signing, no automatic gc or maintenance).
+_COMMIT_AS_COMMIT_TREE = [
+    "-c",
+    "core.abbrev=no",  # the summary line names the new commit in full: no rev-parse after it
+    "-c",
+    f"core.hooksPath={os.devnull}",
+    "-c",
+    "commit.gpgSign=false",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "maintenance.auto=false",
+    "commit",
+    "--no-status",
+    "--no-verify",
+    "--allow-empty",
+    "--allow-empty-message",
+    "--cleanup=verbatim",
+    "--no-signoff",
+    "--no-gpg-sign",
+    "-F",
+    "-",
+]
 
 
 def apply_series_to_index(
@@ -461,6 +521,15 @@ def apply_series_to_index(
             if not outcome.ok:
                 break
         return outcomes, builder.head
+
+
+def series_tree_at_once(repo: Path, base: str, patches: list[PatchFile]) -> str | None:
+    """The tree PATCHES give applied strictly in order at BASE inside REPO's object store, from
+    one `git apply` (`IndexBuilder.apply_at_once`), no commit made; None when that call does
+    not apply them all (`apply_series_to_index` then says which patch fails and why)."""
+    prefetch_blobs(repo, base, [path for patch in patches for path in patch.touched_paths()])
+    with IndexBuilder(repo, base) as builder:
+        return builder.tree() if builder.apply_at_once(patches) else None
 
 
 def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> str:
@@ -605,11 +674,14 @@ def _changed_lines(tree: Path, path: str) -> set[str]:
 
 
 def commit_worktree(tree: Path, patch: PatchFile) -> str:
-    tree_id = git.run(["write-tree"], tree).stdout.strip()
-    head = git.rev_parse(tree, "HEAD")
-    new = commit_tree(tree, tree_id, head, patch)
-    git.run(["update-ref", "-m", f"patchctl: {patch.name}", "HEAD", new, head], tree)
-    return new
+    """Commit TREE's index on its HEAD as PATCH: the commit `commit_tree` makes of it."""
+    done = git.run(_COMMIT_AS_COMMIT_TREE, tree, input=commit_message(patch), env=_commit_env(patch))
+    summary = _COMMIT_SUMMARY_RE.match(done.stdout)
+    return summary["commit"] if summary else git.rev_parse(tree, "HEAD")
+
+
+# The first line `git commit` prints in a detached tree (the sync trees): `[detached HEAD 0123…] subject`.
+_COMMIT_SUMMARY_RE = re.compile(r"\[detached HEAD (?P<commit>[0-9a-f]{40}(?:[0-9a-f]{24})?)\] ")
 
 
 def is_clean(tree: Path) -> bool:

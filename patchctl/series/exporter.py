@@ -40,7 +40,14 @@ from ..project.config import Config, Series
 from ..state import journal, worktree
 from ..state.journal import FileChange
 from . import patchstyle
-from .applier import IndexBuilder, PatchOutcome, apply_series_to_index, is_clean, write_tree_listing
+from .applier import (
+    IndexBuilder,
+    PatchOutcome,
+    apply_series_to_index,
+    is_clean,
+    series_tree_at_once,
+    write_tree_listing,
+)
 from .patchset import (
     FORMAT_PATCH_SLUG_MAX,
     QUILT_SERIES_FILE,
@@ -231,7 +238,7 @@ def export(
             raise ExportOutOfDate(result)
         return result
     try:
-        verify(series, tree, base_id, [PatchFile(series.dir / p.name, p.data) for p in planned])
+        verify_tree(series, tree, base_id, [PatchFile(series.dir / p.name, p.data) for p in planned])
     except CheckFailed as exc:
         raise CheckFailed(f"{exc}; nothing written") from None
     journal.commit(config.path, series_changes(series.dir, planned, result.removed, result.quilt_series))
@@ -253,8 +260,9 @@ def plan_export(
     style = patchstyle.series_style(existing)
     planned: list[GeneratedPatch] = []
     last_number = 0
+    batch = _Formatted(tree, base)
     for commit in _commits(tree, base):
-        data, subject, dropped = _format_commit(series, tree, commit)
+        data, subject, dropped = _format_commit(series, tree, commit, batch)
         result.dropped_hunks += [DroppedHunk(subject, path) for path in dropped]
         if data is None:
             (result.dropped_commits if dropped else result.empty_commits).append(subject)
@@ -269,7 +277,7 @@ def plan_export(
             (result.unchanged.append(name) if old.name == name else result.renamed.append((old.name, name)))
             continue
         own_style = patchstyle.detect(old).over(style) if old is not None else style
-        styled = _in_style(series, tree, commit, data, own_style, dropped)
+        styled = _in_style(series, tree, commit, data, own_style, dropped, batch)
         planned.append(GeneratedPatch(name, styled, keep_existing=False))
         result.written.append(name)
         if old is not None and old.name != name:
@@ -344,7 +352,7 @@ def _same_patch(series: Series, tree: Path, commit: str, old: PatchFile, fresh: 
     except MalformedPatch:
         return False
     with IndexBuilder(tree, f"{commit}^") as builder:
-        if not builder.apply(old, commit=False).ok:
+        if not builder.apply(old, commit=False, explain=False).ok:
             return False
         differing = git.run(
             ["diff-tree", "-r", "-z", "--name-only", "--no-renames", builder.tree(), f"{commit}^{{tree}}"], tree
@@ -359,12 +367,30 @@ def verify(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> t
     failed = next((o for o in outcomes if not o.ok), None)
     if failed is not None:
         raise CheckFailed(f"the regenerated series does not apply to {base[:12]}: {failed.describe()}")
-    expected = {p: v for p, v in write_tree_listing(tree, "HEAD").items() if not is_excluded(p, series.exclude)}
-    produced = {p: v for p, v in write_tree_listing(tree, head).items() if not is_excluded(p, series.exclude)}
-    if expected != produced:
-        differing = sorted(p for p in expected.keys() | produced.keys() if expected.get(p) != produced.get(p))
-        raise CheckFailed(f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])})")
+    _same_files(series, tree, head)
     return outcomes, head
+
+
+def verify_tree(series: Series, tree: Path, base: str, patches: list[PatchFile]) -> None:
+    """`verify`'s check, when its commits are not needed: the series applied strictly at BASE
+    in one `git apply` where it can (`applier.series_tree_at_once`), else one patch at a time
+    (`verify` itself, which names the patch that fails)."""
+    produced = series_tree_at_once(tree, base, patches)
+    if produced is None:
+        verify(series, tree, base, patches)
+        return
+    if not series.exclude and git.run(["rev-parse", "HEAD^{tree}"], tree).stdout.strip() == produced:
+        return
+    _same_files(series, tree, produced)
+
+
+def _same_files(series: Series, tree: Path, produced: str) -> None:
+    """HEAD's files in TREE and PRODUCED's (a commit or a tree) agree on every non-excluded path."""
+    expected = {p: v for p, v in write_tree_listing(tree, "HEAD").items() if not is_excluded(p, series.exclude)}
+    listing = {p: v for p, v in write_tree_listing(tree, produced).items() if not is_excluded(p, series.exclude)}
+    if expected != listing:
+        differing = sorted(p for p in expected.keys() | listing.keys() if expected.get(p) != listing.get(p))
+        raise CheckFailed(f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])})")
 
 
 def series_changes(
@@ -422,28 +448,128 @@ def _commits(tree: Path, base: str) -> list[str]:
 
 
 def _in_style(
-    series: Series, tree: Path, commit: str, data: bytes, style: patchstyle.PatchStyle, dropped: list[str]
+    series: Series,
+    tree: Path,
+    commit: str,
+    data: bytes,
+    style: patchstyle.PatchStyle,
+    dropped: list[str],
+    batch: _Formatted | None = None,
 ) -> bytes:
     """COMMIT's patch (DATA, in patchctl's own conventions, without the DROPPED paths) written in STYLE."""
     if style == patchstyle.PATCHCTL_STYLE:
         return data
     own = {"--zero-commit", "--no-signature", "--no-stat", "--subject-prefix=PATCH"}
     args = [arg for arg in FORMAT_PATCH_ARGS if arg not in own] + patchstyle.format_patch_args(style)
-    styled = _format_patch(tree, commit, dropped, args)
+    styled = (batch.patch(commit, args) if batch is not None and not dropped else None) or _format_patch(
+        tree, commit, dropped, args
+    )
     return patchstyle.abbreviate_index_lines(styled, style.index_length or patchstyle.FULL_INDEX)
 
 
-def _format_commit(series: Series, tree: Path, commit: str) -> tuple[bytes | None, str, list[str]]:
+def _format_commit(
+    series: Series, tree: Path, commit: str, batch: _Formatted | None = None
+) -> tuple[bytes | None, str, list[str]]:
     """COMMIT as a patch without its excluded paths: (bytes or None when nothing is left,
     subject, dropped paths)."""
-    # Its subject and the paths it changes against its parent (never a merge: see _commits), in one call.
-    out = git.run(["log", "-1", "-z", "--format=%s", "--name-only", "--no-renames", commit], tree).stdout
-    subject, _, changed = out.partition("\0")
-    paths = [p for p in changed.removeprefix("\n").split("\0") if p]
+    listed = batch.listing(commit) if batch is not None else None
+    if listed is None:
+        # Its subject and the paths it changes against its parent (never a merge: see _commits), in one call.
+        out = git.run(["log", "-1", "-z", "--format=%s", "--name-only", "--no-renames", commit], tree).stdout
+        subject, _, changed = out.partition("\0")
+        paths = [p for p in changed.removeprefix("\n").split("\0") if p]
+    else:
+        subject, paths = listed
     dropped = sorted(p for p in paths if is_excluded(p, series.exclude))
     if len(dropped) == len(paths):  # nothing left: only excluded paths, or an empty commit
         return None, subject.strip(), dropped
-    return _format_patch(tree, commit, dropped, FORMAT_PATCH_ARGS), subject.strip(), dropped
+    data = batch.patch(commit, FORMAT_PATCH_ARGS) if batch is not None and not dropped else None
+    return data or _format_patch(tree, commit, dropped, FORMAT_PATCH_ARGS), subject.strip(), dropped
+
+
+# A mail's first line as format-patch writes it without --zero-commit: the commit it is of.
+_FROM_LINE_RE = re.compile(rb"^From (?P<commit>[0-9a-f]{40}(?:[0-9a-f]{24})?) Mon Sep 17 00:00:00 2001\n", re.MULTILINE)
+_HEADER_RE = re.compile(r"(?P<commit>[0-9a-f]{40}(?:[0-9a-f]{24})?)\x01(?P<subject>.*)", re.DOTALL)
+
+
+class _Formatted:
+    """What `_format_commit` and `_in_style` ask git of each commit of BASE..HEAD (its subject
+    and paths; its patch with some format-patch options), asked once for the whole range: a
+    `git log` and a `git format-patch` per set of options, instead of a process per commit.
+    Where the output does not split into exactly one answer per commit, the caller asks
+    commit by commit, as before (None)."""
+
+    def __init__(self, tree: Path, base: str):
+        self.tree, self.base = tree, base
+        self._listing: dict[str, tuple[str, list[str]]] | None = None
+        self._patches: dict[tuple[str, ...], dict[str, bytes] | None] = {}
+
+    def listing(self, commit: str) -> tuple[str, list[str]] | None:
+        if self._listing is None:
+            self._listing = self._read_listing() or {}
+        return self._listing.get(commit)
+
+    def _read_listing(self) -> dict[str, tuple[str, list[str]]] | None:
+        # -z: per commit a NUL, "<commit>\x01<subject>", a NUL, then its paths (the first after a
+        # newline), each NUL-ended.
+        out = git.run(
+            ["log", "-z", "--format=%x00%H%x01%s", "--name-only", "--no-renames", f"{self.base}..HEAD"],
+            self.tree,
+            check=False,
+        )
+        if not out.ok:
+            return None
+        tokens = out.stdout.split("\0")
+        listing: dict[str, tuple[str, list[str]]] = {}
+        at = 0
+        while at < len(tokens) - 1:
+            header = _HEADER_RE.fullmatch(tokens[at + 1]) if tokens[at] == "" else None
+            if header is None or header["commit"] in listing:
+                return None
+            at += 2
+            paths: list[str] = []
+            while at < len(tokens) and tokens[at] != "":
+                paths.append(tokens[at] if paths else tokens[at].removeprefix("\n"))
+                at += 1
+            listing[header["commit"]] = (header["subject"], paths)
+        return listing
+
+    def patch(self, commit: str, args: list[str]) -> bytes | None:
+        """What `git format-patch ARGS COMMIT` (ARGS holding -1 and --stdout) prints for COMMIT."""
+        key = tuple(args)
+        if key not in self._patches:
+            self._patches[key] = self._format_range(args)
+        patches = self._patches[key]
+        return patches.get(commit) if patches is not None else None
+
+    def _format_range(self, args: list[str]) -> dict[str, bytes] | None:
+        # The range's mails name their commits (the zero id is written back after the split), and
+        # git puts a blank line between two mails of one --stdout: each mail is then byte for byte
+        # the one `-1` prints.
+        zero = "--zero-commit" in args
+        ranged = [arg for arg in args if arg not in ("-1", "--zero-commit")]
+        out = git.run([*FORMAT_PATCH_CONFIG, *ranged, f"{self.base}..HEAD"], self.tree, check=False, binary=True)
+        if not out.ok:
+            return None
+        text: bytes = out.stdout  # type: ignore[assignment]
+        starts = list(_FROM_LINE_RE.finditer(text))
+        if text and (not starts or starts[0].start() != 0):
+            return None
+        patches: dict[str, bytes] = {}
+        for number, start in enumerate(starts):
+            last = number == len(starts) - 1
+            mail = text[start.start() : len(text) if last else starts[number + 1].start()]
+            if not last:
+                if not mail.endswith(b"\n\n"):
+                    return None
+                mail = mail[:-1]
+            commit = start["commit"].decode()
+            if commit in patches:
+                return None
+            if zero:
+                mail = b"From " + b"0" * len(commit) + mail[5 + len(commit) :]
+            patches[commit] = mail
+        return patches
 
 
 def _format_patch(tree: Path, commit: str, dropped: list[str], args: list[str]) -> bytes:

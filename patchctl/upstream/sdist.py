@@ -14,12 +14,10 @@ machine: a pin in matrix.yaml can name them.
 from __future__ import annotations
 
 import hashlib
-import html.parser
 import json
 import os
 import re
 import shutil
-import tarfile
 import tempfile
 import urllib.parse
 import zlib
@@ -28,7 +26,6 @@ from pathlib import Path
 from filelock import FileLock
 
 from .. import git
-from ..confined import tar as safetar
 from ..errors import EnvironmentFailure
 from ..output import progress
 from ..paths import atomic_write_bytes, cache_dir
@@ -90,6 +87,11 @@ def _build_repo(spec: SdistSpec, target: Path) -> None:
 
 def _extract_subdir(archive: Path, subdir: str, dest: Path) -> None:
     """Extract ARCHIVE's `<top>/<subdir>/` into DEST, refusing anything that escapes it."""
+    # Imported here: every command imports this module (through the store), few read an archive.
+    import tarfile
+
+    from ..confined import tar as safetar
+
     try:
         with tarfile.open(archive, "r:gz") as tar:
             members = tar.getmembers()
@@ -147,14 +149,23 @@ def fetch_sdist(package: str, version: str) -> Path:
     return path
 
 
-class _LinkParser(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[str] = []
+def _links(page: str) -> list[str]:
+    """The href of every <a> of the HTML PAGE."""
+    # Imported here: every command imports this module (through the store), few read an index page.
+    import html.parser
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self.links += [v for k, v in attrs if k == "href" and v]
+    class LinkParser(html.parser.HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.links: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "a":
+                self.links += [v for k, v in attrs if k == "href" and v]
+
+    parser = LinkParser()
+    parser.feed(page)
+    return parser.links
 
 
 def _index_url() -> str:
@@ -169,10 +180,9 @@ def _find_in_simple_index(package: str, version: str) -> tuple[str, str]:
     """URL and sha256 of the sdist on the PEP 503 simple index."""
     base = _index_url().rstrip("/") + "/"
     page_url = urllib.parse.urljoin(base, _normalized(package) + "/")
-    parser = _LinkParser()
-    parser.feed(_download(page_url).decode("utf-8", errors="replace"))
+    links = _links(_download(page_url).decode("utf-8", errors="replace"))
     wanted = sdist_filename(package, version)
-    for link in parser.links:
+    for link in links:
         url, _, fragment = urllib.parse.urljoin(page_url, link).partition("#")
         if urllib.parse.unquote(url.rsplit("/", 1)[-1]).lower() != wanted.lower():
             continue

@@ -20,7 +20,6 @@ import io
 import os
 import re
 import shutil
-import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,6 +204,8 @@ class Store:
         """A clean export of REV's tracked files into DEST (no .git)."""
         dest = Path(dest)
         dest.mkdir(parents=True, exist_ok=True)
+        import tarfile  # here: every command imports the store, few export a tree
+
         archive = git.run(["archive", "--format=tar", rev], mirror.path, binary=True).stdout
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(dest, filter="tar")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from patchctl.loop import health
+
 from .conftest import Project, Repo, make_patch, numbered, ok, run_cli
 
 SENT = "https://github.com/example/up/pull/17"
@@ -238,3 +240,41 @@ def test_a_hostile_submitted_detail_links_at_most_its_plain_url(
     text = page.read_text()
     assert "<img" not in text and "<b>" not in text
     assert re.findall(r'<a href="([^"]*)"', text) == ([linked] if linked else [])
+
+
+def test_drifts_from_one_log_count_what_rev_list_counts(upstream: Repo) -> None:
+    """The drift of every patch from one `git log` of the range agrees with `git rev-list
+    --count PIN..TIP -- PATHS` for each (files, directories, a name that starts like another,
+    paths git reads as globs or normalizes, an empty commit, a deletion, a new file), also
+    across a merge, where the history simplification of rev-list is left to rev-list."""
+    pin = upstream.head
+    upstream.commit({"src/main.c": numbered(41, "main")}, "main")
+    upstream.commit({"src/main.cc": "int cc;\n", "src/[x].c": "int x;\n"}, "names that look alike")
+    upstream.git("commit", "-q", "--allow-empty", "-m", "empty")
+    upstream.commit({"include/util.h": None}, "drop the header")
+    upstream.commit({"src/deep/new.c": "int deep;\n", "README.md": "# moved on\n"}, "deeper")
+    linear_tip = upstream.head
+    upstream.git("checkout", "-q", "-b", "side", pin)
+    upstream.commit({"src/util.c": numbered(31, "util")}, "side")
+    upstream.git("checkout", "-q", "main")
+    upstream.git("merge", "-q", "--no-edit", "side")
+    path_lists = [
+        [],
+        ["src/main.c"],
+        ["src/main.cc"],
+        ["src/main"],
+        ["src"],
+        ["src/"],
+        ["src/deep"],
+        ["include/util.h", "README.md"],
+        ["src/util.c"],
+        ["src/[x].c"],
+        ["src/*.c"],
+        ["./src/main.c"],
+        ["nowhere.c"],
+    ]
+    for tip in (linear_tip, upstream.head):
+        expected = [health.drift(upstream.path, pin, tip, paths) for paths in path_lists]
+        assert health.drifts(upstream.path, pin, tip, path_lists) == expected
+    assert health.drifts(upstream.path, pin, linear_tip, path_lists)[1:6] == [1, 1, 0, 3, 3]
+    assert health.drifts(upstream.path, "0" * 40, linear_tip, [["src"]]) == [None]
