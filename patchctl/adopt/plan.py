@@ -16,6 +16,7 @@ from pathlib import Path
 from .. import git
 from ..confined import Refused, Root
 from ..errors import UsageError
+from ..project.upstream_checks import SDIST_BRANCH, is_sdist_url
 from ..series.patchset import PatchFile
 from .git_dir import detect_git_dir
 from .layout import (
@@ -70,6 +71,8 @@ def plan(
         head = git.run(["symbolic-ref", "--quiet", "--short", "HEAD"], local, check=False)
         if head.ok and head.stdout.strip():
             detected.branch = head.stdout.strip()
+    elif is_sdist_url(detected.url):
+        detected.branch = SDIST_BRANCH
     if detected.dir:
         total, detected.undescribed, detected.upstream_statuses = _undescribed(root, detected)
         detected.patch_count = total

@@ -90,6 +90,9 @@ class SdistSpec:
         return f"{SCHEME}{self.package}?{query}"
 
 
+SDIST_BRANCH = "main"  # the branch a pypi-sdist: upstream's commits are on (`sdist.materialize`)
+
+
 def is_sdist_url(url: str) -> bool:
     return url.startswith(SCHEME)
 

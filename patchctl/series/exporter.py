@@ -334,11 +334,11 @@ def _slug(series: Series, subject: str) -> str:
 
 def format_patch_slug(subject: str) -> str:
     """The slug git format-patch puts in a file name: runs of anything but letters, digits,
-    '.' and '_' become one '-', no '.' after '.', at most 52 characters, no trailing '.' or '-'."""
+    '.' and '_' become one '-', no '.' after '.', no leading '-' nor trailing '.' or '-', then
+    cut at 52 characters: as git does, the cut may leave a '-' or '.' at the end."""
     slug = re.sub(r"[^A-Za-z0-9._]+", "-", subject.split("\n", 1)[0])
-    slug = re.sub(r"\.{2,}", ".", slug).strip("-")
-    slug = slug[:FORMAT_PATCH_SLUG_MAX].rstrip(".-")
-    return slug or "patch"
+    slug = re.sub(r"\.{2,}", ".", slug).lstrip("-").rstrip(".-")
+    return slug[:FORMAT_PATCH_SLUG_MAX] or "patch"
 
 
 def _same_patch(series: Series, tree: Path, commit: str, old: PatchFile, fresh: PatchFile) -> bool:

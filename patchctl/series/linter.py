@@ -115,7 +115,10 @@ def _well_named(naming: str, name: str) -> bool:
     if naming == "strict":
         return STRICT_NAME_RE.match(name) is not None
     match = PATCH_NAME_RE.match(name)
-    return match is not None and len(match["slug"]) <= FORMAT_PATCH_SLUG_MAX and not match["slug"].endswith((".", "-"))
+    if match is None or len(match["slug"]) > FORMAT_PATCH_SLUG_MAX:
+        return False
+    # git trims a trailing '.' or '-' before it cuts the slug at 52 characters, not after: a cut slug may end in one.
+    return len(match["slug"]) == FORMAT_PATCH_SLUG_MAX or not match["slug"].endswith((".", "-"))
 
 
 def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Finding]:

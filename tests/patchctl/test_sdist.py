@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import http.server
 import io
+import json
 import os
 import tarfile
 import threading
@@ -17,8 +18,11 @@ import pytest
 
 from patchctl import git
 from patchctl.errors import EnvironmentFailure, UsageError
+from patchctl.matrix.sources import load_project
 from patchctl.project import upstream_checks
 from patchctl.upstream import sdist
+
+from .conftest import run_cli
 
 PACKAGE = "demo-pkg"
 
@@ -89,6 +93,22 @@ def test_materialize_makes_one_commit_per_version_with_the_subdir_only() -> None
     assert "100755 blob" in modes.split("run.sh")[0].splitlines()[-1]
     assert git.run(["show", "v2.0:main.c"], repo).stdout == V2["vendor/up/main.c"]
     assert sdist.materialize(URL) == repo  # built once
+
+
+def test_init_on_a_sdist_upstream_follows_the_branch_its_commits_are_on(tmp_path: Path) -> None:
+    """`init --upstream-url pypi-sdist:...` writes the branch materialize builds (not git's
+    `master` default), so that status and the canary find the tip."""
+    seed_cache("1.0", V1)
+    seed_cache("2.0", V2)
+    pin = git.run(["rev-parse", "v1.0"], sdist.materialize(URL)).stdout.strip()
+    root = tmp_path / "project"
+    git.init_repo(root)
+    assert run_cli("-C", root, "init", "--upstream-url", URL, "--pin", pin, "--name", "up").exit_code == 0
+    config = load_project(root / "matrix.yaml")
+    assert config.upstreams["up"].branch == upstream_checks.SDIST_BRANCH == "main"
+    status = run_cli("-C", root, "status", "--no-trial", "--json")
+    assert status.exit_code == 0, status.output
+    assert json.loads(status.stdout)["series"][0]["commits_since_pin"] == 1
 
 
 def test_a_changed_file_with_the_same_size_and_mtime_is_still_committed() -> None:

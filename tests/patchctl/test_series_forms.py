@@ -78,6 +78,36 @@ def test_format_patch_slug_is_gits() -> None:
     assert long == "Fix-warning-about-conflicting-lseek-lseek64-prototyp"  # what git wrote in rsync's series
 
 
+GIT_SLUG_SUBJECTS = [
+    "012345678901234567890123456789012345678901234567890 tail",  # the cut lands on a '-': git keeps it
+    "012345678901234567890123456789012345678901234567890.x",  # ... and on a '.'
+    "- leading dash, trailing dots...",
+    "[PATCH] ggml: add unpad operator (x2)",
+    "Fix warning about conflicting lseek/lseek64 prototypes",
+    "über ümlauts & spaces -- and   tabs\tin it",
+    "a" * 80,
+]
+
+
+def test_format_patch_slug_is_what_git_format_patch_writes(tmp_path: Path) -> None:
+    """Against the git on this machine: the names `git format-patch` writes are the names
+    export writes, and lint (naming: format-patch) takes every one of them."""
+    from patchctl.series.linter import _well_named
+
+    repo = tmp_path / "repo"
+    git.run(["init", "-q", str(repo)], tmp_path)
+    for number, subject in enumerate(GIT_SLUG_SUBJECTS):
+        (repo / "f").write_text(f"{number}\n")
+        git.commit_all(repo, subject)
+    out = tmp_path / "out"
+    git.run(["format-patch", "-q", f"-{len(GIT_SLUG_SUBJECTS)}", "-o", str(out)], repo)
+    written = sorted(p.name for p in out.iterdir())
+    assert written == [f"{n:04d}-{format_patch_slug(s)}.patch" for n, s in enumerate(GIT_SLUG_SUBJECTS, 1)]
+    assert written[0].endswith("-.patch") and written[1].endswith("..patch")  # the cuts git leaves
+    assert [name for name in written if not _well_named("format-patch", name)] == []
+    assert not _well_named("format-patch", "0001-short-.patch")  # not a cut: git never writes it
+
+
 def test_gaps_and_capitals_survive_apply_and_export(project: Project, upstream: Repo, cli) -> None:
     main_c = upstream.read("src/main.c")
     first = make_patch(upstream, upstream.head, {"src/main.c": main_c.replace("main 5\n", "main five\n")}, "Tune Main")
