@@ -15,6 +15,13 @@ PACKAGE = Path(patchctl.__file__).parent
 COMMANDS = PACKAGE / "commands"
 
 
+def import_source(node: ast.ImportFrom, package: str) -> str:
+    """The absolute name of the module a `from ... import` reads, relative imports resolved in PACKAGE."""
+    parts = package.split(".")
+    base = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
+    return ".".join(x for x in (base, node.module or "") if x)
+
+
 def imported_modules(path: Path, package: str) -> set[str]:
     """The absolute names of the modules PATH imports (relative imports resolved in PACKAGE)."""
     names: set[str] = set()
@@ -22,9 +29,7 @@ def imported_modules(path: Path, package: str) -> set[str]:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            parts = package.split(".")
-            base = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
-            module = ".".join(x for x in (base, node.module or "") if x)
+            module = import_source(node, package)
             names.add(module)
             names.update(f"{module}.{alias.name}" for alias in node.names)
     return names
@@ -115,9 +120,7 @@ def import_edges() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
-                source = ".".join(x for x in (base, node.module or "") if x)
+                source = import_source(node, package)
                 for alias in node.names:
                     found.add(f"{source}.{alias.name}" if f"{source}.{alias.name}" in names else source)
         edges[module] = {name for name in found if name in names and name != module}
@@ -198,9 +201,7 @@ def test_every_import_of_patchctl_names_a_module_or_name_that_exists() -> None:
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("patchctl")):
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
-                source = ".".join(x for x in (base, node.module or "") if x)
+                source = import_source(node, package)
                 if source not in names:
                     missing.append(f"{module}:{node.lineno}: {source}")
                     continue
