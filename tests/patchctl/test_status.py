@@ -4,7 +4,9 @@ pin-syncs; "taken upstream" in status, canary and pin-sync; the page and the sho
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 
 import pytest
@@ -148,7 +150,13 @@ def test_status_of_an_unknown_series_is_a_usage_error(project: Project, history:
 def test_the_page_is_self_contained_with_an_svg_chart(project: Project, history: dict, tmp_path: Path) -> None:
     page = tmp_path / "status.html"
     markdown = tmp_path / "status.md"
-    ok("-C", project.path, "status", "--html", page, "--markdown", markdown)
+    old_mask = os.umask(0o022)
+    try:
+        ok("-C", project.path, "status", "--html", page, "--markdown", markdown)
+    finally:
+        os.umask(old_mask)
+    # A page to publish: readable by a web server as any new file is (the umask's mode, not mkstemp's 0600).
+    assert stat.S_IMODE(page.stat().st_mode) == stat.S_IMODE(markdown.stat().st_mode) == 0o644
     text = page.read_text()
     assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 1
     assert "<script" not in text and "<link" not in text and "@import" not in text
