@@ -83,6 +83,7 @@ class SeriesHealth:
     size_history: list[SeriesSize] = field(default_factory=list)  # oldest first
     dropped: list[dict] = field(default_factory=list)  # {patch, commit, date, note}: dropped by recent pin-syncs
     statuses: dict[str, int] = field(default_factory=dict)  # upstream status -> patches
+    commits_pin_is_ahead: int | None = None  # pin commits the tip lacks: a --rev before the pin has some
 
 
 @dataclass
@@ -368,6 +369,11 @@ def text_lines(report: HealthReport) -> list[str]:
             f"{series.name}: {len(series.patches)} patch(es) on {series.upstream} at {series.pin[:12]}, "
             f"tip {series.tip[:12]} ({since} upstream commit(s) since the pin); upstream status: {counts}"
         )
+        if series.commits_pin_is_ahead:
+            lines.append(
+                f"  ! {series.rev_spec} lacks {series.commits_pin_is_ahead} commit(s) of the pin: drift counts "
+                "only what it has after the pin (a revision before the pin has none)"
+            )
         for patch in series.patches:
             age = "?" if patch.age_days is None else f"{patch.age_days}d"
             drifted = "?" if patch.drift is None else str(patch.drift)

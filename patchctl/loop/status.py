@@ -66,6 +66,9 @@ def status(
             rev or f"tip of {up.branch}",
             int(counted.stdout.strip()) if counted.ok else None,
         )
+        # A --rev older than the pin counts no commit "since" it: say so rather than report no drift.
+        behind = git.run(["rev-list", "--count", f"{tip}..{pin}"], mirror.path, check=False)
+        result.commits_pin_is_ahead = int(behind.stdout.strip()) if behind.ok else None
         outcomes: dict[str, dict] = {}
         if trial and patches:
             say(f"trying {series.name} at {tip[:12]}")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from patchctl import git
 from patchctl.loop import health
 
 from .conftest import Project, Repo, make_patch, numbered, ok, run_cli
@@ -128,7 +129,7 @@ def test_status_json_gives_each_patch_its_status_age_drift_verdict_and_history(p
     assert series["statuses"] == {"Accepted": 1, "Pending": 1, "Submitted": 2}
 
 
-def test_status_at_a_revision_and_without_the_trial(project: Project, history: dict) -> None:
+def test_status_at_a_revision_and_without_the_trial(project: Project, upstream: Repo, history: dict) -> None:
     payload = json.loads(ok("-C", project.path, "status", "--json", "--rev", history["touching"], "--no-trial"))
     patches = patches_by_name(payload)
     assert {n: (p["drift"], p["verdict"]) for n, p in patches.items()} == {
@@ -140,6 +141,16 @@ def test_status_at_a_revision_and_without_the_trial(project: Project, history: d
     text = ok("-C", project.path, "status", "--rev", history["touching"])
     assert "0001-tune-main.patch: Submitted [" + SENT + "]; age 30d; drift 1; at the tip: ok" in text
     assert "recent pin-syncs: needed a hand" in text
+    assert "lacks" not in text
+    # A revision that lacks the pin (here a commit with no parent, as a revision from before the pin
+    # would be): the report says its drift counts only what follows the pin.
+    tree = git.run(["rev-parse", f"{history['pin']}^{{tree}}"], upstream.path).stdout.strip()
+    before = git.run(["commit-tree", tree, "-m", "elsewhere"], upstream.path).stdout.strip()
+    git.run(["update-ref", "refs/heads/elsewhere", before], upstream.path)
+    payload = json.loads(ok("-C", project.path, "status", "--json", "--rev", before, "--no-trial"))
+    assert payload["series"][0]["commits_pin_is_ahead"] == 1
+    text = ok("-C", project.path, "status", "--rev", before, "--no-trial")
+    assert f"! {before} lacks 1 commit(s) of the pin: drift counts only what it has after the pin" in text
 
 
 def test_status_of_an_unknown_series_is_a_usage_error(project: Project, history: dict) -> None:
