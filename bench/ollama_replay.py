@@ -308,6 +308,15 @@ def patchctl(project: Path, cache: Path, *args: str) -> tuple[float, int, dict, 
     return elapsed, done.returncode, json.loads(report.read_text()), done.stderr.decode()
 
 
+def startup() -> float:
+    """Seconds of a patchctl command that only starts: `pin-sync --help` imports what pin-sync does."""
+    env = patchctl_env(Path(tempfile.gettempdir()) / "unused-cache")
+    subprocess.run([sys.executable, "-m", "patchctl", "pin-sync", "--help"], cwd=REPO, env=env, capture_output=True)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "patchctl", "pin-sync", "--help"], cwd=REPO, env=env, capture_output=True)
+    return time.perf_counter() - start
+
+
 def make_project(root: Path, bump: Bump) -> Path:
     project = root / "project"
     series_dir = project / PATCHES
@@ -355,14 +364,14 @@ def run_patchctl(root: Path, bump: Bump) -> tuple[list[Round], Path, list[dict]]
         if resolve(bump, by_name[name], tree):
             this.resolution = "maintainers' files"
             if (
-                report["state"] == "needs-hand"
+                report["state"] != "conflict"
                 and not git(tree, "diff", "--cached", "--quiet", "HEAD", check=False).returncode
             ):
                 this.resolution = "maintainers' files: no change left, dropped"
                 args.append("--drop")
         else:
             this.resolution = "dropped (not in B's series)"
-            if report["state"] == "needs-hand":
+            if report["state"] != "conflict":
                 args.append("--drop")
             else:
                 git(tree, "reset", "-q", "--hard")
@@ -427,9 +436,12 @@ def result_commit(bump: Bump, patches: list[Path], label: str) -> str:
     return out(bump.maint, "rev-parse", "HEAD")
 
 
-def differing(bump: Bump, commit: str) -> list[str]:
+def differing(bump: Bump, commit: str, leave_out: set[str]) -> list[str]:
+    """The files where COMMIT differs from the maintainers' result (but those in LEAVE_OUT), each
+    with the lines added and removed to get from it to theirs."""
     final = bump.after[bump.new_series[-1].subject] if bump.new_series else bump.new
-    return out(bump.maint, "diff", "--name-only", commit, final).splitlines()
+    rows = [line.split("\t") for line in out(bump.maint, "diff", "--numstat", commit, final).splitlines()]
+    return [f"{path} (+{plus} -{minus})" for plus, minus, path in rows if path not in leave_out]
 
 
 @dataclass
@@ -513,8 +525,8 @@ def judge(bump: Bump, rounds: list[Round], project: Path, records: list[dict], r
         p for q in bump.new_series if not any(counterpart(bump, o) is q for o in bump.old_series) for p in q.paths
     }
     result.explained_by_new_patches = sorted(new_only)
-    result.patchctl_vs_maintainers = [p for p in differing(bump, ours) if p not in new_only]
-    result.recipe_vs_maintainers = [p for p in differing(bump, theirs) if p not in new_only]
+    result.patchctl_vs_maintainers = differing(bump, ours, new_only)
+    result.recipe_vs_maintainers = differing(bump, theirs, new_only)
     for patch in bump.old_series:
         if "unpad" not in patch.name:
             continue
@@ -604,6 +616,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+    start = startup()
+    commands = sum(len(r.patchctl_rounds) for r in results)
+    print(f"starting patchctl (`pin-sync --help`): {start:.2f} s; {commands} commands: {commands * start:.1f} s")
     ours = sum(r.patchctl_seconds for r in results)
     theirs = sum(r.recipe_seconds for r in results)
     if results:
