@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from .. import git
 from ..confined import all_confined
@@ -46,7 +46,6 @@ from ..output.escape import shell_command, shell_word
 from ..output.jsonout import json_field
 from ..paths import remove_tree
 from ..project.config import Config, Series
-from ..series import exporter
 from ..series.applier import PatchOutcome, Status, commit_worktree, is_clean, seed_three_way_objects
 from ..series.apply_job import ApplyJob, apply_job
 from ..series.patchset import QUILT_SERIES_FILE, PatchFile, read_series, series_digest
@@ -63,9 +62,10 @@ from ..state.sync_state import (
 )
 from ..upstream.store import Mirror, Store
 from . import carry, health, pinfile, vendor
-from .gates import GatesFailed, run_gates
 from .rangediff import old_series_head, range_diff
-from .runners import run_build
+
+if TYPE_CHECKING:
+    from ..series.exporter import ExportResult, GeneratedPatch
 
 MAX_LISTED_COMMITS = 500
 # What a stop's report says in place of the range-diff: it is computed once, when the sync ends.
@@ -365,7 +365,7 @@ def _run(
         raise SyncStopped(report, f"pin-sync of {state.upstream} {what}: {stopped}; see the report for what to do")
 
     # series -> (its new patches, the export result, the changes to its vendored copies)
-    planned: dict[str, tuple[list[exporter.GeneratedPatch], exporter.ExportResult, list[pinfile.FileChange]]] = {}
+    planned: dict[str, tuple[list[GeneratedPatch], ExportResult, list[pinfile.FileChange]]] = {}
     for entry in state.series:
         series = config.get_series(entry.name)
         ok = _gate_series(config, store, state, series, Path(entry.tree), report, planned, timer, say)
@@ -931,6 +931,11 @@ def _gate_series(
     timer: _Timer,
     say: Progress,
 ) -> bool:
+    # Imported here, where the gates run: the commands that stop before them start faster without them.
+    from ..series import exporter
+    from .gates import GatesFailed, run_gates
+    from .runners import run_build
+
     if not is_clean(tree):
         report.gates.append(
             GateRecord(
@@ -1039,6 +1044,8 @@ def _strict_apply(
     (export's verify: it must give TREE's files), then checked out clean at GATE_TREE when
     given (for the build steps and gates). Why not, or None; and the series' last commit
     (None when neither a checkout nor the vendored copies need it: then no commit is made)."""
+    from ..series import exporter  # see _gate_series
+
     try:
         if gate_tree is None and not series.vendor:
             exporter.verify_tree(series, tree, target, patches)  # TREE is a worktree of MIRROR: one object store
