@@ -626,8 +626,8 @@ def _merged_outcome(tree: Path, patch: PatchFile) -> PatchOutcome:
     """A clean 3-way merge, classified by what it staged: nothing (the target already has the
     whole change, in other context: already applied), or less than the patch (the parts the
     target already has are named: partially upstream)."""
-    staged = set(git.run(["diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"], tree).stdout.split("\0"))
-    staged.discard("")
+    changes = _staged_changes(tree)
+    staged = set(changes)
     if not staged:
         return PatchOutcome(
             patch.name,
@@ -640,7 +640,7 @@ def _merged_outcome(tree: Path, patch: PatchFile) -> PatchOutcome:
         if not paths & staged:
             parts.append(diff.path)
             continue
-        changed = _changed_lines(tree, diff.path)
+        changed = changes.get(diff.path, set())
         for hunk in diff.hunks:
             lines = [line for line in hunk.body if line[:1] in "+-"]
             kept = sum(line in changed for line in lines)
@@ -653,12 +653,10 @@ def hunks_already_upstream(tree: Path, patch: PatchFile) -> list[tuple[FileDiff,
     """After a clean apply of PATCH in TREE (staged, not committed): every hunk whose change
     the target already had, in whole or in part, with its +/- lines the apply did not stage.
     With nothing staged (already applied), that is every hunk."""
-    staged = set(git.run(["diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"], tree).stdout.split("\0"))
-    staged.discard("")
+    changes = _staged_changes(tree)
     found = []
     for diff in _safe_files(patch):
-        touched = bool({diff.path, diff.source_path} & staged)
-        changed = _changed_lines(tree, diff.path) if touched else set()
+        changed = changes.get(diff.path, set())
         for hunk in diff.hunks:
             upstream = [line for line in hunk.body if line[:1] in "+-" and line not in changed]
             if upstream:
@@ -666,10 +664,36 @@ def hunks_already_upstream(tree: Path, patch: PatchFile) -> list[tuple[FileDiff,
     return found
 
 
+def _staged_changes(tree: Path) -> dict[str, set[str]]:
+    """Per path TREE's index changes against HEAD (`--no-renames`): the +/- lines of its staged
+    change. Two git calls whatever the number of files: the names, then one `-U0` diff of them
+    all, cut at its `diff --git` lines (one per path, in the names' order)."""
+    names = [
+        n
+        for n in git.run(["diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"], tree).stdout.split("\0")
+        if n
+    ]
+    if not names:
+        return {}
+    diff = git.run(["diff", "--cached", "-U0", "--no-renames", "HEAD"], tree, binary=True).stdout
+    chunks: list[list[str]] = []
+    for line in diff.decode("utf-8", errors="surrogateescape").splitlines():
+        if line.startswith("diff --git "):
+            chunks.append([])
+        elif chunks:
+            chunks[-1].append(line)
+    if len(chunks) != len(names):  # never seen; a path at a time then, as named
+        return {name: _changed_lines(tree, name) for name in names}
+    return {name: _plus_minus(lines) for name, lines in zip(names, chunks, strict=True)}
+
+
 def _changed_lines(tree: Path, path: str) -> set[str]:
     """The +/- lines of PATH's staged change."""
     diff = git.run(["diff", "--cached", "-U0", "--no-renames", "HEAD", "--", path], tree, binary=True).stdout
-    lines = diff.decode("utf-8", errors="surrogateescape").splitlines()
+    return _plus_minus(diff.decode("utf-8", errors="surrogateescape").splitlines())
+
+
+def _plus_minus(lines: list[str]) -> set[str]:
     return {line for line in lines if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))}
 
 
