@@ -574,14 +574,9 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         reverse = git.run(
             [*APPLY_CONFIG, "apply", "--check", "-R", "--index", "-"], tree, check=False, input=patch.data
         ).ok
-        every_hunk = ""
-        if not reverse:
-            every_hunk = git.run(
-                [*APPLY_CONFIG, "apply", "-v", "--check", "--reject", "--index", "-"],
-                tree,
-                check=False,
-                input=patch.data,
-            ).stderr
+        # Every failing hunk, not only each file's first: asked of git only where the outcome
+        # names them (a strict failure, a failed or conflicting merge), never for a clean merge.
+        every_hunk = "" if reverse or three_way else _every_failing_hunk(tree, patch)
         outcome = _classify_failure(patch, strict.stderr, reverse, every_hunk)
         if not three_way or outcome.status in (Status.MALFORMED, Status.UNSAFE_PATH, Status.ALREADY_APPLIED):
             return outcome
@@ -592,6 +587,11 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
             input=patch.data,
         )
         conflicts = sorted(set(_CONFLICT_RE.findall(merged.stdout + merged.stderr)))
+        if conflicts or not merged.ok:
+            # A conflicting merge wrote the tree and its index: the hunks are checked against HEAD,
+            # which they stood at before it (a failed one wrote nothing: the tree is still that).
+            every_hunk = _every_failing_hunk(tree, patch, at_head=bool(conflicts))
+            outcome = _classify_failure(patch, strict.stderr, reverse, every_hunk)
         if conflicts:
             # Only the files the index really holds unmerged: a file git merged cleanly is no conflict.
             outcome.status, outcome.conflict_files = Status.CONFLICT, unmerged_paths(tree) or conflicts
@@ -611,6 +611,26 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
     if commit:
         outcome.commit = commit_worktree(tree, patch)
     return outcome
+
+
+def _every_failing_hunk(tree: Path, patch: PatchFile, *, at_head: bool = False) -> str:
+    """git's words (stderr) on every hunk of PATCH that fails in TREE, from a `--check --reject`
+    run, which goes on past a file's first failing hunk; AT_HEAD: against TREE's HEAD, in a
+    private index, for when the tree and its index no longer stand there."""
+    if not at_head:
+        return git.run(
+            [*APPLY_CONFIG, "apply", "-v", "--check", "--reject", "--index", "-"], tree, check=False, input=patch.data
+        ).stderr
+    with tempfile.TemporaryDirectory(prefix="patchctl-index-") as directory:
+        env = {"GIT_INDEX_FILE": str(Path(directory) / "index")}
+        git.run(["read-tree", "HEAD"], tree, env=env)
+        return git.run(
+            [*APPLY_CONFIG, "apply", "-v", "--check", "--reject", "--cached", "-"],
+            tree,
+            check=False,
+            input=patch.data,
+            env=env,
+        ).stderr
 
 
 def _on_disk(tree: Path, path: str, test: Callable[[Path], bool]) -> bool:
