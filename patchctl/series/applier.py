@@ -24,6 +24,7 @@ is a link, lies under one or holds one), so a series that leaves links alone cos
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import tempfile
@@ -543,11 +544,119 @@ def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> s
 
     Returns the series as commits on BASE as far as it applies in order: what
     `apply_series_to_index` returns (the same deterministic commits), made on the way."""
+    trees: list[tuple[str, PatchFile]] = []  # the tree each patch in order gives, to commit at the end
     with IndexBuilder(repo, base) as builder:
         in_order = True
         for patch in patches:
-            in_order = builder.apply(patch, commit=in_order).ok and in_order
-        return builder.head
+            in_order = builder.apply(patch, commit=False).ok and in_order
+            if in_order:
+                trees.append((builder.tree(), patch))
+                builder.head = trees[-1][0]  # what a patch refused after it is undone to (read-tree takes a tree)
+    return commit_trees(repo, base, trees)
+
+
+def commit_trees(repo: Path, base: str, trees: list[tuple[str, PatchFile]]) -> str:
+    """Commit each (tree, patch) of TREES on the one before, the first on BASE, as `commit_tree`
+    does; the last commit (BASE when none). One `git fast-import` makes them all where it
+    writes the very commits `commit_tree` would: each message valid UTF-8 (which commit-tree
+    would otherwise rewrite), each author name and e-mail free of what git strips from an
+    identity; the dates go through git's own parser in both. Else a commit-tree a patch."""
+    if not trees:
+        return base
+    if all(_fast_importable(patch) for _, patch in trees):
+        head = _fast_import_commits(repo, base, trees)
+        if head is not None:
+            return head
+    head = base
+    for tree, patch in trees:
+        head = commit_tree(repo, tree, head, patch)
+    return head
+
+
+# What git strips from the ends of an identity's name and e-mail (ident.c's crud()), and the
+# characters it drops inside them.
+_IDENT_CRUD = frozenset(".,:;<>\"\\'")
+_IDENT_DROPPED = frozenset("<>\n")
+
+
+def _plain_ident(value: str) -> bool:
+    return (
+        value != ""
+        and not any(ch in _IDENT_DROPPED or ch == "\0" for ch in value)
+        and all(ch not in _IDENT_CRUD and ord(ch) > 32 for ch in (value[0], value[-1]))
+    )
+
+
+def _fast_importable(patch: PatchFile) -> bool:
+    env = _commit_env(patch)
+    name, email = env.get("GIT_AUTHOR_NAME", git.IDENTITY_NAME), env.get("GIT_AUTHOR_EMAIL", git.IDENTITY_EMAIL)
+    try:
+        message = commit_message(patch).encode("utf-8", "surrogateescape").decode("utf-8")
+    except UnicodeError:
+        return False
+    # commit-tree rewrites what is not UTF-8 to it (as Latin-1), and U+FFFE and U+FFFF with it.
+    plain_message = not any(ch in message for ch in "\0\ufffe\uffff")
+    return _plain_ident(name) and _plain_ident(email) and plain_message and _plain_date(env["GIT_AUTHOR_DATE"])
+
+
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_DATE_PARTS_RE = re.compile(
+    r"^(?:(?P<weekday>\w{3}), )?(?P<day>\d{1,2}) (?P<month>\w{3}) (?P<year>\d{4}) "
+    r"(?P<hour>\d\d):(?P<minute>\d\d)(?::(?P<second>\d\d))? [+-](?P<zone_hour>\d\d)(?P<zone_minute>\d\d)$"
+)
+
+
+def _plain_date(date: str) -> bool:
+    """A date git's parser surely takes (fast-import would stop at one it refuses, leaving a
+    crash report in the repository): ours, or an RFC 2822 date that names a real moment
+    between 1970 and 2099 and an offset under 24 hours."""
+    if date == git.FIXED_DATE:
+        return True
+    parts = _DATE_PARTS_RE.match(date)
+    if parts is None or parts["month"] not in _MONTHS or parts["weekday"] not in (None, *_WEEKDAYS):
+        return False
+    try:
+        datetime.datetime(
+            int(parts["year"]),
+            _MONTHS.index(parts["month"]) + 1,
+            int(parts["day"]),
+            int(parts["hour"]),
+            int(parts["minute"]),
+            int(parts["second"] or 0),
+        )
+    except ValueError:
+        return False
+    return 1970 <= int(parts["year"]) <= 2099 and int(parts["zone_hour"]) < 24 and int(parts["zone_minute"]) < 60
+
+
+def _fast_import_commits(repo: Path, base: str, trees: list[tuple[str, PatchFile]]) -> str | None:
+    """TREES committed in one `git fast-import` (see `commit_trees`); the last commit, or None
+    when git refused the stream (a date it cannot parse: commit-tree then says so)."""
+    ref = f"refs/patchctl-seed/{os.getpid()}"
+    stream = bytearray()
+    for number, (tree, patch) in enumerate(trees, 1):
+        env = _commit_env(patch)
+        author = (
+            f"{env.get('GIT_AUTHOR_NAME', git.IDENTITY_NAME)} <{env.get('GIT_AUTHOR_EMAIL', git.IDENTITY_EMAIL)}> "
+            f"{env['GIT_AUTHOR_DATE']}"
+        )
+        message = commit_message(patch).encode("utf-8")
+        stream += (
+            f"commit {ref}\nmark :{number}\nauthor {author}\n"
+            f"committer {git.IDENTITY_NAME} <{git.IDENTITY_EMAIL}> {env['GIT_COMMITTER_DATE']}\n"
+            f"data {len(message)}\n"
+        ).encode("utf-8", "surrogateescape")
+        stream += message + f'\nfrom {base if number == 1 else f":{number - 1}"}\nM 040000 {tree} ""\n\n'.encode()
+    stream += f"get-mark :{len(trees)}\nreset {ref}\nfrom {git.ZERO_OID}\n\ndone\n".encode()
+    # --date-format=rfc2822 hands each date to git's parse_date, as GIT_AUTHOR_DATE is handed to it.
+    done = git.run(
+        ["fast-import", "--quiet", "--done", "--force", "--date-format=rfc2822"], repo, input=bytes(stream), check=False
+    )
+    head = done.stdout.strip()
+    if not done.ok or not re.fullmatch(r"[0-9a-f]{40}(?:[0-9a-f]{24})?", head):
+        return None
+    return head
 
 
 # ---------------------------------------------------------------- work-tree application

@@ -3,15 +3,18 @@ classified (real git repositories, real patches made by git)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from patchctl import git
 from patchctl.series.applier import (
     IndexBuilder,
     Status,
+    _fast_importable,
     apply_in_worktree,
     apply_series_to_index,
     is_clean,
+    seed_three_way_objects,
     unsafe_path_reason,
     write_tree_listing,
 )
@@ -143,3 +146,33 @@ def test_worktree_application_commits_and_three_way_merges_or_conflicts(tmp_path
     assert conflict.status is Status.CONFLICT and conflict.conflict_files == ["src/main.c"]
     assert "<<<<<<<" in upstream.read("src/main.c") and not is_clean(upstream.path)
     assert conflict.describe() == "0002-c.patch: 3-way merge conflict in src/main.c"
+
+
+def test_the_seed_makes_in_one_fast_import_the_very_commits_commit_tree_makes(tmp_path: Path, upstream: Repo) -> None:
+    """seed_three_way_objects commits the series with one `git fast-import` where that writes
+    the bytes commit-tree writes (plain identities, UTF-8, dates git surely parses), else one
+    commit-tree a patch: either way the range-diff's old side has the ids apply gives."""
+    base = upstream.head
+    texts = [
+        edit_main(upstream, base, "main 5\n", "main 5 a\n", "Change A"),
+        make_patch(upstream, base, {"src/util.c": "util\n"}, "Change B", "Why B: caf\u00e9."),
+        edit_main(upstream, base, "main 30\n", "main 30 c\n", "Change C"),
+    ]
+    cases = {  # (author, date) of every patch -> whether the one fast-import writes them
+        ("J\u00f6rg M\u00fcller <jm@example.org>", "Tue, 5 Mar 2024 13:07 -0000"): True,
+        ("Georgi Gerganov <gg@example.com>", "5 Mar 2024 13:07:09 +0530"): True,
+        ('"Quoted, Name" <q@example.com>', "Fri, 13 Oct 2023 10:00:00 +0100"): False,  # git strips the quotes
+        ("Name. <a@example.com.>", "Fri, 13 Oct 2023 10:00:00 +0100"): False,
+        ("Plain Name <p@example.com>", "Sat, 31 Feb 2024 10:00:00 +0100"): False,  # no such day
+    }
+    for number, ((author, date), fast) in enumerate(cases.items()):
+        patches = []
+        for index, text in enumerate(texts):
+            text = re.sub(r"^From: .*$", f"From: {author}", text, count=1, flags=re.M)
+            text = re.sub(r"^Date: .*$", f"Date: {date}", text, count=1, flags=re.M)
+            patches.append(patch_file(tmp_path, f"{number}-{index:04d}.patch", text))
+        assert all(_fast_importable(p) for p in patches) is fast, (author, date)
+        seeded = seed_three_way_objects(upstream.path, base, patches)
+        outcomes, head = apply_series_to_index(upstream.path, base, patches)
+        assert all(o.ok for o in outcomes) and seeded == head, (author, date)
+    assert upstream.git("for-each-ref", "--format=%(refname)").split() == ["refs/heads/main"]  # no ref left behind
