@@ -18,6 +18,7 @@ from patchctl.series.applier import (
     unsafe_path_reason,
     write_tree_listing,
 )
+from patchctl.series.exporter import _surely_does_not_apply
 from patchctl.series.patchset import PatchFile
 
 from .conftest import Repo, make_patch, numbered
@@ -176,3 +177,36 @@ def test_the_seed_makes_in_one_fast_import_the_very_commits_commit_tree_makes(tm
         outcomes, head = apply_series_to_index(upstream.path, base, patches)
         assert all(o.ok for o in outcomes) and seeded == head, (author, date)
     assert upstream.git("for-each-ref", "--format=%(refname)").split() == ["refs/heads/main"]  # no ref left behind
+
+
+def test_export_knows_from_the_files_alone_when_a_strict_apply_must_fail(tmp_path: Path, upstream: Repo) -> None:
+    """export's `_surely_does_not_apply` answers True only where git's strict apply fails (a
+    file's first hunk whose context is gone), and leaves every other case to git."""
+    base = upstream.head
+    edits = {  # (old, new) of src/main.c made by the patch
+        "one hunk": [("main 5\n", "main 5 a\n")],
+        "two hunks": [("main 5\n", "main 5 a\n"), ("main 30\n", "main 30 b\n")],
+    }
+    patches = {
+        name: patch_file(tmp_path, f"{name}.patch", edit_main(upstream, base, *pairs[0], name))
+        for name, pairs in edits.items()
+    }
+    text = git.run(["show", f"{base}:src/main.c"], upstream.path).stdout
+    both = text.replace("main 5\n", "main 5 a\n").replace("main 30\n", "main 30 b\n")
+    patches["two hunks"] = patch_file(
+        tmp_path, "two.patch", make_patch(upstream, base, {"src/main.c": both}, "two hunks")
+    )
+    moves = {  # upstream's change to the file -> whether the first hunk's preimage is gone
+        "context of the first hunk edited": (text.replace("main 4\n", "main 4 upstream\n"), True),
+        "context of the second hunk edited": (text.replace("main 31\n", "main 31 upstream\n"), False),
+        "lines added above (an offset)": ("above\n" * 7 + text, False),
+    }
+    for move, (changed, first_gone) in moves.items():
+        rev = upstream.commit({"src/main.c": changed}, move)
+        for name, patch in patches.items():
+            with IndexBuilder(upstream.path, rev) as builder:
+                applies = builder.apply(patch, commit=False, explain=False).ok
+            sure = _surely_does_not_apply(upstream.path, rev, patch)
+            assert not (sure and applies), (move, name)  # never claims a failure git would not have
+            assert sure == (first_gone and not applies), (move, name)
+        upstream.git("reset", "-q", "--hard", base)
