@@ -46,7 +46,6 @@ from .applier import (
     apply_series_to_index,
     is_clean,
     series_tree_at_once,
-    write_tree_listing,
 )
 from .patchset import (
     FORMAT_PATCH_SLUG_MAX,
@@ -435,10 +434,10 @@ def verify_tree(series: Series, tree: Path, base: str, patches: list[PatchFile])
 
 def _same_files(series: Series, tree: Path, produced: str) -> None:
     """HEAD's files in TREE and PRODUCED's (a commit or a tree) agree on every non-excluded path."""
-    expected = {p: v for p, v in write_tree_listing(tree, "HEAD").items() if not is_excluded(p, series.exclude)}
-    listing = {p: v for p, v in write_tree_listing(tree, produced).items() if not is_excluded(p, series.exclude)}
-    if expected != listing:
-        differing = sorted(p for p in expected.keys() | listing.keys() if expected.get(p) != listing.get(p))
+    # Every path whose mode or blob differs, added and removed ones too: one diff-tree, not two listings.
+    out = git.run(["diff-tree", "-r", "-z", "--name-only", "--no-renames", "HEAD", produced], tree).stdout
+    differing = sorted(p for p in out.split("\0") if p and not is_excluded(p, series.exclude))
+    if differing:
         raise CheckFailed(f"the regenerated series does not reproduce the work tree ({', '.join(differing[:5])})")
 
 
