@@ -370,9 +370,22 @@ class IndexBuilder:
         self._links: dict[str, str] | None = None  # the index's symlinks before the next patch
         self._link_dirs: set[str] = set()  # the directories holding them
         self._link_targets: dict[str, str] = {}  # blob id -> target, read once
+        self.undo_to: bytes | None = None  # the index to go back to when a patch is undone (else HEAD's tree)
 
     def close(self) -> None:
         self._dir.cleanup()
+
+    @property
+    def index_file(self) -> Path:
+        return Path(self.env["GIT_INDEX_FILE"])
+
+    def _undo(self) -> None:
+        """The private index as it was before the last patch: HEAD's tree, or the index saved in
+        `undo_to` where the patches before it were not committed (the seed)."""
+        if self.undo_to is not None:
+            self.index_file.write_bytes(self.undo_to)
+        else:
+            git.run(["read-tree", self.head], self.repo, env=self.env)
 
     def __enter__(self) -> IndexBuilder:
         return self
@@ -404,7 +417,7 @@ class IndexBuilder:
         if watch:
             links = index_links(self.repo, self.env, self._link_targets)
             if (link := new_bad_link(self._links, links)) is not None:
-                git.run(["read-tree", self.head], self.repo, env=self.env)  # undo this patch in the private index
+                self._undo()  # this patch, in the private index
                 self._links = None
                 return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=f"leaves {link.describe()}")
             self._links, self._link_dirs = links, link_dirs(links)
@@ -544,6 +557,10 @@ def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> s
 
     Returns the series as commits on BASE as far as it applies in order: what
     `apply_series_to_index` returns (the same deterministic commits), made on the way."""
+    if all(_fast_importable(patch) for patch in patches):
+        head = _seed_in_one_import(repo, base, patches)
+        if head is not None:
+            return head
     trees: list[tuple[str, PatchFile]] = []  # the tree each patch in order gives, to commit at the end
     with IndexBuilder(repo, base) as builder:
         in_order = True
@@ -555,6 +572,60 @@ def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> s
     return commit_trees(repo, base, trees)
 
 
+def _seed_in_one_import(repo: Path, base: str, patches: list[PatchFile]) -> str | None:
+    """The seed with no process a patch but its `git apply`: what each patch in order changed
+    is read from the private index itself (saved after each), and one `git fast-import` writes
+    the commits, each tree its parent's with those changes, as `commit_tree` would commit them.
+    The last tree must be what `git write-tree` makes of the last index, else (and on an index
+    this does not read) None: the seed is then made a write-tree a patch."""
+    changes: list[tuple[list[bytes], PatchFile]] = []  # per patch in order: its fast-import file commands
+    with IndexBuilder(repo, base) as builder:
+        before = _index_entries(builder.index_file.read_bytes())
+        if before is None or len(base) != 40:  # a SHA-256 repository's index: not read here
+            return None
+        in_order = True
+        for patch in patches:
+            in_order = builder.apply(patch, commit=False).ok and in_order
+            if not in_order:
+                continue
+            data = builder.index_file.read_bytes()
+            after = _index_entries(data)
+            if after is None:
+                return None
+            gone = sorted(before.keys() - after.keys())
+            made = sorted(path for path, entry in after.items() if before.get(path) != entry)
+            if any(b"\n" in path or path.startswith(b'"') for path in gone + made):
+                return None  # a name fast-import would read quoted: left to write-tree
+            files = [b"D " + path for path in gone]
+            files += [b"M %06o %s " % (after[path][0], after[path][1].hex().encode()) + path for path in made]
+            changes.append((files, patch))
+            builder.undo_to, before = data, after  # a patch refused later is undone to this index
+        if not changes:
+            return base
+        final_tree = builder.tree()
+    return _fast_import_commits(repo, base, changes, final_tree)
+
+
+def _index_entries(data: bytes) -> dict[bytes, tuple[int, bytes]] | None:
+    """Path -> (mode, object id) of every entry of a version 2 index file (what read-tree and
+    `git apply --cached` write under patchctl's isolated config); None for anything else (another
+    version, an extended or unmerged entry), which the caller leaves to git."""
+    if data[:4] != b"DIRC" or int.from_bytes(data[4:8], "big") != 2:
+        return None
+    count, position, entries = int.from_bytes(data[8:12], "big"), 12, {}
+    for _ in range(count):
+        flags = int.from_bytes(data[position + 60 : position + 62], "big")
+        if flags & 0x7000:  # extended flags or a merge stage
+            return None
+        end = data.find(b"\0", position + 62)
+        if end < 0:
+            return None
+        mode = int.from_bytes(data[position + 24 : position + 28], "big")
+        entries[data[position + 62 : end]] = (mode, data[position + 40 : position + 60])
+        position += (end - position + 8) & ~7  # the entry and 1 to 8 NULs: a multiple of 8 bytes
+    return entries
+
+
 def commit_trees(repo: Path, base: str, trees: list[tuple[str, PatchFile]]) -> str:
     """Commit each (tree, patch) of TREES on the one before, the first on BASE, as `commit_tree`
     does; the last commit (BASE when none). One `git fast-import` makes them all where it
@@ -564,7 +635,7 @@ def commit_trees(repo: Path, base: str, trees: list[tuple[str, PatchFile]]) -> s
     if not trees:
         return base
     if all(_fast_importable(patch) for _, patch in trees):
-        head = _fast_import_commits(repo, base, trees)
+        head = _fast_import_commits(repo, base, [([b'M 040000 %s ""' % tree.encode()], patch) for tree, patch in trees])
         if head is not None:
             return head
     head = base
@@ -630,12 +701,16 @@ def _plain_date(date: str) -> bool:
     return 1970 <= int(parts["year"]) <= 2099 and int(parts["zone_hour"]) < 24 and int(parts["zone_minute"]) < 60
 
 
-def _fast_import_commits(repo: Path, base: str, trees: list[tuple[str, PatchFile]]) -> str | None:
-    """TREES committed in one `git fast-import` (see `commit_trees`); the last commit, or None
-    when git refused the stream (a date it cannot parse: commit-tree then says so)."""
+def _fast_import_commits(
+    repo: Path, base: str, commits: list[tuple[list[bytes], PatchFile]], last_tree: str | None = None
+) -> str | None:
+    """COMMITS (per patch: the fast-import file commands that make its tree from its parent's)
+    made in one `git fast-import` (see `commit_trees`); the last commit. None when git refused
+    the stream (a date it cannot parse: commit-tree then says so) or, given LAST_TREE, when the
+    last commit's tree is not that one."""
     ref = f"refs/patchctl-seed/{os.getpid()}"
     stream = bytearray()
-    for number, (tree, patch) in enumerate(trees, 1):
+    for number, (files, patch) in enumerate(commits, 1):
         env = _commit_env(patch)
         author = (
             f"{env.get('GIT_AUTHOR_NAME', git.IDENTITY_NAME)} <{env.get('GIT_AUTHOR_EMAIL', git.IDENTITY_EMAIL)}> "
@@ -647,14 +722,19 @@ def _fast_import_commits(repo: Path, base: str, trees: list[tuple[str, PatchFile
             f"committer {git.IDENTITY_NAME} <{git.IDENTITY_EMAIL}> {env['GIT_COMMITTER_DATE']}\n"
             f"data {len(message)}\n"
         ).encode("utf-8", "surrogateescape")
-        stream += message + f'\nfrom {base if number == 1 else f":{number - 1}"}\nM 040000 {tree} ""\n\n'.encode()
-    stream += f"get-mark :{len(trees)}\nreset {ref}\nfrom {git.ZERO_OID}\n\ndone\n".encode()
+        stream += message + f"\nfrom {base if number == 1 else f':{number - 1}'}\n".encode()
+        stream += b"".join(line + b"\n" for line in files) + b"\n"
+    last = len(commits)
+    stream += f'ls :{last} ""\nget-mark :{last}\nreset {ref}\nfrom {git.ZERO_OID}\n\ndone\n'.encode()
     # --date-format=rfc2822 hands each date to git's parse_date, as GIT_AUTHOR_DATE is handed to it.
     done = git.run(
         ["fast-import", "--quiet", "--done", "--force", "--date-format=rfc2822"], repo, input=bytes(stream), check=False
     )
-    head = done.stdout.strip()
+    listed, _, head = done.stdout.strip().rpartition("\n")
+    tree = listed.split("\t")[0].split(" ")[-1]
     if not done.ok or not re.fullmatch(r"[0-9a-f]{40}(?:[0-9a-f]{24})?", head):
+        return None
+    if last_tree is not None and tree != last_tree:
         return None
     return head
 

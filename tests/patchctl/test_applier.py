@@ -11,6 +11,7 @@ from patchctl.series.applier import (
     IndexBuilder,
     Status,
     _fast_importable,
+    _seed_in_one_import,
     apply_in_worktree,
     apply_series_to_index,
     is_clean,
@@ -151,13 +152,15 @@ def test_worktree_application_commits_and_three_way_merges_or_conflicts(tmp_path
 
 def test_the_seed_makes_in_one_fast_import_the_very_commits_commit_tree_makes(tmp_path: Path, upstream: Repo) -> None:
     """seed_three_way_objects commits the series with one `git fast-import` where that writes
-    the bytes commit-tree writes (plain identities, UTF-8, dates git surely parses), else one
+    the bytes commit-tree writes (plain identities, UTF-8, dates git surely parses), each tree
+    read from the private index (files changed, added, removed), else one write-tree and one
     commit-tree a patch: either way the range-diff's old side has the ids apply gives."""
     base = upstream.head
     texts = [
         edit_main(upstream, base, "main 5\n", "main 5 a\n", "Change A"),
         make_patch(upstream, base, {"src/util.c": "util\n"}, "Change B", "Why B: caf\u00e9."),
         edit_main(upstream, base, "main 30\n", "main 30 c\n", "Change C"),
+        make_patch(upstream, base, {"README.md": None}, "Change D"),
     ]
     cases = {  # (author, date) of every patch -> whether the one fast-import writes them
         ("J\u00f6rg M\u00fcller <jm@example.org>", "Tue, 5 Mar 2024 13:07 -0000"): True,
@@ -175,7 +178,9 @@ def test_the_seed_makes_in_one_fast_import_the_very_commits_commit_tree_makes(tm
         assert all(_fast_importable(p) for p in patches) is fast, (author, date)
         seeded = seed_three_way_objects(upstream.path, base, patches)
         outcomes, head = apply_series_to_index(upstream.path, base, patches)
-        assert all(o.ok for o in outcomes) and seeded == head, (author, date)
+        assert all(o.ok for o in outcomes) and len(outcomes) == len(texts) and seeded == head, (author, date)
+        if fast:  # the commits and their trees from the private index itself, no write-tree a patch
+            assert _seed_in_one_import(upstream.path, base, patches) == head
     assert upstream.git("for-each-ref", "--format=%(refname)").split() == ["refs/heads/main"]  # no ref left behind
 
 
