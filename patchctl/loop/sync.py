@@ -229,6 +229,7 @@ def pin_sync(
             for s in series_list
         ],
     )
+    state.__dict__[_PATCHES_READ] = read  # see _patches
     sync_root = worktree.sync_root(config.root, name)
     _remove_sync_root(config, store, sync_root, state)
     sync_root.mkdir(parents=True, exist_ok=True)
@@ -263,7 +264,7 @@ def continue_sync(
     for entry in state.series:
         _check_sync_tree(config, state, Path(entry.tree))
     for entry in state.series:
-        if series_digest(read_series(config.get_series(entry.name))) != entry.digest:
+        if series_digest(_patches(config, state, entry.name)) != entry.digest:
             raise UsageError(
                 f"patches of series {entry.name} changed since the sync started; drop the sync "
                 f"(`{_sync_command(state.upstream, '--abort')}`) and start again"
@@ -457,7 +458,7 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
     """Apply the remaining patches with 3-way; returns why it stopped, or None when done."""
     for entry in state.series:
         series = config.get_series(entry.name)
-        patches = read_series(series)
+        patches = _patches(config, state, series.name)
         tree = Path(entry.tree)
         if entry.next < len(patches):
             _seed(tree, state.old_pin, entry, patches)
@@ -514,6 +515,19 @@ def _note_taken(record: PatchRecord, tree: Path, move: carry.PinMove, patch: Pat
     record.conflicts = []
 
 
+# Where a run keeps the series it read, on its SyncState but outside the dataclass's fields, so never saved.
+_PATCHES_READ = "_patches_read"
+
+
+def _patches(config: Config, state: SyncState, name: str) -> list[PatchFile]:
+    """Series NAME's patches, read once per command: a pin-sync writes patches/ only as its very
+    last step, so every step before reads the same files (and shares their parse)."""
+    read: dict[str, list[PatchFile]] = state.__dict__.setdefault(_PATCHES_READ, {})
+    if name not in read:
+        read[name] = read_series(config.get_series(name))
+    return read[name]
+
+
 def _seed(tree: Path, old_pin: str, entry: SeriesProgress, patches: list[PatchFile]) -> None:
     """The blobs 3-way needs, from the old pin: made once per sync, with the series as commits
     there (the range-diff's old side). A --continue takes them as they are while every preimage
@@ -564,7 +578,7 @@ def _carried_record(series: str, patch: PatchFile, carried: carry.Carried, tree:
 def _look_steps(config: Config, state: SyncState) -> list[str]:
     entry = next(e for e in state.series if e.head_before is not None)
     tree = worktree.display(config.root, Path(entry.tree))
-    patch = read_series(config.get_series(entry.name))[entry.next]
+    patch = _patches(config, state, entry.name)[entry.next]
     return [
         f"{patch.name}: the upstream commit named above made the same edit as the patch along with other changes, so "
         f"upstream's edit may not stand for the patch's (e.g. a counter both sides increment); the rest of the patch "
@@ -591,7 +605,7 @@ def _range_diffs(config: Config, state: SyncState) -> dict[str, str]:
             head = git.rev_parse(tree, "HEAD")
             old_head = entry.old_head
             if old_head is None or not git.run(["cat-file", "-e", f"{old_head}^{{commit}}"], tree, check=False).ok:
-                old_head = old_series_head(tree, state.old_pin, read_series(config.get_series(entry.name)))
+                old_head = old_series_head(tree, state.old_pin, _patches(config, state, entry.name))
             diffs[entry.name] = range_diff(tree, state.old_pin, old_head, state.target, head)
         except GitError as exc:
             diffs[entry.name] = f"(range-diff not available: {exc})\n"
@@ -613,7 +627,7 @@ def _health_rows(config: Config, store: Store, state: SyncState) -> list[health.
             for r in state.records
             if r.series == entry.name
         }
-        patches = read_series(config.get_series(entry.name))
+        patches = _patches(config, state, entry.name)
         repo = _mirror_of(config, store, entry.upstream).path
         rows += health.health_rows(repo, state.old_pin, state.target, entry.name, patches, outcomes)
     return rows
@@ -703,7 +717,7 @@ def _conflict_steps(config: Config, state: SyncState) -> list[str]:
 def _by_hand_steps(config: Config, state: SyncState) -> list[str]:
     entry = next(e for e in state.series if e.head_before is not None)
     tree = worktree.display(config.root, Path(entry.tree))
-    patch = read_series(config.get_series(entry.name))[entry.next]
+    patch = _patches(config, state, entry.name)[entry.next]
     apply = f"{_git_command(tree, 'apply', '--reject')} < {shell_word(worktree.display(config.root, patch.path))}"
     return [
         f"{patch.name} does not apply to the target and git could not merge it 3-way (see its detail above); "
@@ -736,7 +750,7 @@ def _blocked_records(config: Config, state: SyncState) -> list[PatchRecord]:
     entry = next((e for e in state.series if e.head_before is not None), None)
     if entry is None:
         return []
-    patches = read_series(config.get_series(entry.name))
+    patches = _patches(config, state, entry.name)
     stopper = patches[entry.next]
     touched = set(stopper.touched_paths())
     records = []
@@ -792,7 +806,7 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
         return
     tree = Path(entry.tree)
     shown = worktree.display(config.root, tree)
-    patch = read_series(config.get_series(entry.name))[entry.next]
+    patch = _patches(config, state, entry.name)[entry.next]
     record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
     conflict = record.classification == CLASSIFICATION[Status.CONFLICT]
     if drop and conflict:
@@ -891,7 +905,7 @@ def _take_gate_fixes(config: Config, series: Series, tree: Path, state: SyncStat
             )
     if series.allow_undescribed:
         return
-    titles = {patch.title for patch in read_series(series)}
+    titles = {patch.title for patch in _patches(config, state, series.name)}
     log = git.run(["log", "--format=%H%x00%s%x00%b%x1e", f"{state.target}..HEAD"], tree).stdout
     head = git.rev_parse(tree, "HEAD")
     listing = _git_command(shown, "log", "--oneline", f"{state.target[:12]}..")
