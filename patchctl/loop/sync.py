@@ -1098,13 +1098,19 @@ def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None,
     """Commits in NEW that OLD lacks, oldest first (at most MAX_LISTED_COMMITS), with a note."""
     if old == new:
         return [], ""
-    if not git.run(["cat-file", "-e", f"{old}^{{commit}}"], repo, check=False).ok:
-        return None, f"the old pin {old[:12]} is not in the upstream's history"
-    ancestor = git.run(["merge-base", "--is-ancestor", old, new], repo, check=False).ok
-    # NUL-separated: a subject may hold any other character (a \r must not make an entry).
-    out = git.run(["log", "-z", "--reverse", "--topo-order", "--format=%H%x00%s", f"{old}..{new}"], repo).stdout
-    fields = out.split("\0")
-    commits = [{"sha": sha, "subject": subject} for sha, subject in zip(fields[0::2], fields[1::2])]
+    # One git log: NUL-separated (a subject may hold any other character: a \r must not make an
+    # entry), each commit marked ('-' for the boundary, the commits OLD has that the listed ones
+    # stand on: OLD is one of them exactly when NEW descends from it).
+    log = ["log", "-z", "--reverse", "--topo-order", "--boundary", "--format=%m%H%x00%s", f"{old}..{new}"]
+    listed = git.run(log, repo, check=False)
+    if not listed.ok:
+        if not git.run(["cat-file", "-e", f"{old}^{{commit}}"], repo, check=False).ok:
+            return None, f"the old pin {old[:12]} is not in the upstream's history"
+        git.run(log, repo)  # raises, with git's words
+    fields = listed.stdout.split("\0")
+    marked = list(zip(fields[0::2], fields[1::2]))
+    ancestor = any(marked_sha == "-" + old for marked_sha, _ in marked)
+    commits = [{"sha": sha[1:], "subject": subject} for sha, subject in marked if not sha.startswith("-")]
     note = (
         ""
         if ancestor
