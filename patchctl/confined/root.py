@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -295,7 +294,7 @@ class Root:
             if old is not None and not stat.S_ISREG(old.st_mode):
                 raise self._refusal(fd, name, parts, parts, "write", "a regular file")
             bits = mode if mode is not None else (stat.S_IMODE(old.st_mode) if old is not None else 0o644)
-            temp = f".{name[:200]}{TEMP_INFIX}{secrets.token_hex(4)}"
+            temp = f".{name[:200]}{TEMP_INFIX}{os.urandom(4).hex()}"
             temp_fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=fd)
             try:
                 with os.fdopen(temp_fd, "wb") as out:

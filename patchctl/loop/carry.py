@@ -338,10 +338,7 @@ def taken_upstream(move: PinMove, patch: PatchFile, tree: Path | None = None) ->
     own = _own_patch_id(move, patch)
     paths = patch.touched_paths()
     if own != "-" and paths:
-        listed = git.run(
-            ["log", "--no-merges", "--format=%H", f"{move.old}..{move.new}", "--", *paths], move.repo, check=False
-        )
-        for commit in listed.stdout.split() if listed.ok else []:
+        for commit in _commits_with_patch_ids(move, paths):
             if _patch_id(move, commit) == own:
                 return _taken(move, commit, TAKEN_SAME_PATCH_ID)
     if tree is None:
@@ -442,6 +439,37 @@ def _patch_id(move: PinMove, commit: str) -> str:
         diff = git.run([*_SHOW, "--no-renames", commit], move.repo).stdout
         move.patch_ids[commit] = _patch_id_of(move.repo, diff)
     return move.patch_ids[commit]
+
+
+def _commits_with_patch_ids(move: PinMove, paths: list[str]) -> list[str]:
+    """The commits between the pins that touch PATHS (newest first, no merges), with the
+    patch-id of each (of its whole change, as `_patch_id` computes it) put in MOVE's cache:
+    one `git log -p` and one `git patch-id` for them all, not two processes a commit."""
+    listed = git.run(
+        [
+            "log",
+            "--no-merges",
+            "-p",
+            "--full-diff",  # each commit's whole change, as `git show` gives it, not only PATHS'
+            "--format=commit %H",
+            "--no-color",
+            "--no-renames",
+            f"{move.old}..{move.new}",
+            "--",
+            *paths,
+        ],
+        move.repo,
+        check=False,
+    )
+    if not listed.ok:
+        return []
+    commits = [line[len("commit ") :] for line in listed.stdout.split("\n") if line.startswith("commit ")]
+    ids = git.run(["patch-id", "--stable"], move.repo, input=listed.stdout, check=False).stdout.split("\n")
+    found = dict(reversed(line.split()) for line in ids if len(line.split()) == 2)
+    for commit in commits:
+        # A commit with no change has no patch-id line: "", as `_patch_id_of` gives for an empty diff.
+        move.patch_ids.setdefault(commit, found.get(commit, ""))
+    return commits
 
 
 def _own_patch_id(move: PinMove, patch: PatchFile) -> str:

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from .. import git
 from ..confined import all_confined
@@ -46,7 +46,6 @@ from ..output.escape import shell_command, shell_word
 from ..output.jsonout import json_field
 from ..paths import remove_tree
 from ..project.config import Config, Series
-from ..series import exporter
 from ..series.applier import PatchOutcome, Status, commit_worktree, is_clean, seed_three_way_objects
 from ..series.apply_job import ApplyJob, apply_job
 from ..series.patchset import QUILT_SERIES_FILE, PatchFile, read_series, series_digest
@@ -63,9 +62,10 @@ from ..state.sync_state import (
 )
 from ..upstream.store import Mirror, Store
 from . import carry, health, pinfile, vendor
-from .gates import GatesFailed, run_gates
 from .rangediff import old_series_head, range_diff
-from .runners import run_build
+
+if TYPE_CHECKING:
+    from ..series.exporter import ExportResult, GeneratedPatch
 
 MAX_LISTED_COMMITS = 500
 # What a stop's report says in place of the range-diff: it is computed once, when the sync ends.
@@ -229,6 +229,7 @@ def pin_sync(
             for s in series_list
         ],
     )
+    state.__dict__[_PATCHES_READ] = read  # see _patches
     sync_root = worktree.sync_root(config.root, name)
     _remove_sync_root(config, store, sync_root, state)
     sync_root.mkdir(parents=True, exist_ok=True)
@@ -263,7 +264,7 @@ def continue_sync(
     for entry in state.series:
         _check_sync_tree(config, state, Path(entry.tree))
     for entry in state.series:
-        if series_digest(read_series(config.get_series(entry.name))) != entry.digest:
+        if series_digest(_patches(config, state, entry.name)) != entry.digest:
             raise UsageError(
                 f"patches of series {entry.name} changed since the sync started; drop the sync "
                 f"(`{_sync_command(state.upstream, '--abort')}`) and start again"
@@ -365,7 +366,7 @@ def _run(
         raise SyncStopped(report, f"pin-sync of {state.upstream} {what}: {stopped}; see the report for what to do")
 
     # series -> (its new patches, the export result, the changes to its vendored copies)
-    planned: dict[str, tuple[list[exporter.GeneratedPatch], exporter.ExportResult, list[pinfile.FileChange]]] = {}
+    planned: dict[str, tuple[list[GeneratedPatch], ExportResult, list[pinfile.FileChange]]] = {}
     for entry in state.series:
         series = config.get_series(entry.name)
         ok = _gate_series(config, store, state, series, Path(entry.tree), report, planned, timer, say)
@@ -457,7 +458,7 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
     """Apply the remaining patches with 3-way; returns why it stopped, or None when done."""
     for entry in state.series:
         series = config.get_series(entry.name)
-        patches = read_series(series)
+        patches = _patches(config, state, series.name)
         tree = Path(entry.tree)
         if entry.next < len(patches):
             _seed(tree, state.old_pin, entry, patches)
@@ -514,6 +515,19 @@ def _note_taken(record: PatchRecord, tree: Path, move: carry.PinMove, patch: Pat
     record.conflicts = []
 
 
+# Where a run keeps the series it read, on its SyncState but outside the dataclass's fields, so never saved.
+_PATCHES_READ = "_patches_read"
+
+
+def _patches(config: Config, state: SyncState, name: str) -> list[PatchFile]:
+    """Series NAME's patches, read once per command: a pin-sync writes patches/ only as its very
+    last step, so every step before reads the same files (and shares their parse)."""
+    read: dict[str, list[PatchFile]] = state.__dict__.setdefault(_PATCHES_READ, {})
+    if name not in read:
+        read[name] = read_series(config.get_series(name))
+    return read[name]
+
+
 def _seed(tree: Path, old_pin: str, entry: SeriesProgress, patches: list[PatchFile]) -> None:
     """The blobs 3-way needs, from the old pin: made once per sync, with the series as commits
     there (the range-diff's old side). A --continue takes them as they are while every preimage
@@ -564,7 +578,7 @@ def _carried_record(series: str, patch: PatchFile, carried: carry.Carried, tree:
 def _look_steps(config: Config, state: SyncState) -> list[str]:
     entry = next(e for e in state.series if e.head_before is not None)
     tree = worktree.display(config.root, Path(entry.tree))
-    patch = read_series(config.get_series(entry.name))[entry.next]
+    patch = _patches(config, state, entry.name)[entry.next]
     return [
         f"{patch.name}: the upstream commit named above made the same edit as the patch along with other changes, so "
         f"upstream's edit may not stand for the patch's (e.g. a counter both sides increment); the rest of the patch "
@@ -591,7 +605,7 @@ def _range_diffs(config: Config, state: SyncState) -> dict[str, str]:
             head = git.rev_parse(tree, "HEAD")
             old_head = entry.old_head
             if old_head is None or not git.run(["cat-file", "-e", f"{old_head}^{{commit}}"], tree, check=False).ok:
-                old_head = old_series_head(tree, state.old_pin, read_series(config.get_series(entry.name)))
+                old_head = old_series_head(tree, state.old_pin, _patches(config, state, entry.name))
             diffs[entry.name] = range_diff(tree, state.old_pin, old_head, state.target, head)
         except GitError as exc:
             diffs[entry.name] = f"(range-diff not available: {exc})\n"
@@ -613,7 +627,7 @@ def _health_rows(config: Config, store: Store, state: SyncState) -> list[health.
             for r in state.records
             if r.series == entry.name
         }
-        patches = read_series(config.get_series(entry.name))
+        patches = _patches(config, state, entry.name)
         repo = _mirror_of(config, store, entry.upstream).path
         rows += health.health_rows(repo, state.old_pin, state.target, entry.name, patches, outcomes)
     return rows
@@ -703,7 +717,7 @@ def _conflict_steps(config: Config, state: SyncState) -> list[str]:
 def _by_hand_steps(config: Config, state: SyncState) -> list[str]:
     entry = next(e for e in state.series if e.head_before is not None)
     tree = worktree.display(config.root, Path(entry.tree))
-    patch = read_series(config.get_series(entry.name))[entry.next]
+    patch = _patches(config, state, entry.name)[entry.next]
     apply = f"{_git_command(tree, 'apply', '--reject')} < {shell_word(worktree.display(config.root, patch.path))}"
     return [
         f"{patch.name} does not apply to the target and git could not merge it 3-way (see its detail above); "
@@ -736,7 +750,7 @@ def _blocked_records(config: Config, state: SyncState) -> list[PatchRecord]:
     entry = next((e for e in state.series if e.head_before is not None), None)
     if entry is None:
         return []
-    patches = read_series(config.get_series(entry.name))
+    patches = _patches(config, state, entry.name)
     stopper = patches[entry.next]
     touched = set(stopper.touched_paths())
     records = []
@@ -792,7 +806,7 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
         return
     tree = Path(entry.tree)
     shown = worktree.display(config.root, tree)
-    patch = read_series(config.get_series(entry.name))[entry.next]
+    patch = _patches(config, state, entry.name)[entry.next]
     record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
     conflict = record.classification == CLASSIFICATION[Status.CONFLICT]
     if drop and conflict:
@@ -891,7 +905,7 @@ def _take_gate_fixes(config: Config, series: Series, tree: Path, state: SyncStat
             )
     if series.allow_undescribed:
         return
-    titles = {patch.title for patch in read_series(series)}
+    titles = {patch.title for patch in _patches(config, state, series.name)}
     log = git.run(["log", "--format=%H%x00%s%x00%b%x1e", f"{state.target}..HEAD"], tree).stdout
     head = git.rev_parse(tree, "HEAD")
     listing = _git_command(shown, "log", "--oneline", f"{state.target[:12]}..")
@@ -931,6 +945,11 @@ def _gate_series(
     timer: _Timer,
     say: Progress,
 ) -> bool:
+    # Imported here, where the gates run: the commands that stop before them start faster without them.
+    from ..series import exporter
+    from .gates import GatesFailed, run_gates
+    from .runners import run_build
+
     if not is_clean(tree):
         report.gates.append(
             GateRecord(
@@ -1039,6 +1058,8 @@ def _strict_apply(
     (export's verify: it must give TREE's files), then checked out clean at GATE_TREE when
     given (for the build steps and gates). Why not, or None; and the series' last commit
     (None when neither a checkout nor the vendored copies need it: then no commit is made)."""
+    from ..series import exporter  # see _gate_series
+
     try:
         if gate_tree is None and not series.vendor:
             exporter.verify_tree(series, tree, target, patches)  # TREE is a worktree of MIRROR: one object store
@@ -1077,13 +1098,19 @@ def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None,
     """Commits in NEW that OLD lacks, oldest first (at most MAX_LISTED_COMMITS), with a note."""
     if old == new:
         return [], ""
-    if not git.run(["cat-file", "-e", f"{old}^{{commit}}"], repo, check=False).ok:
-        return None, f"the old pin {old[:12]} is not in the upstream's history"
-    ancestor = git.run(["merge-base", "--is-ancestor", old, new], repo, check=False).ok
-    # NUL-separated: a subject may hold any other character (a \r must not make an entry).
-    out = git.run(["log", "-z", "--reverse", "--topo-order", "--format=%H%x00%s", f"{old}..{new}"], repo).stdout
-    fields = out.split("\0")
-    commits = [{"sha": sha, "subject": subject} for sha, subject in zip(fields[0::2], fields[1::2])]
+    # One git log: NUL-separated (a subject may hold any other character: a \r must not make an
+    # entry), each commit marked ('-' for the boundary, the commits OLD has that the listed ones
+    # stand on: OLD is one of them exactly when NEW descends from it).
+    log = ["log", "-z", "--reverse", "--topo-order", "--boundary", "--format=%m%H%x00%s", f"{old}..{new}"]
+    listed = git.run(log, repo, check=False)
+    if not listed.ok:
+        if not git.run(["cat-file", "-e", f"{old}^{{commit}}"], repo, check=False).ok:
+            return None, f"the old pin {old[:12]} is not in the upstream's history"
+        git.run(log, repo)  # raises, with git's words
+    fields = listed.stdout.split("\0")
+    marked = list(zip(fields[0::2], fields[1::2]))
+    ancestor = any(marked_sha == "-" + old for marked_sha, _ in marked)
+    commits = [{"sha": sha[1:], "subject": subject} for sha, subject in marked if not sha.startswith("-")]
     note = (
         ""
         if ancestor

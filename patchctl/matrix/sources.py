@@ -5,12 +5,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ..project import config as config_mod
 from ..project import yamlloc
-from .model import DARWIN, LINUX, BuildMatrix
-from .schema import Section
+
+if TYPE_CHECKING:
+    from .model import BuildMatrix
 
 
 def display_path(path: Path, base: Path) -> str:
@@ -34,11 +36,17 @@ def load_project(path: Path) -> config_mod.Config:
     """matrix.yaml, whole: its upstream and series sections (`config.load`) and the build-matrix
     sections that share the file. Every command loads it here, so a bad row fails whatever runs."""
     config = config_mod.load(path)
-    from_config(config)
+    # The build matrix's schema (and its model) only where the file has a build-matrix section:
+    # a project of upstreams and series alone starts faster, and a section, even empty, is read.
+    if any(section in config.raw for section in config_mod.MATRIX_SECTIONS):
+        from_config(config)
     return config
 
 
 def load_localai_matrix(path: Path, base: Path) -> BuildMatrix:
+    from .model import DARWIN, LINUX, BuildMatrix
+    from .schema import Section
+
     doc = yamlloc.load(path, merge_keys=True)
     display = display_path(path, base)
     reader = Section(doc, display)
@@ -55,6 +63,8 @@ def load_localai_matrix(path: Path, base: Path) -> BuildMatrix:
 
 
 def attach_localai_index(matrix: BuildMatrix, path: Path, base: Path) -> BuildMatrix:
+    from .schema import Section
+
     doc = yamlloc.load(path, merge_keys=True)
     display = display_path(path, base)
     matrix.metas, matrix.variants = Section(doc, display).localai_index(doc.data)

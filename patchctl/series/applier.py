@@ -24,6 +24,7 @@ is a link, lies under one or holds one), so a series that leaves links alone cos
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import tempfile
@@ -369,9 +370,22 @@ class IndexBuilder:
         self._links: dict[str, str] | None = None  # the index's symlinks before the next patch
         self._link_dirs: set[str] = set()  # the directories holding them
         self._link_targets: dict[str, str] = {}  # blob id -> target, read once
+        self.undo_to: bytes | None = None  # the index to go back to when a patch is undone (else HEAD's tree)
 
     def close(self) -> None:
         self._dir.cleanup()
+
+    @property
+    def index_file(self) -> Path:
+        return Path(self.env["GIT_INDEX_FILE"])
+
+    def _undo(self) -> None:
+        """The private index as it was before the last patch: HEAD's tree, or the index saved in
+        `undo_to` where the patches before it were not committed (the seed)."""
+        if self.undo_to is not None:
+            self.index_file.write_bytes(self.undo_to)
+        else:
+            git.run(["read-tree", self.head], self.repo, env=self.env)
 
     def __enter__(self) -> IndexBuilder:
         return self
@@ -403,7 +417,7 @@ class IndexBuilder:
         if watch:
             links = index_links(self.repo, self.env, self._link_targets)
             if (link := new_bad_link(self._links, links)) is not None:
-                git.run(["read-tree", self.head], self.repo, env=self.env)  # undo this patch in the private index
+                self._undo()  # this patch, in the private index
                 self._links = None
                 return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=f"leaves {link.describe()}")
             self._links, self._link_dirs = links, link_dirs(links)
@@ -543,11 +557,186 @@ def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> s
 
     Returns the series as commits on BASE as far as it applies in order: what
     `apply_series_to_index` returns (the same deterministic commits), made on the way."""
+    if all(_fast_importable(patch) for patch in patches):
+        head = _seed_in_one_import(repo, base, patches)
+        if head is not None:
+            return head
+    trees: list[tuple[str, PatchFile]] = []  # the tree each patch in order gives, to commit at the end
     with IndexBuilder(repo, base) as builder:
         in_order = True
         for patch in patches:
-            in_order = builder.apply(patch, commit=in_order).ok and in_order
-        return builder.head
+            in_order = builder.apply(patch, commit=False).ok and in_order
+            if in_order:
+                trees.append((builder.tree(), patch))
+                builder.head = trees[-1][0]  # what a patch refused after it is undone to (read-tree takes a tree)
+    return commit_trees(repo, base, trees)
+
+
+def _seed_in_one_import(repo: Path, base: str, patches: list[PatchFile]) -> str | None:
+    """The seed with no process a patch but its `git apply`: what each patch in order changed
+    is read from the private index itself (saved after each), and one `git fast-import` writes
+    the commits, each tree its parent's with those changes, as `commit_tree` would commit them.
+    The last tree must be what `git write-tree` makes of the last index, else (and on an index
+    this does not read) None: the seed is then made a write-tree a patch."""
+    changes: list[tuple[list[bytes], PatchFile]] = []  # per patch in order: its fast-import file commands
+    with IndexBuilder(repo, base) as builder:
+        before = _index_entries(builder.index_file.read_bytes())
+        if before is None or len(base) != 40:  # a SHA-256 repository's index: not read here
+            return None
+        in_order = True
+        for patch in patches:
+            in_order = builder.apply(patch, commit=False).ok and in_order
+            if not in_order:
+                continue
+            data = builder.index_file.read_bytes()
+            after = _index_entries(data)
+            if after is None:
+                return None
+            gone = sorted(before.keys() - after.keys())
+            made = sorted(path for path, entry in after.items() if before.get(path) != entry)
+            if any(b"\n" in path or path.startswith(b'"') for path in gone + made):
+                return None  # a name fast-import would read quoted: left to write-tree
+            files = [b"D " + path for path in gone]
+            files += [b"M %06o %s " % (after[path][0], after[path][1].hex().encode()) + path for path in made]
+            changes.append((files, patch))
+            builder.undo_to, before = data, after  # a patch refused later is undone to this index
+        if not changes:
+            return base
+        final_tree = builder.tree()
+    return _fast_import_commits(repo, base, changes, final_tree)
+
+
+def _index_entries(data: bytes) -> dict[bytes, tuple[int, bytes]] | None:
+    """Path -> (mode, object id) of every entry of a version 2 index file (what read-tree and
+    `git apply --cached` write under patchctl's isolated config); None for anything else (another
+    version, an extended or unmerged entry), which the caller leaves to git."""
+    if data[:4] != b"DIRC" or int.from_bytes(data[4:8], "big") != 2:
+        return None
+    count, position, entries = int.from_bytes(data[8:12], "big"), 12, {}
+    for _ in range(count):
+        flags = int.from_bytes(data[position + 60 : position + 62], "big")
+        if flags & 0x7000:  # extended flags or a merge stage
+            return None
+        end = data.find(b"\0", position + 62)
+        if end < 0:
+            return None
+        mode = int.from_bytes(data[position + 24 : position + 28], "big")
+        entries[data[position + 62 : end]] = (mode, data[position + 40 : position + 60])
+        position += (end - position + 8) & ~7  # the entry and 1 to 8 NULs: a multiple of 8 bytes
+    return entries
+
+
+def commit_trees(repo: Path, base: str, trees: list[tuple[str, PatchFile]]) -> str:
+    """Commit each (tree, patch) of TREES on the one before, the first on BASE, as `commit_tree`
+    does; the last commit (BASE when none). One `git fast-import` makes them all where it
+    writes the very commits `commit_tree` would: each message valid UTF-8 (which commit-tree
+    would otherwise rewrite), each author name and e-mail free of what git strips from an
+    identity; the dates go through git's own parser in both. Else a commit-tree a patch."""
+    if not trees:
+        return base
+    if all(_fast_importable(patch) for _, patch in trees):
+        head = _fast_import_commits(repo, base, [([b'M 040000 %s ""' % tree.encode()], patch) for tree, patch in trees])
+        if head is not None:
+            return head
+    head = base
+    for tree, patch in trees:
+        head = commit_tree(repo, tree, head, patch)
+    return head
+
+
+# What git strips from the ends of an identity's name and e-mail (ident.c's crud()), and the
+# characters it drops inside them.
+_IDENT_CRUD = frozenset(".,:;<>\"\\'")
+_IDENT_DROPPED = frozenset("<>\n")
+
+
+def _plain_ident(value: str) -> bool:
+    return (
+        value != ""
+        and not any(ch in _IDENT_DROPPED or ch == "\0" for ch in value)
+        and all(ch not in _IDENT_CRUD and ord(ch) > 32 for ch in (value[0], value[-1]))
+    )
+
+
+def _fast_importable(patch: PatchFile) -> bool:
+    env = _commit_env(patch)
+    name, email = env.get("GIT_AUTHOR_NAME", git.IDENTITY_NAME), env.get("GIT_AUTHOR_EMAIL", git.IDENTITY_EMAIL)
+    try:
+        message = commit_message(patch).encode("utf-8", "surrogateescape").decode("utf-8")
+    except UnicodeError:
+        return False
+    # commit-tree rewrites what is not UTF-8 to it (as Latin-1), and U+FFFE and U+FFFF with it.
+    plain_message = not any(ch in message for ch in "\0\ufffe\uffff")
+    return _plain_ident(name) and _plain_ident(email) and plain_message and _plain_date(env["GIT_AUTHOR_DATE"])
+
+
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+_DATE_PARTS_RE = re.compile(
+    r"^(?:(?P<weekday>\w{3}), )?(?P<day>\d{1,2}) (?P<month>\w{3}) (?P<year>\d{4}) "
+    r"(?P<hour>\d\d):(?P<minute>\d\d)(?::(?P<second>\d\d))? [+-](?P<zone_hour>\d\d)(?P<zone_minute>\d\d)$"
+)
+
+
+def _plain_date(date: str) -> bool:
+    """A date git's parser surely takes (fast-import would stop at one it refuses, leaving a
+    crash report in the repository): ours, or an RFC 2822 date that names a real moment
+    between 1970 and 2099 and an offset under 24 hours."""
+    if date == git.FIXED_DATE:
+        return True
+    parts = _DATE_PARTS_RE.match(date)
+    if parts is None or parts["month"] not in _MONTHS or parts["weekday"] not in (None, *_WEEKDAYS):
+        return False
+    try:
+        datetime.datetime(
+            int(parts["year"]),
+            _MONTHS.index(parts["month"]) + 1,
+            int(parts["day"]),
+            int(parts["hour"]),
+            int(parts["minute"]),
+            int(parts["second"] or 0),
+        )
+    except ValueError:
+        return False
+    return 1970 <= int(parts["year"]) <= 2099 and int(parts["zone_hour"]) < 24 and int(parts["zone_minute"]) < 60
+
+
+def _fast_import_commits(
+    repo: Path, base: str, commits: list[tuple[list[bytes], PatchFile]], last_tree: str | None = None
+) -> str | None:
+    """COMMITS (per patch: the fast-import file commands that make its tree from its parent's)
+    made in one `git fast-import` (see `commit_trees`); the last commit. None when git refused
+    the stream (a date it cannot parse: commit-tree then says so) or, given LAST_TREE, when the
+    last commit's tree is not that one."""
+    ref = f"refs/patchctl-seed/{os.getpid()}"
+    stream = bytearray()
+    for number, (files, patch) in enumerate(commits, 1):
+        env = _commit_env(patch)
+        author = (
+            f"{env.get('GIT_AUTHOR_NAME', git.IDENTITY_NAME)} <{env.get('GIT_AUTHOR_EMAIL', git.IDENTITY_EMAIL)}> "
+            f"{env['GIT_AUTHOR_DATE']}"
+        )
+        message = commit_message(patch).encode("utf-8")
+        stream += (
+            f"commit {ref}\nmark :{number}\nauthor {author}\n"
+            f"committer {git.IDENTITY_NAME} <{git.IDENTITY_EMAIL}> {env['GIT_COMMITTER_DATE']}\n"
+            f"data {len(message)}\n"
+        ).encode("utf-8", "surrogateescape")
+        stream += message + f"\nfrom {base if number == 1 else f':{number - 1}'}\n".encode()
+        stream += b"".join(line + b"\n" for line in files) + b"\n"
+    last = len(commits)
+    stream += f'ls :{last} ""\nget-mark :{last}\nreset {ref}\nfrom {git.ZERO_OID}\n\ndone\n'.encode()
+    # --date-format=rfc2822 hands each date to git's parse_date, as GIT_AUTHOR_DATE is handed to it.
+    done = git.run(
+        ["fast-import", "--quiet", "--done", "--force", "--date-format=rfc2822"], repo, input=bytes(stream), check=False
+    )
+    listed, _, head = done.stdout.strip().rpartition("\n")
+    tree = listed.split("\t")[0].split(" ")[-1]
+    if not done.ok or not re.fullmatch(r"[0-9a-f]{40}(?:[0-9a-f]{24})?", head):
+        return None
+    if last_tree is not None and tree != last_tree:
+        return None
+    return head
 
 
 # ---------------------------------------------------------------- work-tree application
@@ -574,14 +763,9 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         reverse = git.run(
             [*APPLY_CONFIG, "apply", "--check", "-R", "--index", "-"], tree, check=False, input=patch.data
         ).ok
-        every_hunk = ""
-        if not reverse:
-            every_hunk = git.run(
-                [*APPLY_CONFIG, "apply", "-v", "--check", "--reject", "--index", "-"],
-                tree,
-                check=False,
-                input=patch.data,
-            ).stderr
+        # Every failing hunk, not only each file's first: asked of git only where the outcome
+        # names them (a strict failure, a failed or conflicting merge), never for a clean merge.
+        every_hunk = "" if reverse or three_way else _every_failing_hunk(tree, patch)
         outcome = _classify_failure(patch, strict.stderr, reverse, every_hunk)
         if not three_way or outcome.status in (Status.MALFORMED, Status.UNSAFE_PATH, Status.ALREADY_APPLIED):
             return outcome
@@ -592,6 +776,11 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
             input=patch.data,
         )
         conflicts = sorted(set(_CONFLICT_RE.findall(merged.stdout + merged.stderr)))
+        if conflicts or not merged.ok:
+            # A conflicting merge wrote the tree and its index: the hunks are checked against HEAD,
+            # which they stood at before it (a failed one wrote nothing: the tree is still that).
+            every_hunk = _every_failing_hunk(tree, patch, at_head=bool(conflicts))
+            outcome = _classify_failure(patch, strict.stderr, reverse, every_hunk)
         if conflicts:
             # Only the files the index really holds unmerged: a file git merged cleanly is no conflict.
             outcome.status, outcome.conflict_files = Status.CONFLICT, unmerged_paths(tree) or conflicts
@@ -613,6 +802,26 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
     return outcome
 
 
+def _every_failing_hunk(tree: Path, patch: PatchFile, *, at_head: bool = False) -> str:
+    """git's words (stderr) on every hunk of PATCH that fails in TREE, from a `--check --reject`
+    run, which goes on past a file's first failing hunk; AT_HEAD: against TREE's HEAD, in a
+    private index, for when the tree and its index no longer stand there."""
+    if not at_head:
+        return git.run(
+            [*APPLY_CONFIG, "apply", "-v", "--check", "--reject", "--index", "-"], tree, check=False, input=patch.data
+        ).stderr
+    with tempfile.TemporaryDirectory(prefix="patchctl-index-") as directory:
+        env = {"GIT_INDEX_FILE": str(Path(directory) / "index")}
+        git.run(["read-tree", "HEAD"], tree, env=env)
+        return git.run(
+            [*APPLY_CONFIG, "apply", "-v", "--check", "--reject", "--cached", "-"],
+            tree,
+            check=False,
+            input=patch.data,
+            env=env,
+        ).stderr
+
+
 def _on_disk(tree: Path, path: str, test: Callable[[Path], bool]) -> bool:
     """TEST (is a link, is a directory) of PATH in TREE, without following a link; a path that
     cannot be looked at counts as one that passes, so that the links are checked."""
@@ -626,8 +835,8 @@ def _merged_outcome(tree: Path, patch: PatchFile) -> PatchOutcome:
     """A clean 3-way merge, classified by what it staged: nothing (the target already has the
     whole change, in other context: already applied), or less than the patch (the parts the
     target already has are named: partially upstream)."""
-    staged = set(git.run(["diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"], tree).stdout.split("\0"))
-    staged.discard("")
+    changes = _staged_changes(tree)
+    staged = set(changes)
     if not staged:
         return PatchOutcome(
             patch.name,
@@ -640,7 +849,7 @@ def _merged_outcome(tree: Path, patch: PatchFile) -> PatchOutcome:
         if not paths & staged:
             parts.append(diff.path)
             continue
-        changed = _changed_lines(tree, diff.path)
+        changed = changes.get(diff.path, set())
         for hunk in diff.hunks:
             lines = [line for line in hunk.body if line[:1] in "+-"]
             kept = sum(line in changed for line in lines)
@@ -653,12 +862,10 @@ def hunks_already_upstream(tree: Path, patch: PatchFile) -> list[tuple[FileDiff,
     """After a clean apply of PATCH in TREE (staged, not committed): every hunk whose change
     the target already had, in whole or in part, with its +/- lines the apply did not stage.
     With nothing staged (already applied), that is every hunk."""
-    staged = set(git.run(["diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"], tree).stdout.split("\0"))
-    staged.discard("")
+    changes = _staged_changes(tree)
     found = []
     for diff in _safe_files(patch):
-        touched = bool({diff.path, diff.source_path} & staged)
-        changed = _changed_lines(tree, diff.path) if touched else set()
+        changed = changes.get(diff.path, set())
         for hunk in diff.hunks:
             upstream = [line for line in hunk.body if line[:1] in "+-" and line not in changed]
             if upstream:
@@ -666,10 +873,36 @@ def hunks_already_upstream(tree: Path, patch: PatchFile) -> list[tuple[FileDiff,
     return found
 
 
+def _staged_changes(tree: Path) -> dict[str, set[str]]:
+    """Per path TREE's index changes against HEAD (`--no-renames`): the +/- lines of its staged
+    change. Two git calls whatever the number of files: the names, then one `-U0` diff of them
+    all, cut at its `diff --git` lines (one per path, in the names' order)."""
+    names = [
+        n
+        for n in git.run(["diff", "--cached", "--name-only", "-z", "--no-renames", "HEAD"], tree).stdout.split("\0")
+        if n
+    ]
+    if not names:
+        return {}
+    diff = git.run(["diff", "--cached", "-U0", "--no-renames", "HEAD"], tree, binary=True).stdout
+    chunks: list[list[str]] = []
+    for line in diff.decode("utf-8", errors="surrogateescape").splitlines():
+        if line.startswith("diff --git "):
+            chunks.append([])
+        elif chunks:
+            chunks[-1].append(line)
+    if len(chunks) != len(names):  # never seen; a path at a time then, as named
+        return {name: _changed_lines(tree, name) for name in names}
+    return {name: _plus_minus(lines) for name, lines in zip(names, chunks, strict=True)}
+
+
 def _changed_lines(tree: Path, path: str) -> set[str]:
     """The +/- lines of PATH's staged change."""
     diff = git.run(["diff", "--cached", "-U0", "--no-renames", "HEAD", "--", path], tree, binary=True).stdout
-    lines = diff.decode("utf-8", errors="surrogateescape").splitlines()
+    return _plus_minus(diff.decode("utf-8", errors="surrogateescape").splitlines())
+
+
+def _plus_minus(lines: list[str]) -> set[str]:
     return {line for line in lines if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))}
 
 

@@ -36,7 +36,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -325,7 +324,7 @@ class _JournalFile:
         data = (json.dumps({"state": state, "entries": entries}, indent=2) + "\n").encode("utf-8")
         directory = self._directory()
         # `.journal.json.XXXX.tmp`: the name recovery sweeps up after a kill (patchctl.state.recovery).
-        temp = f".{self.path.name}.{secrets.token_hex(4)}.tmp"
+        temp = f".{self.path.name}.{os.urandom(4).hex()}.tmp"
         try:
             fd = os.open(
                 temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=directory

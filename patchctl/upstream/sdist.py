@@ -23,8 +23,6 @@ import urllib.parse
 import zlib
 from pathlib import Path
 
-from filelock import FileLock
-
 from .. import git
 from ..errors import EnvironmentFailure
 from ..output import progress
@@ -42,6 +40,8 @@ def materialize(url: str) -> Path:
     digest = hashlib.sha256(spec.url.encode()).hexdigest()[:12]
     repo = cache_dir() / "sdist-repos" / f"{spec.package}-{digest}"
     repo.parent.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock  # here: only an sdist upstream needs it (start-up)
+
     with FileLock(str(repo) + ".lock"):
         if (repo / "HEAD").exists():
             return repo
@@ -130,6 +130,8 @@ def fetch_sdist(package: str, version: str) -> Path:
     directory = cache_dir() / "sdists"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / sdist_filename(package, version)
+    from filelock import FileLock  # here: only an sdist upstream needs it (start-up)
+
     with FileLock(str(path) + ".lock"):
         if path.exists():
             return path

@@ -3,18 +3,23 @@ classified (real git repositories, real patches made by git)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from patchctl import git
 from patchctl.series.applier import (
     IndexBuilder,
     Status,
+    _fast_importable,
+    _seed_in_one_import,
     apply_in_worktree,
     apply_series_to_index,
     is_clean,
+    seed_three_way_objects,
     unsafe_path_reason,
     write_tree_listing,
 )
+from patchctl.series.exporter import _surely_does_not_apply
 from patchctl.series.patchset import PatchFile
 
 from .conftest import Repo, make_patch, numbered
@@ -143,3 +148,70 @@ def test_worktree_application_commits_and_three_way_merges_or_conflicts(tmp_path
     assert conflict.status is Status.CONFLICT and conflict.conflict_files == ["src/main.c"]
     assert "<<<<<<<" in upstream.read("src/main.c") and not is_clean(upstream.path)
     assert conflict.describe() == "0002-c.patch: 3-way merge conflict in src/main.c"
+
+
+def test_the_seed_makes_in_one_fast_import_the_very_commits_commit_tree_makes(tmp_path: Path, upstream: Repo) -> None:
+    """seed_three_way_objects commits the series with one `git fast-import` where that writes
+    the bytes commit-tree writes (plain identities, UTF-8, dates git surely parses), each tree
+    read from the private index (files changed, added, removed), else one write-tree and one
+    commit-tree a patch: either way the range-diff's old side has the ids apply gives."""
+    base = upstream.head
+    texts = [
+        edit_main(upstream, base, "main 5\n", "main 5 a\n", "Change A"),
+        make_patch(upstream, base, {"src/util.c": "util\n"}, "Change B", "Why B: caf\u00e9."),
+        edit_main(upstream, base, "main 30\n", "main 30 c\n", "Change C"),
+        make_patch(upstream, base, {"README.md": None}, "Change D"),
+    ]
+    cases = {  # (author, date) of every patch -> whether the one fast-import writes them
+        ("J\u00f6rg M\u00fcller <jm@example.org>", "Tue, 5 Mar 2024 13:07 -0000"): True,
+        ("Georgi Gerganov <gg@example.com>", "5 Mar 2024 13:07:09 +0530"): True,
+        ('"Quoted, Name" <q@example.com>', "Fri, 13 Oct 2023 10:00:00 +0100"): False,  # git strips the quotes
+        ("Name. <a@example.com.>", "Fri, 13 Oct 2023 10:00:00 +0100"): False,
+        ("Plain Name <p@example.com>", "Sat, 31 Feb 2024 10:00:00 +0100"): False,  # no such day
+    }
+    for number, ((author, date), fast) in enumerate(cases.items()):
+        patches = []
+        for index, text in enumerate(texts):
+            text = re.sub(r"^From: .*$", f"From: {author}", text, count=1, flags=re.M)
+            text = re.sub(r"^Date: .*$", f"Date: {date}", text, count=1, flags=re.M)
+            patches.append(patch_file(tmp_path, f"{number}-{index:04d}.patch", text))
+        assert all(_fast_importable(p) for p in patches) is fast, (author, date)
+        seeded = seed_three_way_objects(upstream.path, base, patches)
+        outcomes, head = apply_series_to_index(upstream.path, base, patches)
+        assert all(o.ok for o in outcomes) and len(outcomes) == len(texts) and seeded == head, (author, date)
+        if fast:  # the commits and their trees from the private index itself, no write-tree a patch
+            assert _seed_in_one_import(upstream.path, base, patches) == head
+    assert upstream.git("for-each-ref", "--format=%(refname)").split() == ["refs/heads/main"]  # no ref left behind
+
+
+def test_export_knows_from_the_files_alone_when_a_strict_apply_must_fail(tmp_path: Path, upstream: Repo) -> None:
+    """export's `_surely_does_not_apply` answers True only where git's strict apply fails (a
+    file's first hunk whose context is gone), and leaves every other case to git."""
+    base = upstream.head
+    edits = {  # (old, new) of src/main.c made by the patch
+        "one hunk": [("main 5\n", "main 5 a\n")],
+        "two hunks": [("main 5\n", "main 5 a\n"), ("main 30\n", "main 30 b\n")],
+    }
+    patches = {
+        name: patch_file(tmp_path, f"{name}.patch", edit_main(upstream, base, *pairs[0], name))
+        for name, pairs in edits.items()
+    }
+    text = git.run(["show", f"{base}:src/main.c"], upstream.path).stdout
+    both = text.replace("main 5\n", "main 5 a\n").replace("main 30\n", "main 30 b\n")
+    patches["two hunks"] = patch_file(
+        tmp_path, "two.patch", make_patch(upstream, base, {"src/main.c": both}, "two hunks")
+    )
+    moves = {  # upstream's change to the file -> whether the first hunk's preimage is gone
+        "context of the first hunk edited": (text.replace("main 4\n", "main 4 upstream\n"), True),
+        "context of the second hunk edited": (text.replace("main 31\n", "main 31 upstream\n"), False),
+        "lines added above (an offset)": ("above\n" * 7 + text, False),
+    }
+    for move, (changed, first_gone) in moves.items():
+        rev = upstream.commit({"src/main.c": changed}, move)
+        for name, patch in patches.items():
+            with IndexBuilder(upstream.path, rev) as builder:
+                applies = builder.apply(patch, commit=False, explain=False).ok
+            sure = _surely_does_not_apply(upstream.path, rev, patch)
+            assert not (sure and applies), (move, name)  # never claims a failure git would not have
+            assert sure == (first_gone and not applies), (move, name)
+        upstream.git("reset", "-q", "--hard", base)

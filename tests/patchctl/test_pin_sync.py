@@ -496,3 +496,26 @@ def test_unreachable_docker_engine_in_a_build_gate_exits_3_and_cleans_up(
     assert result.exit_code == 3
     assert result.stderr.startswith("patchctl: error: no reachable Docker engine at tcp://127.0.0.1:9")
     assert project.snapshot() == before and not (project.path / ".patchctl" / "sync" / "up").exists()
+
+
+def test_the_report_lists_the_upstream_commits_and_says_when_history_was_rewritten(upstream: Repo) -> None:
+    """upstream_commits: the commits between the pins, oldest first, from one git log; a note
+    where the new pin does not descend from the old one or the old one is gone."""
+    from patchctl.loop.sync import upstream_commits
+
+    old = upstream.head
+    first = upstream.commit({"a.c": "a\n"}, "first upstream change")
+    second = upstream.commit({"b.c": "b\n"}, "second upstream change")
+    commits, note = upstream_commits(upstream.path, old, second)
+    assert commits == [
+        {"sha": first, "subject": "first upstream change"},
+        {"sha": second, "subject": "second upstream change"},
+    ]
+    assert note == ""
+    upstream.git("reset", "-q", "--hard", old)
+    rewritten = upstream.commit({"c.c": "c\n"}, "rewritten")
+    commits, note = upstream_commits(upstream.path, second, rewritten)
+    assert commits == [{"sha": rewritten, "subject": "rewritten"}]
+    assert note.startswith(f"the new rev does not descend from {second[:12]} (history was rewritten)")
+    commits, note = upstream_commits(upstream.path, "1" * 40, rewritten)
+    assert commits is None and note == f"the old pin {'1' * 12} is not in the upstream's history"
