@@ -180,7 +180,9 @@ def _mended(tree: Path, move: PinMove, patch: PatchFile, first: PatchOutcome) ->
         return Carried(first, patch, not_rebuilt=not_rebuilt)
     retry = apply_in_worktree(tree, candidate, three_way=True, commit=False)
     if not retry.ok and retry.status != Status.CONFLICT and retry.status != Status.ALREADY_APPLIED:
-        return Carried(first, patch, not_rebuilt=not_rebuilt)
+        # The patch stops either way. With a preimage rebuilt, the retry says why it still stops;
+        # the first try would blame the blob the rebuild supplied.
+        return Carried(retry if rebuilt else first, patch, not_rebuilt=not_rebuilt)
     return Carried(retry, candidate, renames, rebuilt)
 
 

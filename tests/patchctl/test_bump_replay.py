@@ -118,3 +118,45 @@ def test_a_counter_both_sides_increment_never_exits_zero(project: Project, upstr
     assert result.exit_code == 1 and payload["state"] == "needs-look"
     aborted = cli("-C", project.path, "pin-sync", "--abort")
     assert aborted.exit_code == 0 and project.snapshot() == before
+
+
+def test_a_rebuilt_preimage_that_still_stops_says_why_not_a_lacking_blob(project: Project, upstream: Repo, cli) -> None:
+    """Seen in Ollama's bump c68f367ef: a patch with a foreign index line whose other file upstream
+    split with no rename git can detect. The stop is the retry's (after the preimage was rebuilt):
+    a missing file, not the "context drift ... lacks the necessary blob" of the first try."""
+    from .fixtures_bump import cut_patch, vocab_cpp
+
+    metal = "".join(f"kernel_{i}();\n" for i in range(40))
+    pin = upstream.commit({"ggml/include/ggml-backend.h": vocab_cpp(), "ggml/src/ggml-metal.m": metal}, "old pin")
+    cherry = {5: "    vocab_step_fixed(5);"}
+    tidy = {45: "    vocab_step_upstream(45);"}  # upstream's fix came with more: the series' preimage is foreign
+    upstream.commit({"ggml/include/ggml-backend.h": vocab_cpp({**tidy, **cherry})}, "backend: fix step 5")
+    patch = cut_patch(
+        upstream,
+        pin,
+        [
+            {"ggml/include/ggml-backend.h": vocab_cpp(cherry)},
+            {
+                "ggml/include/ggml-backend.h": vocab_cpp({**cherry, 28: "    vocab_x(28);"}),
+                "ggml/src/ggml-metal.m": metal.replace("kernel_3();", "kernel_3_fast();"),
+            },
+        ],
+        "vocab and metal: patch",
+    )
+    upstream.commit(
+        {"ggml/include/ggml-backend.h": vocab_cpp({**tidy, **cherry, 30: "    vocab_y(30);"})}, "backend: rework 30"
+    )
+    upstream.git("rm", "-q", "ggml/src/ggml-metal.m")
+    upstream.commit({"ggml/src/ggml-metal-ops.cpp": "ops();\n", "ggml/src/ggml-metal-device.m": "device();\n"}, "split")
+    project.add_patch("0001-vocab-and-metal-patch.patch", patch)
+    project.write_config(pin)
+
+    result, payload = sync(cli, project, "up", "--latest")
+    assert result.exit_code == 1, result.output
+    [record] = payload["patches"]
+    assert record["classification"].startswith("needs a hand: file-missing"), record
+    assert "ggml/src/ggml-metal.m" in record["detail"]
+    # git apply -3 reads the files in order: the header's preimage first (rebuilt from the old pin on
+    # the retry), then the missing file, which is why it stops.
+    assert "lacks the necessary blob" not in record["detail"], record["detail"]
+    assert "3-way merge not possible: ggml/src/ggml-metal.m: does not exist in index" in record["detail"]
