@@ -920,15 +920,3 @@ _COMMIT_SUMMARY_RE = re.compile(r"\[detached HEAD (?P<commit>[0-9a-f]{40}(?:[0-9
 def is_clean(tree: Path) -> bool:
     """No staged or unstaged change to a tracked file (untracked files are allowed)."""
     return git.run(["status", "--porcelain", "--untracked-files=no"], tree).stdout.strip() == ""
-
-
-def write_tree_listing(repo: Path, rev: str) -> dict[str, tuple[str, str]]:
-    """path -> (mode, blob id) of every file in REV's tree."""
-    out = git.run(["ls-tree", "-r", "-z", "--full-tree", rev], repo).stdout
-    listing = {}
-    for entry in out.split("\0"):
-        if entry:
-            meta, _, path = entry.partition("\t")
-            mode, _, sha = meta.split(" ")
-            listing[path] = (mode, sha)
-    return listing
