@@ -14,6 +14,7 @@ conventions: no diffstat, full index lines, no signature, zero commit, `[PATCH]`
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 
 from .diffblocks import header_line_range, parse_diff_text
@@ -104,27 +105,24 @@ def abbreviate_index_lines(data: bytes, length: int) -> bytes:
         return data
     text = data.decode("utf-8", errors="surrogateescape")
     lines = text.split("\n")
-    blocks = parse_diff_text(text).blocks
-    for position, block in enumerate(blocks):
-        if block.binary:
-            continue
-        for number in header_line_range(blocks, position, len(lines)):
-            if m := _INDEX_RE.match(lines[number]):
-                lines[number] = f"index {m['pre'][:length]}..{m['post'][:length]}{m['mode'] or ''}"
-                break
+    for number, m in _text_index_lines(text, lines):
+        lines[number] = f"index {m['pre'][:length]}..{m['post'][:length]}{m['mode'] or ''}"
     return "\n".join(lines).encode("utf-8", errors="surrogateescape")
 
 
 def _index_length(text: str) -> int | None:
     """The shortest id of TEXT's text blocks' index lines (git lengthens an ambiguous one)."""
-    lengths = []
-    lines = text.split("\n")
+    lengths = [len(m["pre"]) for _, m in _text_index_lines(text, text.split("\n"))]
+    return min(lengths) if lengths else None
+
+
+def _text_index_lines(text: str, lines: list[str]) -> Iterator[tuple[int, re.Match[str]]]:
+    """The index line of each text block of TEXT (LINES: its lines), as (line number, match)."""
     blocks = parse_diff_text(text).blocks
     for position, block in enumerate(blocks):
         if block.binary:
             continue
         for number in header_line_range(blocks, position, len(lines)):
             if m := _INDEX_RE.match(lines[number]):
-                lengths.append(len(m["pre"]))
+                yield number, m
                 break
-    return min(lengths) if lengths else None
