@@ -459,12 +459,11 @@ exit 0
 APP = "workflows:\n  pin_sync:\n    github_app: {client_id_var: SYNC_APP_CLIENT_ID, private_key_secret: SYNC_APP_KEY}\n"
 
 
-@pytest.mark.parametrize("token", ["github-token", "bot-secret", "github-app"])
-def test_the_pull_request_token_and_a_warning_when_the_pull_request_gets_no_ci(
-    tmp_path: Path, upstream: Repo, token: str
-) -> None:
+def pin_sync_ready(tmp_path: Path, upstream: Repo, tail: str) -> tuple[Project, Path, Path]:
+    """A bot project whose workflows are rendered (matrix.yaml ending in TAIL) and committed, with an
+    origin to push to, an upstream that moved, and a `gh` stand-in: (project, its bin dir, its log)."""
     project = bot_project(tmp_path, upstream)
-    write_config(project, upstream.head, series_extra=GATE, tail=APP if token == "github-app" else "")
+    write_config(project, upstream.head, series_extra=GATE, tail=tail)
     shutil.copytree(REPO / "templates", project.path / "templates")
     assert run_cli("-C", str(project.path), "matrix", "render").exit_code == 0
     project.commit({}, "rendered workflows")
@@ -476,6 +475,14 @@ def test_the_pull_request_token_and_a_warning_when_the_pull_request_gets_no_ci(
     fake_bin.mkdir()
     (fake_bin / "gh").write_text(FAKE_GH)
     (fake_bin / "gh").chmod(0o755)
+    return project, fake_bin, log
+
+
+@pytest.mark.parametrize("token", ["github-token", "bot-secret", "github-app"])
+def test_the_pull_request_token_and_a_warning_when_the_pull_request_gets_no_ci(
+    tmp_path: Path, upstream: Repo, token: str
+) -> None:
+    project, fake_bin, log = pin_sync_ready(tmp_path, upstream, APP if token == "github-app" else "")
     minted = []
     h = harness(
         tmp_path,
@@ -495,9 +502,8 @@ def test_the_pull_request_token_and_a_warning_when_the_pull_request_gets_no_ci(
     assert any(c.startswith("pr create --base main --head patchctl/pin-sync/up") for c in calls), calls
     used = {"github-token": "the-github-token", "bot-secret": "the-bot-token", "github-app": "app-tok"}[token]
     assert all(c.endswith(f"GH_TOKEN={used}") for c in calls)
-    assert (
-        subprocess.run(["git", "rev-parse", "--verify", "refs/heads/patchctl/pin-sync/up"], cwd=origin).returncode == 0
-    )
+    pushed = ["git", "rev-parse", "--verify", "refs/heads/patchctl/pin-sync/up"]
+    assert subprocess.run(pushed, cwd=tmp_path / "origin.git").returncode == 0
     pr_step = next(s for s in job.order if s.name == PR_STEP)
     warned = "::warning title=pin-sync pull request without CI::" in pr_step.stdout
     assert warned is (token == "github-token")
@@ -611,21 +617,9 @@ def test_a_green_sync_sets_its_pull_request_to_merge_itself_when_asked(
     """`workflows: pin_sync: automerge: squash`: after a sync that passed every gate, the pull
     request is set to merge itself (`gh pr merge --auto --squash`); not with GITHUB_TOKEN, whose
     pull request runs no CI (no required check would pass): a warning says so instead."""
-    project = bot_project(tmp_path, upstream)
-    write_config(project, upstream.head, series_extra=GATE, tail=AUTOMERGE)
-    shutil.copytree(REPO / "templates", project.path / "templates")
-    assert run_cli("-C", str(project.path), "matrix", "render").exit_code == 0
+    project, fake_bin, log = pin_sync_ready(tmp_path, upstream, AUTOMERGE)
     rendered_file = workflow(project, "pin-sync.yml")
     assert 'gh pr merge "$BRANCH" --auto --squash' in rendered_file.read_text()
-    project.commit({}, "rendered workflows")
-    origin = tmp_path / "origin.git"
-    subprocess.run(["git", "init", "--quiet", "--bare", str(origin)], check=True)
-    project.git("remote", "add", "origin", str(origin))
-    upstream.commit({"src/main.c": main_c(prepend=3)}, "upstream: lines on top")
-    fake_bin, log = tmp_path / "fake-gh", tmp_path / "gh.log"
-    fake_bin.mkdir()
-    (fake_bin / "gh").write_text(FAKE_GH)
-    (fake_bin / "gh").chmod(0o755)
     h = harness(
         tmp_path,
         project.path,
