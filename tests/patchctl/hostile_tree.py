@@ -518,12 +518,13 @@ def _apply(example: Example, addition: Addition, repository: Path) -> None:
         path = repository / addition.name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(_state_text(addition.detail, example, path))
-    elif kind == "lock":
+    elif kind in ("lock", "trees"):  # a lock file, or .patchctl/trees, replaced by something else
         path = repository / addition.name
         path.parent.mkdir(parents=True, exist_ok=True)
         _clear(path)
         what = str(addition.detail)
-        _make(path, what, "ABS_OUT" if what == "link" else b"pid 1\n", example, repository)
+        content = b"pid 1\n" if kind == "lock" else b"not a tree\n"
+        _make(path, what, "ABS_OUT" if what == "link" else content, example, repository)
     elif kind == "git-state-link":
         path = repository / addition.name
         _clear(path)
@@ -531,12 +532,6 @@ def _apply(example: Example, addition: Addition, repository: Path) -> None:
             path.write_text("not a directory\n")
         else:
             os.symlink(_link_target(str(addition.detail), path, example, repository), path)
-    elif kind == "trees":
-        path = repository / addition.name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _clear(path)
-        what = str(addition.detail)
-        _make(path, what, "ABS_OUT" if what == "link" else b"not a tree\n", example, repository)
 
 
 # ---------------------------------------------------------------- snapshots and the judge

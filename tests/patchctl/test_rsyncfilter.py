@@ -135,12 +135,17 @@ def _rsync_copies(source: Path, rules: list[str], scratch: Path) -> set[str]:
     return {p.relative_to(destination).as_posix() for p in destination.rglob("*") if p.is_file()}
 
 
-@pytest.mark.skipif(not shutil.which("rsync"), reason="needs rsync")
-def test_sends_exactly_what_rsync_copies(tmp_path: Path) -> None:
-    source = tmp_path / "src"
+def _write_tree(source: Path) -> Path:
+    """TREE's files under SOURCE, each holding its own path."""
     for path in TREE:
         (source / path).parent.mkdir(parents=True, exist_ok=True)
         (source / path).write_text(path)
+    return source
+
+
+@pytest.mark.skipif(not shutil.which("rsync"), reason="needs rsync")
+def test_sends_exactly_what_rsync_copies(tmp_path: Path) -> None:
+    source = _write_tree(tmp_path / "src")
     differing = []
     for rules in RULE_LISTS:
         rsync_filter = parse(rules, lambda path: pytest.fail(f"no merge file here: {path}"))
@@ -154,10 +159,7 @@ def test_sends_exactly_what_rsync_copies(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not shutil.which("rsync"), reason="needs rsync")
 def test_a_merge_file_is_read_in_place_and_clear_drops_what_came_before(tmp_path: Path) -> None:
-    source = tmp_path / "src"
-    for path in TREE:
-        (source / path).parent.mkdir(parents=True, exist_ok=True)
-        (source / path).write_text(path)
+    source = _write_tree(tmp_path / "src")
     (tmp_path / "inner.filter").write_text("- *.h\n")
     (tmp_path / "outer.filter").write_text(
         "# a comment\n; another\n\n+ /src/\n+ /include/\r\nmerge inner.filter\n+ *.c\n+ *.h\n- *\n"
