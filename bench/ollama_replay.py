@@ -25,7 +25,7 @@ written as it stands after that counterpart. A patch B's series no longer has is
               untimed); `git checkout -f NEW`; `git am -3` per patch, a stop resolved, `git add`,
               `git am --continue`; `git format-patch --no-signature --no-numbered --zero-commit`.
 
-    python bench/ollama_replay.py OLLAMA_GIT_DIR [--bump COMMIT ...] [--work DIR] [--json FILE] [--keep]
+    python bench/ollama_replay.py OLLAMA_GIT_DIR [--bump COMMIT ...] [--work DIR] [--json FILE] [--keep] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -293,11 +293,23 @@ def patchctl_env(cache: Path) -> dict[str, str]:
     return {**env, "PATCHCTL_QUIET": "1", "PATCHCTL_CACHE": str(cache), "PYTHONPATH": str(REPO)}
 
 
+PROFILE: Path | None = None  # --profile: each command runs under cProfile, its stats written here
+# `python -m cProfile` swallows the exit code, which tells a stop from a finish: keep it.
+PROFILED = (
+    "import cProfile, runpy, sys; p = cProfile.Profile(); out = sys.argv.pop(1); sys.argv[0] = 'patchctl'\n"
+    "try:\n p.runcall(runpy.run_module, 'patchctl', run_name='__main__')\n"
+    "finally:\n p.dump_stats(out)"
+)
+
+
 def patchctl(project: Path, cache: Path, *args: str) -> tuple[float, int, dict, str]:
     report = project.parent / f"report-{time.monotonic_ns()}.json"
+    command = ["-m", "patchctl"]
+    if PROFILE:
+        command = ["-c", PROFILED, str(PROFILE / f"{time.monotonic_ns()}-{args[0].lstrip('-')}.prof")]
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "patchctl", "-C", str(project), "pin-sync", *args, "--json-file", str(report)],
+        [sys.executable, *command, "-C", str(project), "pin-sync", *args, "--json-file", str(report)],
         capture_output=True,
         cwd=REPO,
         env=patchctl_env(cache),
@@ -401,14 +413,18 @@ def run_recipe(root: Path, bump: Bump) -> tuple[list[Round], Path, list[str]]:
         if done.returncode == 0:
             rounds.append(Round(f"am -3 {patch.name}", time.perf_counter() - start))
             continue
+        failed = time.perf_counter() - start
         this = Round(f"am -3 {patch.name}", 0.0, patch.name, "git am -3 failed", done.stderr.decode()[-300:].strip())
+        # The resolution is the user's time, on neither side's clock (patchctl's is not timed either).
         if resolve(bump, patch, work) and git(work, "diff", "--cached", "--quiet", "HEAD", check=False).returncode:
             this.resolution = "maintainers' files"
+            start = time.perf_counter()
             git(work, "am", "--continue")
         else:
             this.resolution = "skipped (nothing left)" if counterpart(bump, patch) else "dropped (not in B's series)"
+            start = time.perf_counter()
             git(work, "am", "--skip")
-        this.seconds = time.perf_counter() - start
+        this.seconds = failed + time.perf_counter() - start
         rounds.append(this)
     start = time.perf_counter()
     git(work, *FORMAT_PATCH, "-q", "-o", str(formatted), bump.new)
@@ -595,7 +611,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="scratch directory (default: a temporary one)")
     parser.add_argument("--json", type=Path, help="write every result as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directories")
+    parser.add_argument("--profile", type=Path, help="run each patchctl command under cProfile, stats into DIR")
     args = parser.parse_args(argv)
+    if args.profile:
+        global PROFILE
+        PROFILE = args.profile.resolve()
+        PROFILE.mkdir(parents=True, exist_ok=True)
     mirror = args.mirror.resolve()
     work = Path(tempfile.mkdtemp(prefix="ollama-replay-", dir=args.work))
     results = []

@@ -12,6 +12,7 @@ stays the one the error stands for.
 from __future__ import annotations
 
 import contextlib
+import gc
 import re
 import signal
 import sys
@@ -19,6 +20,7 @@ import threading
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -208,6 +210,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         return _stopped(exc)
     return int(ExitCode.OK)
+
+
+def run() -> NoReturn:
+    """The `patchctl` program (and `python -m patchctl`): `main`, then exit with its code."""
+    code = main()
+    # The exit frees what is left: the last full collection over every object the command made,
+    # which the interpreter otherwise runs on its way out, costs about a tenth of a short
+    # command's time (a `pin-sync --continue`) for nothing. Not in `main`, which tests call.
+    gc.freeze()
+    sys.exit(code)
 
 
 # In the order a user meets them: `--help` lists them so. Each module is imported when its

@@ -102,17 +102,31 @@ class PinMove:
     """The move of a series from OLD to NEW, in REPO (a work tree of the upstream's mirror):
     the renames between the pins and the preimages at the old pin, computed on demand."""
 
-    def __init__(self, repo: Path, old: str, new: str, patches: list[PatchFile]):
+    def __init__(
+        self,
+        repo: Path,
+        old: str,
+        new: str,
+        patches: list[PatchFile],
+        memo: dict | None = None,
+        old_head: str | None = None,
+    ):
         self.repo = Path(repo)
         self.old = old
         self.new = new
         self.patches = patches
-        self._renames: dict[str, str] | None = None
-        self.patch_ids: dict[str, str] = {}  # commit (or patch digest) -> patch-id
+        # The series as commits on the old pin, one a patch as far as it applies in order (the
+        # seed pin-sync makes: `seed_three_way_objects`), when the caller has it.
+        self.old_head = old_head
+        self._old_commits: list[str] | None = None
+        # What was learnt of the upstream between the pins, kept by the caller across commands
+        # (a stopped pin-sync's state) so that a --continue does not ask git again.
+        self.memo = {} if memo is None else memo
+        self.patch_ids: dict[str, str] = self.memo.setdefault("patch_ids", {})  # commit (or patch:digest) -> id
 
     def renames(self) -> dict[str, str]:
         """Old path -> new path of every file upstream moved between the pins."""
-        if self._renames is None:
+        if "renames" not in self.memo:
             out = git.run(
                 ["-c", "diff.renameLimit=0", "diff", "-M", "--name-status", "-z", "--diff-filter=R"]
                 + [self.old, self.new],
@@ -120,13 +134,14 @@ class PinMove:
                 check=False,
             ).stdout
             fields = out.split("\0")
-            self._renames = {}
+            renames = {}
             index = 0
             while index + 2 < len(fields):
                 if fields[index].startswith("R"):
-                    self._renames[fields[index + 1]] = fields[index + 2]
+                    renames[fields[index + 1]] = fields[index + 2]
                 index += 3
-        return self._renames
+            self.memo["renames"] = renames
+        return self.memo["renames"]
 
     def rebuilt_index(self, patch: PatchFile) -> PatchFile | None:
         """PATCH with its index lines naming the blobs it reads and writes at the old pin, on
@@ -134,6 +149,11 @@ class PinMove:
         position = next((i for i, p in enumerate(self.patches) if p.name == patch.name), None)
         if position is None:
             return None
+        commits = self._old_side()
+        if position < len(commits):  # the seed holds the trees before and after it: read, not applied again
+            paths = patch.touched_paths()
+            before = _listed(self.repo, commits[position - 1] if position else self.old, paths)
+            return _with_index_lines(patch, before, _listed(self.repo, commits[position], paths))
         with IndexBuilder(self.repo, self.old) as builder:
             for earlier in self.patches[:position]:
                 builder.apply(earlier, commit=False)
@@ -143,6 +163,18 @@ class PinMove:
                 return None
             after = _staged(builder, paths)
         return _with_index_lines(patch, before, after)
+
+    def _old_side(self) -> list[str]:
+        """The commits of the old side, oldest first: one a patch of the series, as far as it
+        applies in order; none when the caller has no seed or it is not one a patch."""
+        if self._old_commits is None:
+            self._old_commits = []
+            if self.old_head is not None:
+                listed = git.run(["rev-list", "--reverse", f"{self.old}..{self.old_head}"], self.repo, check=False)
+                commits = listed.stdout.split() if listed.ok else []
+                if len(commits) <= len(self.patches):
+                    self._old_commits = commits
+        return self._old_commits
 
 
 def carry_patch(tree: Path, move: PinMove, patch: PatchFile) -> Carried:
@@ -260,6 +292,20 @@ def _staged(builder: IndexBuilder, paths: list[str]) -> dict[str, tuple[str, str
             mode, blob, _stage = meta.split(" ")
             staged[path] = (mode, blob)
     return staged
+
+
+def _listed(repo: Path, commit: str, paths: list[str]) -> dict[str, tuple[str, str]]:
+    """Path -> (mode, blob) in COMMIT, for PATHS: what `_staged` reads from an index."""
+    if not paths:
+        return {}
+    out = git.run(["ls-tree", "-z", "--full-tree", commit, "--", *paths], repo, env={"GIT_LITERAL_PATHSPECS": "1"}).stdout
+    listed = {}
+    for entry in out.split("\0"):
+        if entry:
+            meta, _, path = entry.partition("\t")
+            mode, _kind, blob = meta.split(" ")
+            listed[path] = (mode, blob)
+    return listed
 
 
 def _with_index_lines(patch: PatchFile, before: dict, after: dict) -> PatchFile:
@@ -446,31 +492,25 @@ def _patch_id(move: PinMove, commit: str) -> str:
 def _commits_with_patch_ids(move: PinMove, paths: list[str]) -> list[str]:
     """The commits between the pins that touch PATHS (newest first, no merges), with the
     patch-id of each (of its whole change, as `_patch_id` computes it) put in MOVE's cache:
-    one `git log -p` and one `git patch-id` for them all, not two processes a commit."""
+    one `git log -p` and one `git patch-id` for those not there yet, not two processes a commit."""
     listed = git.run(
-        [
-            "log",
-            "--no-merges",
-            "-p",
-            "--full-diff",  # each commit's whole change, as `git show` gives it, not only PATHS'
-            "--format=commit %H",
-            "--no-color",
-            "--no-renames",
-            f"{move.old}..{move.new}",
-            "--",
-            *paths,
-        ],
-        move.repo,
-        check=False,
+        ["log", "--no-merges", "--format=%H", f"{move.old}..{move.new}", "--", *paths], move.repo, check=False
     )
     if not listed.ok:
         return []
-    commits = [line[len("commit ") :] for line in listed.stdout.split("\n") if line.startswith("commit ")]
-    ids = git.run(["patch-id", "--stable"], move.repo, input=listed.stdout, check=False).stdout.split("\n")
-    found = dict(reversed(line.split()) for line in ids if len(line.split()) == 2)
-    for commit in commits:
-        # A commit with no change has no patch-id line: "", as `_patch_id_of` gives for an empty diff.
-        move.patch_ids.setdefault(commit, found.get(commit, ""))
+    commits = [line for line in listed.stdout.split() if git.is_full_sha(line)]
+    unknown = [commit for commit in commits if commit not in move.patch_ids]
+    if unknown:
+        shown = git.run(
+            ["log", "--no-walk=unsorted", "--stdin", "-p", "--format=commit %H", "--no-color", "--no-renames"],
+            move.repo,
+            input="".join(f"{commit}\n" for commit in unknown),
+        ).stdout
+        ids = git.run(["patch-id", "--stable"], move.repo, input=shown, check=False).stdout.split("\n")
+        found = dict(reversed(line.split()) for line in ids if len(line.split()) == 2)
+        for commit in unknown:
+            # A commit with no change has no patch-id line: "", as `_patch_id_of` gives for an empty diff.
+            move.patch_ids[commit] = found.get(commit, "")
     return commits
 
 

@@ -61,7 +61,7 @@ from ..state.sync_state import (
     save_state,
 )
 from ..upstream.store import Mirror, Store
-from . import carry, health, pinfile, vendor
+from . import carry, health, pinfile
 from .rangediff import old_series_head, range_diff
 
 if TYPE_CHECKING:
@@ -403,6 +403,8 @@ def _run(
             ]
             return report
         commit_pin_update(config.path, changes)
+        from . import vendor  # see _gate_series
+
         vendor.prune_empty_dirs(config, [c.path for _, _, vendored in planned.values() for c in vendored if c.deletes])
         _remove_sync_root(config, store, worktree.sync_root(config.root, state.upstream), state)
     report.state = "synced"
@@ -440,6 +442,8 @@ def sync_trailers(records: list[PatchRecord]) -> list[str]:
 def _refuse_vendored_edits(config: Config, store: Store, series_list: list[Series]) -> None:
     """A vendored copy that is not the old pin + series holds edits pin-sync would overwrite:
     refuse before anything is replayed, saying how to keep or drop them."""
+    from . import vendor  # see _gate_series
+
     for series in series_list:
         try:
             vendor.run(config, store, (series.name,), check=True)
@@ -462,7 +466,7 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
         tree = Path(entry.tree)
         if entry.next < len(patches):
             _seed(tree, state.old_pin, entry, patches)
-        move = carry.PinMove(tree, state.old_pin, state.target, patches)
+        move = carry.PinMove(tree, state.old_pin, state.target, patches, state.upstream_facts, entry.old_head)
         head = git.rev_parse(tree, "HEAD") if entry.next < len(patches) else None
         while entry.next < len(patches):
             patch = patches[entry.next]
@@ -947,6 +951,7 @@ def _gate_series(
 ) -> bool:
     # Imported here, where the gates run: the commands that stop before them start faster without them.
     from ..series import exporter
+    from . import vendor
     from .gates import GatesFailed, run_gates
     from .runners import run_build
 

@@ -64,19 +64,20 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, UsageError
 from ..git import is_full_sha
 from . import yamlloc
 from .gate_env import pass_env_problem
 from .globs import any_match
-from .rsyncfilter import FilterError, RsyncFilter
-from .rsyncfilter import load as load_filter
 from .upstream_checks import env_name_problem, ref_name_problem, url_problem
 from .upstream_source import UPSTREAM_SOURCES
 from .validation import Validator, kind
 from .yamlloc import KeyPath, LocatedDocument, format_keypath
+
+if TYPE_CHECKING:
+    from .rsyncfilter import RsyncFilter
 
 SCHEMA_VERSION = 1
 DEFAULT_CONFIG_NAME = "matrix.yaml"
@@ -557,8 +558,11 @@ def _vendor_filter(config: Config, at: KeyPath, value: Any) -> RsyncFilter:
                 raise config.error(keypath + (j,), f"must be an rsync filter rule (a string), got {rule!r}")
     else:
         raise config.error(keypath, f"must be a filter file's path or a list of rsync filter rules, got {value!r}")
+    # Imported here: only a project with a filter reads rsync's rules (the others start faster).
+    from .rsyncfilter import FilterError, load
+
     try:
-        return load_filter(config.root, rules)
+        return load(config.root, rules)
     except FilterError as exc:
         raise config.error(keypaths[exc.index], str(exc)) from None
 

@@ -41,6 +41,7 @@ from ..output.jsonout import json_field
 from ..upstream.store import prefetch_blobs
 from .diffblocks import ParsedDiff, may_change_links, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
 from .patchset import FileDiff, Hunk, MalformedPatch, PatchFile
+from .textapply import MemoryTree, file_commands
 
 _OFFSET_RE = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\.", re.MULTILINE)
 _CHECKING_RE = re.compile(r"^Checking patch (.+?)\.\.\.$", re.MULTILINE)
@@ -557,8 +558,8 @@ def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> s
 
     Returns the series as commits on BASE as far as it applies in order: what
     `apply_series_to_index` returns (the same deterministic commits), made on the way."""
-    if all(_fast_importable(patch) for patch in patches):
-        head = _seed_in_one_import(repo, base, patches)
+    if all(fast_importable(patch) for patch in patches):
+        head = _seed_in_memory(repo, base, patches) or _seed_in_one_import(repo, base, patches)
         if head is not None:
             return head
     trees: list[tuple[str, PatchFile]] = []  # the tree each patch in order gives, to commit at the end
@@ -570,6 +571,21 @@ def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> s
                 trees.append((builder.tree(), patch))
                 builder.head = trees[-1][0]  # what a patch refused after it is undone to (read-tree takes a tree)
     return commit_trees(repo, base, trees)
+
+
+def _seed_in_memory(repo: Path, base: str, patches: list[PatchFile]) -> str | None:
+    """The seed with no `git apply` at all, where every patch is a plain edit that applies as it
+    stands (`textapply`): one `ls-tree` and one `cat-file` a patch at most, one `fast-import`.
+    None otherwise: the seed is then applied by git."""
+    memory = MemoryTree(repo, base)
+    memory.read_ahead(patches)
+    changes: list[tuple[list[bytes], PatchFile]] = []
+    for patch in patches:
+        applied = memory.apply(patch) if unsafe_path_reason(None, patch) is None else None
+        if applied is None:
+            return None
+        changes.append((file_commands(applied[0]), patch))
+    return fast_import_commits(repo, base, changes) if changes else base
 
 
 def _seed_in_one_import(repo: Path, base: str, patches: list[PatchFile]) -> str | None:
@@ -603,7 +619,7 @@ def _seed_in_one_import(repo: Path, base: str, patches: list[PatchFile]) -> str 
         if not changes:
             return base
         final_tree = builder.tree()
-    return _fast_import_commits(repo, base, changes, final_tree)
+    return fast_import_commits(repo, base, changes, final_tree)
 
 
 def _index_entries(data: bytes) -> dict[bytes, tuple[int, bytes]] | None:
@@ -634,8 +650,8 @@ def commit_trees(repo: Path, base: str, trees: list[tuple[str, PatchFile]]) -> s
     identity; the dates go through git's own parser in both. Else a commit-tree a patch."""
     if not trees:
         return base
-    if all(_fast_importable(patch) for _, patch in trees):
-        head = _fast_import_commits(repo, base, [([b'M 040000 %s ""' % tree.encode()], patch) for tree, patch in trees])
+    if all(fast_importable(patch) for _, patch in trees):
+        head = fast_import_commits(repo, base, [([b'M 040000 %s ""' % tree.encode()], patch) for tree, patch in trees])
         if head is not None:
             return head
     head = base
@@ -658,7 +674,7 @@ def _plain_ident(value: str) -> bool:
     )
 
 
-def _fast_importable(patch: PatchFile) -> bool:
+def fast_importable(patch: PatchFile) -> bool:
     env = _commit_env(patch)
     name, email = env.get("GIT_AUTHOR_NAME", git.IDENTITY_NAME), env.get("GIT_AUTHOR_EMAIL", git.IDENTITY_EMAIL)
     try:
@@ -701,7 +717,7 @@ def _plain_date(date: str) -> bool:
     return 1970 <= int(parts["year"]) <= 2099 and int(parts["zone_hour"]) < 24 and int(parts["zone_minute"]) < 60
 
 
-def _fast_import_commits(
+def fast_import_commits(
     repo: Path, base: str, commits: list[tuple[list[bytes], PatchFile]], last_tree: str | None = None
 ) -> str | None:
     """COMMITS (per patch: the fast-import file commands that make its tree from its parent's)

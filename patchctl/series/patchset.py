@@ -15,8 +15,6 @@ views of that one parse. It never touches a tree.
 
 from __future__ import annotations
 
-import email.errors
-import email.header
 import fnmatch
 import hashlib
 import re
@@ -298,6 +296,9 @@ def _decoded(value: str) -> str:
     """A header value with its RFC 2047 encoded words (`=?UTF-8?q?...?=`) decoded."""
     if "=?" not in value:
         return value
+    import email.errors  # here, where a subject is encoded: most are not, and start-up is shorter without it
+    import email.header
+
     try:
         return str(email.header.make_header(email.header.decode_header(value)))
     except (ValueError, LookupError, email.errors.HeaderParseError):

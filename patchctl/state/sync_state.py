@@ -30,6 +30,7 @@ STATE_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # 1 lacks what spares a --continue the work done before (read as "not done yet")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # an upstream or series name (patchctl.project.config)
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_PATCH_ID = re.compile(r"^(?:[0-9a-f]{40,64}|-|)$")
 _OBJECT_PREFIX = re.compile(r"^[0-9a-f]{4,40}$")  # an id as an index line may abbreviate it
 
 
@@ -70,6 +71,9 @@ class SyncState:
     records: list[PatchRecord] = field(default_factory=list)
     phase: str = "replaying"  # replaying | conflict | gates-failed
     version: int = STATE_VERSION
+    # What was learnt of the upstream between the pins (patch-ids of its commits, its renames):
+    # kept so that each --continue does not ask git again (patchctl.loop.carry.PinMove's memo).
+    upstream_facts: dict = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: dict) -> SyncState:
@@ -82,6 +86,7 @@ class SyncState:
             records=[PatchRecord(**r) for r in data["records"]],
             phase=data["phase"],
             version=data["version"],
+            upstream_facts=data.get("upstream_facts", {}),
         )
 
 
@@ -147,6 +152,8 @@ def _untrusted(root: Path, upstream: str, state: SyncState) -> str | None:
     """Why STATE is not one pin-sync of UPSTREAM writes in the repository at ROOT, or None."""
     if state.upstream != upstream or not isinstance(upstream, str) or not _NAME.match(upstream):
         return f"upstream {str(state.upstream)[:80]!r} in the state of {upstream}"
+    if not _facts_ok(state.upstream_facts):
+        return f"upstream facts {str(state.upstream_facts)[:80]!r}"
     names = set()
     for entry in state.series:
         if not isinstance(entry.name, str) or not _NAME.match(entry.name) or entry.name in names:
@@ -167,6 +174,21 @@ def _untrusted(root: Path, upstream: str, state: SyncState) -> str | None:
         if not isinstance(entry.next, int) or entry.next < 0:
             return f"next patch {str(entry.next)[:80]!r} of series {entry.name}"
     return None
+
+
+def _facts_ok(facts: object) -> bool:
+    """FACTS is what `PinMove` keeps: patch-ids (hex, "" for no change, "-" for none) by commit or
+    patch digest, and renames as old path -> new path."""
+    if not isinstance(facts, dict) or not set(facts) <= {"patch_ids", "renames"}:
+        return False
+    ids = facts.get("patch_ids", {})
+    renames = facts.get("renames", {})
+    return (
+        isinstance(ids, dict)
+        and all(isinstance(k, str) and isinstance(v, str) and _PATCH_ID.match(v) for k, v in ids.items())
+        and isinstance(renames, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in renames.items())
+    )
 
 
 def commit_pin_update(config_file: Path, changes: list[journal.FileChange]) -> None:

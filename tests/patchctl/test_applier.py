@@ -10,10 +10,10 @@ from patchctl import git
 from patchctl.series.applier import (
     IndexBuilder,
     Status,
-    _fast_importable,
     _seed_in_one_import,
     apply_in_worktree,
     apply_series_to_index,
+    fast_importable,
     is_clean,
     seed_three_way_objects,
     unsafe_path_reason,
@@ -174,7 +174,7 @@ def test_the_seed_makes_in_one_fast_import_the_very_commits_commit_tree_makes(tm
             text = re.sub(r"^From: .*$", f"From: {author}", text, count=1, flags=re.M)
             text = re.sub(r"^Date: .*$", f"Date: {date}", text, count=1, flags=re.M)
             patches.append(patch_file(tmp_path, f"{number}-{index:04d}.patch", text))
-        assert all(_fast_importable(p) for p in patches) is fast, (author, date)
+        assert all(fast_importable(p) for p in patches) is fast, (author, date)
         seeded = seed_three_way_objects(upstream.path, base, patches)
         outcomes, head = apply_series_to_index(upstream.path, base, patches)
         assert all(o.ok for o in outcomes) and len(outcomes) == len(texts) and seeded == head, (author, date)

@@ -160,3 +160,25 @@ def test_a_rebuilt_preimage_that_still_stops_says_why_not_a_lacking_blob(project
     # the retry), then the missing file, which is why it stops.
     assert "lacks the necessary blob" not in record["detail"], record["detail"]
     assert "3-way merge not possible: ggml/src/ggml-metal.m: does not exist in index" in record["detail"]
+
+
+def test_a_preimage_rebuilt_from_the_seed_is_the_one_applying_the_series_again_gives(
+    project: Project, upstream: Repo
+) -> None:
+    """pin-sync reads a rebuilt preimage from the commits its seed made on the old pin; the canary,
+    which has none, applies the series before the patch again: both must name the same blobs."""
+    from patchctl.loop.carry import PinMove
+    from patchctl.series.applier import seed_three_way_objects
+    from patchctl.series.patchset import PatchFile
+
+    bump = build_bump(upstream, project)
+    patches = [PatchFile(p, p.read_bytes()) for p in sorted(project.series_dir.glob("*.patch"))]
+    head = seed_three_way_objects(upstream.path, bump.pin, patches)
+    seeded = PinMove(upstream.path, bump.pin, bump.target, patches, old_head=head)
+    applied = PinMove(upstream.path, bump.pin, bump.target, patches)
+    rebuilt = [seeded.rebuilt_index(p) for p in patches]
+    assert len(seeded._old_side()) == len(patches)  # the seed's reading, not the fallback
+    assert [r.data if r else None for r in rebuilt] == [
+        r.data if r else None for r in (applied.rebuilt_index(p) for p in patches)
+    ]
+    assert f"index {bump.vocab_preimage}" not in rebuilt[1].text  # the foreign id is replaced

@@ -112,7 +112,7 @@ def test_wheel_carries_the_code_the_templates_and_the_conformance_vectors(dist: 
     for name in templates:
         assert wheel.read(f"patchctl/templates/{name}") == (REPO / "templates" / name).read_bytes()
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "patchctl = patchctl.cli:main" in wheel.read(entry_points).decode()
+    assert "patchctl = patchctl.cli:run" in wheel.read(entry_points).decode()
     assert not any(n.startswith(("tests/", "templates/", "patches/", "bench/")) for n in names)
     assert wheel.read(f"patchctl-{VERSION}.dist-info/licenses/LICENSE") == (REPO / "LICENSE").read_bytes()
 

@@ -296,6 +296,30 @@ def test_a_sync_state_naming_a_tree_elsewhere_is_refused(
         assert snapshot(seeded.path, outside) == before
 
 
+@pytest.mark.parametrize(
+    "facts",
+    [
+        {"patch_ids": {"x": "not a patch-id"}},  # a --continue would take a patch as upstream's
+        {"renames": {"src/main.c": 7}},
+        {"patch_ids": {}, "run": "rm -rf ~"},
+        ["patch_ids"],
+    ],
+)
+def test_planted_upstream_facts_in_a_sync_state_are_refused(
+    seeded: Project, upstream: Repo, cli, facts: object
+) -> None:
+    """What a stopped sync learnt of the upstream (patch-ids, renames) spares each --continue a
+    `git log -p`; a state whose facts are not what patchctl writes is refused like any other."""
+    _stopped_sync(seeded, upstream, cli)
+    path = worktree.sync_state_file(seeded.path, "up")
+    data = json.loads(path.read_text())
+    assert data["upstream_facts"]["patch_ids"]  # the stop learnt them
+    data["upstream_facts"] = facts
+    path.write_text(json.dumps(data))
+    line = one_line_exit_3(cli("-C", seeded.path, "pin-sync", "--continue"))
+    assert "not a pin-sync state patchctl wrote (upstream facts " in line, line
+
+
 @pytest.mark.parametrize("what", ["link to a file", "link to a repository", "fifo", "gone"])
 def test_continue_never_goes_through_a_sync_tree_that_is_not_one(
     seeded: Project, upstream: Repo, outside: Path, cli, what: str
