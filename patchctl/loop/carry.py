@@ -284,28 +284,28 @@ def _staged(builder: IndexBuilder, paths: list[str]) -> dict[str, tuple[str, str
     """Path -> (mode, blob) in BUILDER's index, for PATHS."""
     if not paths:
         return {}
-    out = git.run(["ls-files", "-s", "-z", "--", *paths], builder.repo, env=builder.env).stdout
-    staged = {}
-    for entry in out.split("\0"):
-        if entry:
-            meta, _, path = entry.partition("\t")
-            mode, blob, _stage = meta.split(" ")
-            staged[path] = (mode, blob)
-    return staged
+    return _modes_and_blobs(git.run(["ls-files", "-s", "-z", "--", *paths], builder.repo, env=builder.env).stdout, 1)
 
 
 def _listed(repo: Path, commit: str, paths: list[str]) -> dict[str, tuple[str, str]]:
     """Path -> (mode, blob) in COMMIT, for PATHS: what `_staged` reads from an index."""
     if not paths:
         return {}
-    out = git.run(["ls-tree", "-z", "--full-tree", commit, "--", *paths], repo, env={"GIT_LITERAL_PATHSPECS": "1"}).stdout
-    listed = {}
-    for entry in out.split("\0"):
+    literal = {"GIT_LITERAL_PATHSPECS": "1"}
+    return _modes_and_blobs(
+        git.run(["ls-tree", "-z", "--full-tree", commit, "--", *paths], repo, env=literal).stdout, 2
+    )
+
+
+def _modes_and_blobs(listing: str, blob_at: int) -> dict[str, tuple[str, str]]:
+    """Path -> (mode, blob) from `ls-files -s -z` (the blob the 2nd field) or `ls-tree -z` (the 3rd)."""
+    found = {}
+    for entry in listing.split("\0"):
         if entry:
             meta, _, path = entry.partition("\t")
-            mode, _kind, blob = meta.split(" ")
-            listed[path] = (mode, blob)
-    return listed
+            fields = meta.split(" ")
+            found[path] = (fields[0], fields[blob_at])
+    return found
 
 
 def _with_index_lines(patch: PatchFile, before: dict, after: dict) -> PatchFile:
