@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 from .. import git
+from ..upstream.store import prefetch_blobs
 from .diffblocks import Block, BlockHunk, ParsedDiff, header_line_range, patch_lines
 from .patchset import MalformedPatch, PatchFile
 
@@ -113,6 +114,7 @@ class MemoryTree:
         if not paths:
             return
         found = {path: entry for path, entry in self._list(paths).items() if entry and entry[0] in REGULAR_MODES}
+        prefetch_blobs(self.repo, self.base, list(found))  # a blobless mirror: one request, not one a blob
         blobs = read_blobs(self.repo, [blob for _, blob in found.values()])
         for path in paths:
             blob = found.get(path, ("", ""))[1]

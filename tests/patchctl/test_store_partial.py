@@ -141,3 +141,31 @@ def test_prefetch_brings_exactly_the_named_blobs_in_one_request(tmp_path: Path, 
     full = Store(tmp_path / "cache").mirror(str(upstream.path))
     prefetch_blobs(full.path, pin, ["src/main.c"])
     assert missing_blobs(full.path) == set()
+
+
+def test_a_seed_made_in_memory_fetches_its_blobs_in_one_request(
+    tmp_path: Path, upstream: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seed read in memory (`textapply.MemoryTree`) asks a blobless mirror for every file the
+    series names at once, as `git apply` is spared one round trip a preimage (prefetch_blobs)."""
+    from patchctl.series.textapply import MemoryTree
+
+    serve_filters(upstream)
+    pin = upstream.head
+    patch = PatchFile(
+        Path("x.patch"),
+        b"diff --git a/src/main.c b/src/main.c\n--- a/src/main.c\n+++ b/src/main.c\n@@ -1 +1 @@\n-main 1\n+MAIN 1\n"
+        b"diff --git a/src/util.c b/src/util.c\n--- a/src/util.c\n+++ b/src/util.c\n@@ -1 +1 @@\n-util 1\n+UTIL 1\n",
+    )
+    with git_daemon(upstream.path.parent) as base:
+        mirror = Store(tmp_path / "cache").mirror(f"{base}/upstream")
+        wanted = {blob_of(mirror.path, pin, p) for p in ("src/main.c", "src/util.c")}
+        assert wanted <= missing_blobs(mirror.path)
+        calls: list[list[str]] = []
+        run = git.run
+        monkeypatch.setattr(git, "run", lambda args, *a, **k: calls.append(args) or run(args, *a, **k))
+        memory = MemoryTree(mirror.path, pin)
+        memory.read_ahead([patch])
+    assert [args for args in calls if "fetch" in args] and len([a for a in calls if "fetch" in a]) == 1
+    assert not wanted & missing_blobs(mirror.path)
+    assert memory.files["src/util.c"] == ("100644", (upstream.path / "src/util.c").read_bytes())
