@@ -22,7 +22,6 @@ counter: the right result counts both) is a stop, "needs a look", naming the com
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,11 +34,18 @@ from ..series.applier import (
     commit_worktree,
     hunks_already_upstream,
 )
-from ..series.diffblocks import DEV_NULL, Block, header_line_range, parse_diff_text, patch_lines
+from ..series.diffblocks import (
+    DEV_NULL,
+    INDEX_LINE_RE,
+    Block,
+    header_line_range,
+    index_line_ids,
+    parse_diff_text,
+    patch_lines,
+)
 from ..series.patchset import FileDiff, Hunk, MalformedPatch, PatchFile
 
 SAME_EDIT = "needs a look: upstream made the same edit for another reason"
-_INDEX_LINE_RE = re.compile(r"^index (?P<pre>[0-9a-f]+)\.\.(?P<post>[0-9a-f]+)(?P<mode> \d{6})?$")
 _LACKS_BLOB = "lacks the necessary blob"
 # A commit's own change: against its first parent for a merge, without colour or message.
 _SHOW = ["show", "--diff-merges=first-parent", "--format=", "--no-color"]
@@ -316,7 +322,7 @@ def _with_index_lines(patch: PatchFile, before: dict, after: dict) -> PatchFile:
         pre = git.ZERO_OID if block.created else before.get(source, ("", git.ZERO_OID))[1]
         post = git.ZERO_OID if block.deleted else after.get(block.new_path, ("", git.ZERO_OID))[1]
         for number in header_line_range(blocks, position, len(lines)):
-            if m := _INDEX_LINE_RE.match(lines[number]):
+            if m := INDEX_LINE_RE.match(lines[number]):
                 lines[number] = f"index {pre}..{post}{m['mode'] or ''}"
                 break
     return PatchFile(patch.path, "\n".join(lines).encode("utf-8", "surrogateescape"))
@@ -324,15 +330,7 @@ def _with_index_lines(patch: PatchFile, before: dict, after: dict) -> PatchFile:
 
 def _index_ids(patch: PatchFile) -> dict[str, str]:
     """File -> the preimage id its index line names."""
-    ids = {}
-    lines = patch_lines(patch.text)
-    blocks = patch.parsed.blocks
-    for position, block in enumerate(blocks):
-        for number in header_line_range(blocks, position, len(lines)):
-            if m := _INDEX_LINE_RE.match(lines[number]):
-                ids[block.new_path] = m["pre"]
-                break
-    return ids
+    return {path: pre for path, (pre, _post) in index_line_ids(patch.text, patch.parsed).items()}
 
 
 def missing_preimages(repo: Path, patches: list[PatchFile]) -> list[str]:

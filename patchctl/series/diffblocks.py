@@ -361,6 +361,22 @@ def _names_link_mode(line: str) -> bool:
     return m is not None and git_mode(m["mode"]) == SYMLINK_MODE
 
 
+# A block's `index PRE..POST[ MODE]` line: the blob ids (maybe abbreviated) before and after.
+INDEX_LINE_RE = re.compile(r"^index (?P<pre>[0-9a-f]+)\.\.(?P<post>[0-9a-f]+)(?P<mode> \d{6})?$")
+
+
+def index_line_ids(text: str, parsed: ParsedDiff) -> dict[str, tuple[str, str]]:
+    """File (each block's new path) -> (preimage id, postimage id) as its index line names them."""
+    ids = {}
+    lines = patch_lines(text)
+    for position, block in enumerate(parsed.blocks):
+        for number in header_line_range(parsed.blocks, position, len(lines)):
+            if m := INDEX_LINE_RE.match(lines[number]):
+                ids[block.new_path] = (m["pre"], m["post"])
+                break
+    return ids
+
+
 def header_line_range(blocks: tuple[Block, ...], position: int, total: int) -> range:
     """The 0-based indexes, in the patch's lines split at newlines, of the header of
     BLOCKS[POSITION]: from its `diff --git` (or `---`) line to its first hunk, else to the

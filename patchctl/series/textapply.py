@@ -18,16 +18,14 @@ holds the two side by side on generated patches.
 from __future__ import annotations
 
 import hashlib
-import re
 from pathlib import Path
 
 from .. import git
 from ..upstream.store import prefetch_blobs
-from .diffblocks import Block, BlockHunk, ParsedDiff, header_line_range, patch_lines
+from .diffblocks import Block, BlockHunk, ParsedDiff, index_line_ids
 from .patchset import MalformedPatch, PatchFile
 
 REGULAR_MODES = ("100644", "100755")
-_INDEX_LINE_RE = re.compile(r"^index (?P<pre>[0-9a-f]+)\.\.(?P<post>[0-9a-f]+)(?: \d{6})?$")
 
 
 class MemoryTree:
@@ -55,7 +53,7 @@ class MemoryTree:
             return None  # git reads a CR as the line's own (the parser drops it before LF): left to git
         try:
             parsed = patch.parsed
-            ids = _index_line_ids(patch, parsed)
+            ids = index_line_ids(patch.text, parsed)
         except MalformedPatch:
             return None
         if not plain_edits(parsed):
@@ -158,18 +156,6 @@ def file_commands(changed: dict[str, tuple[str, bytes]]) -> list[bytes]:
 
 def _blob_id(content: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
-
-
-def _index_line_ids(patch: PatchFile, parsed: ParsedDiff) -> dict[str, tuple[str, str]]:
-    """File -> (preimage id, postimage id) as its index line names them (abbreviated maybe)."""
-    ids = {}
-    lines = patch_lines(patch.text)
-    for position, block in enumerate(parsed.blocks):
-        for number in header_line_range(parsed.blocks, position, len(lines)):
-            if m := _INDEX_LINE_RE.match(lines[number]):
-                ids[block.new_path] = (m["pre"], m["post"])
-                break
-    return ids
 
 
 def plain_edits(parsed: ParsedDiff) -> bool:
