@@ -1,6 +1,8 @@
 """`git apply`'s placing of hunks, in Python, for the plain case: a patch that only edits the text
-of files that exist, with full context. A replay or a seed runs many such patches in a row; this
-applies them in memory, without a `git apply` and a `git commit` process each.
+of files that exist, with full context. pin-sync's seed (the series as commits on the old pin,
+`applier.seed_three_way_objects`) applies every patch of a series in a row; this applies them in
+memory, without a `git apply` process each. (The replay itself stays git's: carried in memory and
+committed in batches, it measured no faster, the commits being what costs there.)
 
 The rules are git's own (apply.c: `apply_one_fragment`, `find_pos`, `match_fragment`), with the
 options patchctl always passes (no whitespace fixing or ignoring, no context reduction):
