@@ -541,6 +541,9 @@ def test_a_signal_during_a_gate_removes_its_processes_and_trees(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as at a terminal: a suite started in the background (`cmd &` in a script) hands its
+        # children SIGINT ignored, which patchctl rightly keeps (see test_runners' fixture).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         _wait_for(lambda: pid_file.exists() and pid_file.read_text().strip())
