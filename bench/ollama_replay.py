@@ -31,6 +31,7 @@ written as it stands after that counterpart. A patch B's series no longer has is
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -320,6 +321,49 @@ def patchctl(project: Path, cache: Path, *args: str) -> tuple[float, int, dict, 
     return elapsed, done.returncode, json.loads(report.read_text()), done.stderr.decode()
 
 
+class Waiting:
+    """One `pin-sync --wait` process, answered at its prompt as a user would: a round is timed
+    from the answer (from the start, for the first) to the next prompt or to the exit."""
+
+    def __init__(self, project: Path, cache: Path, *args: str):
+        self.report = project.parent / f"report-wait-{time.monotonic_ns()}.json"
+        command = ["-m", "patchctl"]
+        if PROFILE:
+            command = ["-c", PROFILED, str(PROFILE / f"{time.monotonic_ns()}-wait.prof")]
+        start = time.perf_counter()
+        self.process = subprocess.Popen(
+            [sys.executable, *command, "-C", str(project), "pin-sync", *args, "--wait", "--json-file",
+             str(self.report)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO,
+            env=patchctl_env(cache),
+        )  # fmt: skip
+        self.first = self._round(start)
+
+    def answer(self, *args: str) -> tuple[float, int, dict, str]:
+        """The round `pin-sync ARGS` (--continue [--drop]) would be: its answer at the prompt."""
+        assert self.process.stdin is not None
+        start = time.perf_counter()
+        self.process.stdin.write(b"drop\n" if "--drop" in args else b"\n")
+        self.process.stdin.flush()
+        return self._round(start)
+
+    def _round(self, start: float) -> tuple[float, int, dict, str]:
+        assert self.process.stderr is not None
+        said = []
+        while line := self.process.stderr.readline():
+            said.append(line.decode(errors="replace"))
+            if line.startswith(b"patchctl: error:"):
+                self.process.kill()
+                raise RuntimeError(f"pin-sync --wait refused an answer: {line.decode(errors='replace')}")
+            if b" is waiting: " in line:
+                return time.perf_counter() - start, 1, json.loads(self.report.read_text()), "".join(said)
+        code = self.process.wait()
+        elapsed = time.perf_counter() - start
+        if code not in (0, 1) or not self.report.exists():
+            raise RuntimeError(f"pin-sync --wait exited {code}: {''.join(said)[-2000:]}")
+        return elapsed, code, json.loads(self.report.read_text()), "".join(said)
+
+
 def startup() -> float:
     """Seconds of a patchctl command that only starts: `pin-sync --help` imports what pin-sync does."""
     env = patchctl_env(Path(tempfile.gettempdir()) / "unused-cache")
@@ -345,7 +389,9 @@ def make_project(root: Path, bump: Bump) -> Path:
     return project
 
 
-def run_patchctl(root: Path, bump: Bump) -> tuple[list[Round], Path, list[dict]]:
+def run_patchctl(root: Path, bump: Bump, *, waiting: bool = False) -> tuple[list[Round], Path, list[dict]]:
+    """The bump with patchctl, a run per stop (`--continue`), or with WAITING one `--wait` run
+    answered at each stop."""
     cache = root / "cache"
     warm = subprocess.run(
         [sys.executable, "-c", "import sys; from patchctl.upstream.store import Store; Store().mirror(sys.argv[1])",
@@ -358,7 +404,13 @@ def run_patchctl(root: Path, bump: Bump) -> tuple[list[Round], Path, list[dict]]
     by_name = {p.name: p for p in bump.old_series}
     tree = project / ".patchctl" / "sync" / "up" / SERIES
     rounds: list[Round] = []
-    seconds, rc, report, stderr = patchctl(project, cache, "up", "--to", bump.new)
+    if waiting:
+        session = Waiting(project, cache, "up", "--to", bump.new)
+        seconds, rc, report, stderr = session.first
+        go_on = session.answer
+    else:
+        seconds, rc, report, stderr = patchctl(project, cache, "up", "--to", bump.new)
+        go_on = functools.partial(patchctl, project, cache)
     step = "pin-sync --to"
     while True:
         this = Round(step, seconds, phases=report.get("phase_seconds", {}))
@@ -387,7 +439,7 @@ def run_patchctl(root: Path, bump: Bump) -> tuple[list[Round], Path, list[dict]]
                 args.append("--drop")
             else:
                 git(tree, "reset", "-q", "--hard")
-        seconds, rc, report, stderr = patchctl(project, cache, *args)
+        seconds, rc, report, stderr = go_on(*args)
         step = " ".join(args)
     return rounds, project, report["patches"]
 
@@ -479,6 +531,12 @@ class BumpResult:
     rewritten: int = 0
     style_kept: int = 0
     style_lost: list[str] = field(default_factory=list)
+    # The same bump with one `pin-sync --wait` run, answered at each stop (its rounds, its time, its
+    # ratio to the recipe) and whether it wrote byte for byte what the run per stop wrote.
+    waiting_rounds: list[Round] = field(default_factory=list)
+    waiting_seconds: float = 0.0
+    waiting_ratio: float = 0.0
+    waiting_same_series: bool = False
     patchctl_vs_maintainers: list[str] = field(default_factory=list)  # files that differ
     recipe_vs_maintainers: list[str] = field(default_factory=list)
     explained_by_new_patches: list[str] = field(default_factory=list)  # files B's new patches touch
@@ -569,8 +627,19 @@ def replay(mirror: Path, commit: str, root: Path) -> BumpResult:
     (root / "patchctl").mkdir()
     (root / "recipe").mkdir()
     rounds, project, records = run_patchctl(root / "patchctl", bump)
+    (root / "waiting").mkdir()
+    waited, waiting_project, _ = run_patchctl(root / "waiting", bump, waiting=True)
     recipe, work, foreign = run_recipe(root / "recipe", bump)
-    return judge(bump, rounds, project, records, recipe, work, foreign)
+    result = judge(bump, rounds, project, records, recipe, work, foreign)
+    result.waiting_rounds = waited
+    result.waiting_seconds = sum(r.seconds for r in waited)
+    result.waiting_ratio = result.waiting_seconds / result.recipe_seconds
+    result.waiting_same_series = written_series(waiting_project) == written_series(project)
+    return result
+
+
+def written_series(project: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted((project / PATCHES).glob("*.patch"))}
 
 
 def summary(result: BumpResult) -> str:
@@ -586,6 +655,8 @@ def summary(result: BumpResult) -> str:
         f"{result.patchctl_seconds:.2f} s; final classes {result.patchctl_classes}",
         f"  recipe:   {len(fails)} git am -3 failures {[r.stopped_at for r in fails]}; {result.recipe_seconds:.2f} s",
         f"  ratio {result.ratio:.2f}x; rewritten {result.rewritten}, style kept {result.style_kept}",
+        f"  pin-sync --wait: {len(result.waiting_rounds)} rounds, {result.waiting_seconds:.2f} s, ratio "
+        f"{result.waiting_ratio:.2f}x; the same series as a run per stop: {result.waiting_same_series}",
     ]
     for r in stops:
         lines.append(
@@ -642,8 +713,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"starting patchctl (`pin-sync --help`): {start:.2f} s; {commands} commands: {commands * start:.1f} s")
     ours = sum(r.patchctl_seconds for r in results)
     theirs = sum(r.recipe_seconds for r in results)
+    waited = sum(r.waiting_seconds for r in results)
     if results:
         print(f"all {len(results)} bumps: patchctl {ours:.1f} s, recipe {theirs:.1f} s, ratio {ours / theirs:.2f}x")
+        print(f"all {len(results)} bumps with pin-sync --wait: {waited:.1f} s, ratio {waited / theirs:.2f}x; "
+              f"the same series: {sum(r.waiting_same_series for r in results)} of {len(results)}")  # fmt: skip
     return 0
 
 

@@ -45,10 +45,23 @@ class AppContext:
 
         ctx = click.get_current_context()
         command = ctx.command_path.partition(" ")[2] or ctx.command_path
+        if self._lock is not None:  # taken again after `unlock_project`
+            self._lock.acquire()
+            return
         path = config_mod.find_config(self.directory, self.config_file)
         self._lock = ProjectLock(path.parent, command, lock_timeout())
         self._lock.acquire()
         ctx.call_on_close(self._lock.release)
+
+    def unlock_project(self) -> None:
+        """Let go of the lock for a while (`pin-sync --wait` waiting for the user); `lock_project`
+        takes it again."""
+        if self._lock is not None:
+            self._lock.release()
+
+    def reload_config(self) -> None:
+        """Read matrix.yaml again on the next use of `config`: what a new run would read."""
+        self._config = None
 
     @property
     def config(self) -> config_mod.Config:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -16,9 +17,10 @@ from ..app import (
     pass_app,
     progress_display,
 )
-from ..errors import UsageError
+from ..errors import CheckFailed, UsageError
 from ..loop import sync
 from ..output import report as report_mod
+from ..output.escape import log_line, shell_command
 from ..output.jsonout import to_json
 
 
@@ -36,6 +38,12 @@ from ..output.jsonout import to_json
     help="With --continue: drop the patch that stopped the sync from the series, on purpose (said in the report).",
 )
 @click.option("--abort", is_flag=True, help="Drop a stopped sync: remove its worktrees and state.")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="At each stop, wait for you instead of exiting: resolve, `git add`, then press Enter to continue "
+    "(or answer drop, abort or stop). The sync stays stopped on disk meanwhile, as without --wait.",
+)
 @click.option(
     "--report",
     "report_file",
@@ -59,6 +67,7 @@ def pin_sync_cmd(
     resume: bool,
     drop: bool,
     abort: bool,
+    wait: bool,
     report_file: Path | None,
     as_json: bool,
     json_file: Path | None,
@@ -74,7 +83,9 @@ def pin_sync_cmd(
     its gates in a clean checkout of it. Only when all pass are patches/, `pin:` in
     matrix.yaml and every pin_files entry written (also for upstreams that `tracks`
     this one), all together or not at all; the report then has a range-diff per
-    series. Exit 1 when it stops at a conflict or a failing gate.
+    series. Exit 1 when it stops at a conflict or a failing gate. With --wait it
+    asks instead at each stop, and goes on in the same run when you press Enter:
+    no new run per stop (see "Waiting at a stop" below).
 
     \b
     Examples:
@@ -83,6 +94,15 @@ def pin_sync_cmd(
       patchctl pin-sync --continue          # after resolving and `git add` in the sync tree
       patchctl pin-sync --continue --drop   # drop the patch that stopped it, on purpose
       patchctl pin-sync --abort
+      patchctl pin-sync llama.cpp --latest --wait
+
+    \b
+    Waiting at a stop (--wait): after the report, pin-sync asks on stderr and reads
+    one line from stdin. Enter (or `continue`) does what --continue does, `drop`
+    what --continue --drop does, `abort` what --abort does; `stop`, Ctrl-D or no
+    input leaves the sync stopped and exits 1, to --continue later. The project is
+    not locked while it waits; an answer that --continue would refuse (markers
+    left, nothing staged) is said in one line and asked again.
     """
     if drop and not resume:
         raise UsageError("--drop goes with --continue")
@@ -90,16 +110,53 @@ def pin_sync_cmd(
         raise UsageError("--continue and --abort exclude each other")
     if (resume or abort) and (to or latest or dry_run):
         raise UsageError("--continue/--abort take no --to, --latest or --dry-run")
+    if wait and (abort or dry_run):
+        raise UsageError("--wait waits at the stops of a sync that can go on: not with --abort or --dry-run")
     as_json, json_file = json_options(upstream, as_json, json_file)
     app.lock_project()
-    config = app.config
     report_file, json_file = app.path(report_file), app.path(json_file)
+    outputs = (report_file, json_file, as_json)
+    action = "abort" if abort else "continue" if resume else "start"
+    waited = False
+    while True:
+        try:
+            _round(app, upstream, action, drop=drop, to=to, latest=latest, dry_run=dry_run, outputs=outputs)
+            return
+        except sync.SyncStopped as stopped:
+            if not wait:
+                raise
+            upstream = stopped.report.upstream
+            action, drop = _ask(app, upstream, stopped)
+        except UsageError as refused:
+            # After an answer, what --continue refuses (markers left, nothing staged) is asked
+            # again while the sync is still stopped; a first round is refused as without --wait.
+            if not waited or upstream is None or not sync.in_progress(app.config, upstream):
+                raise
+            echo_lines([f"patchctl: error: {refused}"], err=True)
+            action, drop = _ask(app, upstream, None)
+        waited = True
+
+
+def _round(
+    app: AppContext,
+    upstream: str | None,
+    action: str,
+    *,
+    drop: bool,
+    to: str | None,
+    latest: bool,
+    dry_run: bool,
+    outputs: tuple[Path | None, Path | None, bool],
+) -> None:
+    """One run of pin-sync (ACTION: start, continue or abort), its report written and printed
+    whether it ends or stops."""
+    config = app.config
     report = None
     try:
         with progress_display() as progress:
-            if abort:
+            if action == "abort":
                 report = sync.abort_sync(config, app.store, upstream)
-            elif resume:
+            elif action == "continue":
                 report = sync.continue_sync(config, app.store, upstream, drop=drop, progress=progress)
             else:
                 report = sync.pin_sync(
@@ -110,14 +167,54 @@ def pin_sync_cmd(
         raise
     finally:
         if report is not None:
-            payload = to_json(report)
-            markdown = report_mod.sync_markdown(payload)
-            if report_file:
-                report_mod.write_text(report_file, markdown)
-            if json_file:
-                report_mod.write_json(json_file, payload)
-            if as_json:
-                emit_json(payload)
-            else:
-                echo_report(markdown)
-            echo_lines([f"patchctl: warning: {warning}" for warning in report.warnings], err=True)
+            _write_report(report, *outputs)
+
+
+def _write_report(report: sync.SyncReport, report_file: Path | None, json_file: Path | None, as_json: bool) -> None:
+    payload = to_json(report)
+    markdown = report_mod.sync_markdown(payload)
+    if report_file:
+        report_mod.write_text(report_file, markdown)
+    if json_file:
+        report_mod.write_json(json_file, payload)
+    if as_json:
+        emit_json(payload)
+    else:
+        echo_report(markdown)
+    echo_lines([f"patchctl: warning: {warning}" for warning in report.warnings], err=True)
+
+
+_ANSWERS = {
+    "": ("continue", False),
+    "continue": ("continue", False),
+    "drop": ("continue", True),
+    "abort": ("abort", False),
+}
+
+
+def _ask(app: AppContext, upstream: str, stopped: sync.SyncStopped | None) -> tuple[str, bool]:
+    """Wait at a stop (STOPPED; None after a refused answer): the project unlocked meanwhile,
+    so that `git`, `patchctl status` or a --continue elsewhere can run. The next round's
+    (action, drop); a stop re-raised for `stop`, Ctrl-D or the end of the input."""
+    app.unlock_project()
+    while True:
+        click.echo(
+            log_line(
+                f"patchctl: pin-sync of {upstream} is waiting: resolve, `git add`, then press Enter to continue "
+                "(or answer drop, abort or stop)"
+            ),
+            err=True,
+        )
+        line = sys.stdin.readline()
+        answer = line.strip().lower()
+        if not line or answer == "stop":
+            if stopped is not None:
+                raise stopped
+            go_on = shell_command(["patchctl", "pin-sync", upstream, "--continue"])
+            raise CheckFailed(f"pin-sync of {upstream} left stopped; `{go_on}` goes on from there")
+        if answer in _ANSWERS:
+            break
+        click.echo(log_line(f"patchctl: {answer!r}: answer Enter, continue, drop, abort or stop"), err=True)
+    app.lock_project()
+    app.reload_config()  # what a new run would read: matrix.yaml may have changed meanwhile
+    return _ANSWERS[answer]

@@ -743,9 +743,14 @@ def fast_import_commits(
     last = len(commits)
     stream += f'ls :{last} ""\nget-mark :{last}\nreset {ref}\nfrom {git.ZERO_OID}\n\ndone\n'.encode()
     # --date-format=rfc2822 hands each date to git's parse_date, as GIT_AUTHOR_DATE is handed to it.
+    # The objects are written as they come, with no delta (pack.depth=0) and light compression:
+    # deltas against each path's previous blob and zlib's default level took 0.7 s of a real bump's
+    # first command on llama.cpp's large sources (0.3 s this way), for a somewhat smaller cache.
     done = git.run(
-        ["fast-import", "--quiet", "--done", "--force", "--date-format=rfc2822"], repo, input=bytes(stream), check=False
-    )
+        ["-c", "pack.depth=0", "-c", "core.compression=1", "fast-import", "--quiet", "--done", "--force",
+         "--date-format=rfc2822"],
+        repo, input=bytes(stream), check=False,
+    )  # fmt: skip
     listed, _, head = done.stdout.strip().rpartition("\n")
     tree = listed.split("\t")[0].split(" ")[-1]
     if not done.ok or not re.fullmatch(r"[0-9a-f]{40}(?:[0-9a-f]{24})?", head):

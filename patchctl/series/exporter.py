@@ -260,6 +260,7 @@ def plan_export(
     planned: list[GeneratedPatch] = []
     last_number = 0
     batch = _Formatted(tree, base)
+    restyled: list[tuple[int, str, patchstyle.PatchStyle, list[str]]] = []  # (index in planned, commit, style, dropped)
     for commit in _commits(tree, base):
         data, subject, dropped = _format_commit(series, tree, commit, batch)
         result.dropped_hunks += [DroppedHunk(subject, path) for path in dropped]
@@ -276,11 +277,20 @@ def plan_export(
             (result.unchanged.append(name) if old.name == name else result.renamed.append((old.name, name)))
             continue
         own_style = patchstyle.detect(old).over(style) if old is not None else style
-        styled = _in_style(series, tree, commit, data, own_style, dropped, batch)
-        planned.append(GeneratedPatch(name, styled, keep_existing=False))
+        if own_style != patchstyle.PATCHCTL_STYLE and not dropped:
+            batch.want(_style_args(own_style), commit)
+        restyled.append((len(planned), commit, own_style, dropped))
+        planned.append(GeneratedPatch(name, data, keep_existing=False))
         result.written.append(name)
         if old is not None and old.name != name:
             result.renamed.append((old.name, name))
+    # Written in their series' style once every commit that needs it is known: one format-patch
+    # for those alone, not for the whole range (where most patches are kept, most of its time).
+    for index, commit, own_style, dropped in restyled:
+        written = planned[index]
+        planned[index] = GeneratedPatch(
+            written.name, _in_style(series, tree, commit, written.data, own_style, dropped, batch), keep_existing=False
+        )
     planned_names = {p.name for p in planned}
     rename_sources = {old for old, _ in result.renamed}
     result.deleted = [p.name for p in existing if p.name not in planned_names and p.name not in rename_sources]
@@ -507,12 +517,17 @@ def _in_style(
     """COMMIT's patch (DATA, in patchctl's own conventions, without the DROPPED paths) written in STYLE."""
     if style == patchstyle.PATCHCTL_STYLE:
         return data
-    own = {"--zero-commit", "--no-signature", "--no-stat", "--subject-prefix=PATCH"}
-    args = [arg for arg in FORMAT_PATCH_ARGS if arg not in own] + patchstyle.format_patch_args(style)
+    args = _style_args(style)
     styled = (batch.patch(commit, args) if batch is not None and not dropped else None) or _format_patch(
         tree, commit, dropped, args
     )
     return patchstyle.abbreviate_index_lines(styled, style.index_length or patchstyle.FULL_INDEX)
+
+
+def _style_args(style: patchstyle.PatchStyle) -> list[str]:
+    """The format-patch arguments of a patch in STYLE (its index lines are shortened afterwards)."""
+    own = {"--zero-commit", "--no-signature", "--no-stat", "--subject-prefix=PATCH"}
+    return [arg for arg in FORMAT_PATCH_ARGS if arg not in own] + patchstyle.format_patch_args(style)
 
 
 def _format_commit(
@@ -551,6 +566,12 @@ class _Formatted:
         self.tree, self.base = tree, base
         self._listing: dict[str, tuple[str, list[str]]] | None = None
         self._patches: dict[tuple[str, ...], dict[str, bytes] | None] = {}
+        self._wanted: dict[tuple[str, ...], list[str]] = {}  # options -> the only commits to format with them
+
+    def want(self, args: list[str], commit: str) -> None:
+        """Format with ARGS only the commits named so (before the first `patch` with ARGS), not
+        the whole range."""
+        self._wanted.setdefault(tuple(args), []).append(commit)
 
     def listing(self, commit: str) -> tuple[str, list[str]] | None:
         if self._listing is None:
@@ -586,17 +607,18 @@ class _Formatted:
         """What `git format-patch ARGS COMMIT` (ARGS holding -1 and --stdout) prints for COMMIT."""
         key = tuple(args)
         if key not in self._patches:
-            self._patches[key] = self._format_range(args)
+            self._patches[key] = self._format_range(args, self._wanted.get(key))
         patches = self._patches[key]
         return patches.get(commit) if patches is not None else None
 
-    def _format_range(self, args: list[str]) -> dict[str, bytes] | None:
-        # The range's mails name their commits (the zero id is written back after the split), and
-        # git puts a blank line between two mails of one --stdout: each mail is then byte for byte
-        # the one `-1` prints.
+    def _format_range(self, args: list[str], commits: list[str] | None = None) -> dict[str, bytes] | None:
+        # The range's mails (or those of COMMITS alone, --no-walk) name their commits (the zero id
+        # is written back after the split), and git puts a blank line between two mails of one
+        # --stdout: each mail is then byte for byte the one `-1` prints.
         zero = "--zero-commit" in args
         ranged = [arg for arg in args if arg not in ("-1", "--zero-commit")]
-        out = git.run([*FORMAT_PATCH_CONFIG, *ranged, f"{self.base}..HEAD"], self.tree, check=False, binary=True)
+        revisions = ["--no-walk", *commits] if commits else [f"{self.base}..HEAD"]
+        out = git.run([*FORMAT_PATCH_CONFIG, *ranged, *revisions], self.tree, check=False, binary=True)
         if not out.ok:
             return None
         text: bytes = out.stdout  # type: ignore[assignment]

@@ -8,6 +8,11 @@ A write-ish operation is an audit event (sys.addaudithook) that changes the file
 or starts a process: an open for writing, appending or creating, rename/replace, remove,
 rmdir, mkdir, symlink, link, chmod, truncate, shutil's rmtree/move/copy*, subprocess.Popen.
 Run with PYTHONDONTWRITEBYTECODE=1 so that Python's own .pyc writes do not count.
+
+Only the main thread's operations are counted, in an order that is the same run after run.
+What patchctl does beside it on another thread (pin-sync's checkout while it seeds, its
+range-diff while it gates) is not a kill point of its own: the kill cuts it wherever it
+stands, as a SIGKILL cuts every thread.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _EVENTS = {
@@ -91,7 +97,7 @@ def main() -> int:
     active = [True]
 
     def hook(event: str, args: tuple) -> None:
-        if not active[0]:
+        if not active[0] or threading.current_thread() is not threading.main_thread():
             return
         described = _describe(event, args)
         if described is None:
