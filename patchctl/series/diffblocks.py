@@ -207,8 +207,10 @@ def parse_diff_text(text: str) -> ParsedDiff:
             corrupt = (number, reason)
 
     for number, line in enumerate(lines, 1):
-        named += _header_line_paths(line)
-        link_mode = link_mode or _names_link_mode(line)
+        first = line[:1]
+        if first in _HEADER_FIRST and (first not in "+-" or line[1:3] == first * 2):  # (most lines: not a header)
+            named += _header_line_paths(line)
+            link_mode = link_mode or _names_link_mode(line)
         if open_hunk and hunk is not None:
             tag = line[:1]
             if tag in (" ", "", "-", "+") or (tag == "\\" and line.startswith("\\ ") and len(line) >= 11):
@@ -342,6 +344,11 @@ def parse_diff_text(text: str) -> ParsedDiff:
         tuple(named),
         link_mode,
     )
+
+
+# The first characters of the lines `_header_line_paths` and `_names_link_mode` read (`diff --git`,
+# `---`/`+++`, rename/copy, old/new/new file/deleted file mode, index); `+`/`-` only doubled.
+_HEADER_FIRST = frozenset("d-+rconi")
 
 
 def _header_line_paths(line: str) -> list[str]:
