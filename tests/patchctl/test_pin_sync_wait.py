@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import queue
+import re
+import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -53,6 +56,8 @@ class Waiting:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONPATH": str(REPO)},
+            # Ctrl-C as at a terminal (a suite started in the background hands its children SIGINT ignored).
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -148,7 +153,7 @@ def test_one_waiting_run_stops_asks_and_finishes_the_bump(project: Project, upst
     assert cli("-C", project.path, "apply").exit_code == 0
 
 
-@pytest.mark.parametrize("answer", [None, "stop"], ids=["end-of-input", "stop"])
+@pytest.mark.parametrize("answer", [None, "stop", "Ctrl-C"], ids=["end-of-input", "stop", "ctrl-c"])
 def test_no_answer_leaves_the_sync_stopped_for_a_later_continue(
     project: Project, upstream: Repo, cli, answer: str | None
 ) -> None:
@@ -156,14 +161,19 @@ def test_no_answer_leaves_the_sync_stopped_for_a_later_continue(
     run = Waiting(project, "up", "--latest", "--wait")
     try:
         run.until_asked()
-        if answer is not None:
+        if answer == "Ctrl-C":
+            run.process.send_signal(signal.SIGINT)
+        elif answer is not None:
             run.answer(answer)
         code, _stdout, rest = run.end()
     finally:
         if run.process.poll() is None:
             run.process.kill()
-    assert code == 1, rest
-    assert "patchctl: error: pin-sync of up stops at a conflict" in rest
+    if answer == "Ctrl-C":
+        assert (code, rest.strip()) == (130, "patchctl: interrupted")
+    else:
+        assert code == 1, rest
+        assert "patchctl: error: pin-sync of up stops at a conflict" in rest
     assert load_json(run.report)["state"] == "conflict"
     tree = sync_tree(project)
     (tree / "src/main.c").write_text(main_c({20: "MAIN 20 patched again"}))
@@ -199,3 +209,29 @@ def test_wait_with_what_cannot_stop_and_go_on_is_a_usage_error(
     assert result.stderr.strip().splitlines() == [
         "patchctl: error: --wait waits at the stops of a sync that can go on: not with --abort or --dry-run"
     ]
+
+
+def test_stop_after_a_refused_answer_says_how_to_go_on_and_that_works(project: Project, upstream: Repo, cli) -> None:
+    two_patches_one_conflict(project, upstream)
+    run = Waiting(project, "up", "--latest", "--wait")
+    try:
+        run.until_asked()
+        run.answer("")  # markers left: refused, asked again
+        run.until_asked()
+        run.answer("stop")
+        code, _stdout, rest = run.end()
+    finally:
+        if run.process.poll() is None:
+            run.process.kill()
+    assert code == 1
+    (line,) = rest.strip().splitlines()
+    advice = re.fullmatch(r"patchctl: error: pin-sync of up left stopped; `(?P<command>[^`]+)` goes on from there",
+                          line)  # fmt: skip
+    assert advice is not None, line
+    tree = sync_tree(project)
+    (tree / "src/main.c").write_text(main_c({20: "MAIN 20 patched again"}))
+    git.run(["add", "src/main.c"], tree)
+    words = shlex.split(advice["command"])
+    assert words[0] == "patchctl"
+    resumed = cli("-C", project.path, *words[1:])  # the advice as printed
+    assert resumed.exit_code == 0, resumed.output
