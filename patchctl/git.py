@@ -107,6 +107,25 @@ def run(
     return result
 
 
+# Answers that cannot change while patchctl runs, by (directory, arguments): see `run_fixed`.
+_FIXED: dict[tuple[str, tuple[str, ...]], GitResult] = {}
+
+
+def run_fixed(args: list[str], cwd: Path | str, *, commits: tuple[str, ...]) -> GitResult:
+    """`run(ARGS, CWD, check=False)` for a question about COMMITS alone (a log between two of
+    them), whose answer is fixed once they are named by full id: asked once per process, so
+    that a `pin-sync --wait` asks it once for all its rounds. A failure is never kept."""
+    if not all(is_full_sha(commit) for commit in commits):
+        return run(args, cwd, check=False)
+    key = (str(cwd), tuple(args))
+    if key not in _FIXED:
+        result = run(args, cwd, check=False)
+        if not result.ok:
+            return result
+        _FIXED[key] = result
+    return _FIXED[key]
+
+
 # What git's own words usually mean for a patchctl user: (pattern in git's stderr, the cause).
 _CAUSES = (
     (

@@ -162,8 +162,8 @@ def _changed_paths(repo: Path, pin: str, tip: str) -> list[set[str]] | None:
     """The paths each commit of TIP that PIN lacks changes against its one parent; None when
     git cannot tell or a commit has no parent or several (history simplification counts those)."""
     # -z: each record is NUL, "<commit> <parents>", NUL, then its paths, the first after a newline, each NUL-ended.
-    out = git.run(
-        ["log", "-z", "--format=%x00%H %P", "--name-only", "--no-renames", f"{pin}..{tip}"], repo, check=False
+    out = git.run_fixed(
+        ["log", "-z", "--format=%x00%H %P", "--name-only", "--no-renames", f"{pin}..{tip}"], repo, commits=(pin, tip)
     )
     if not out.ok:
         return None

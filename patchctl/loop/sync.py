@@ -531,8 +531,16 @@ def _patches(config: Config, state: SyncState, name: str) -> list[PatchFile]:
     last step, so every step before reads the same files (and shares their parse)."""
     read: dict[str, list[PatchFile]] = state.__dict__.setdefault(_PATCHES_READ, {})
     if name not in read:
-        read[name] = read_series(config.get_series(name))
+        # A file that reads as the last run in this process read it is that run's PatchFile, with
+        # its parse: a `pin-sync --wait` parses each patch once for all its rounds.
+        series = config.get_series(name)
+        earlier = {(p.path, p.data): p for p in _LAST_READ.get(series.dir, [])}
+        read[name] = [earlier.get((p.path, p.data), p) for p in read_series(series)]
+        _LAST_READ[series.dir] = read[name]
     return read[name]
+
+
+_LAST_READ: dict[Path, list[PatchFile]] = {}  # series directory -> what `_patches` last read there
 
 
 def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
@@ -1129,7 +1137,7 @@ def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None,
     # entry), each commit marked ('-' for the boundary, the commits OLD has that the listed ones
     # stand on: OLD is one of them exactly when NEW descends from it).
     log = ["log", "-z", "--reverse", "--topo-order", "--boundary", "--format=%m%H%x00%s", f"{old}..{new}"]
-    listed = git.run(log, repo, check=False)
+    listed = git.run_fixed(log, repo, commits=(old, new))
     if not listed.ok:
         if not git.run(["cat-file", "-e", f"{old}^{{commit}}"], repo, check=False).ok:
             return None, f"the old pin {old[:12]} is not in the upstream's history"
