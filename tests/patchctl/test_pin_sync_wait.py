@@ -235,3 +235,38 @@ def test_stop_after_a_refused_answer_says_how_to_go_on_and_that_works(project: P
     assert words[0] == "patchctl"
     resumed = cli("-C", project.path, *words[1:])  # the advice as printed
     assert resumed.exit_code == 0, resumed.output
+
+
+def test_what_rounds_in_one_process_share(project: Project, upstream: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log between two full commit ids is asked of git once per process; a patch file that
+    reads as before is the PatchFile read before (its parse with it), an edited one is read anew."""
+    two_patches_one_conflict(project, upstream)
+    old, new = git.rev_parse(upstream.path, "HEAD~1"), upstream.head
+    asked: list[list[str]] = []
+    real_run = git.run
+    monkeypatch.setattr(git, "run", lambda args, cwd, **kw: asked.append(args) or real_run(args, cwd, **kw))
+    log = ["log", "--format=%H", f"{old}..{new}"]
+    first = git.run_fixed(log, upstream.path, commits=(old, new))
+    assert git.run_fixed(log, upstream.path, commits=(old, new)) == first and len(asked) == 1
+    assert first.stdout.split() == [new]
+    by_name = ["log", "--format=%H", "HEAD~1..HEAD"]
+    git.run_fixed(by_name, upstream.path, commits=("HEAD~1", "HEAD"))
+    git.run_fixed(by_name, upstream.path, commits=("HEAD~1", "HEAD"))
+    assert len(asked) == 3  # names can move: asked each time
+    missing = "0" * 39 + "1"
+    failed = ["log", f"{old}..{missing}"]
+    assert not git.run_fixed(failed, upstream.path, commits=(old, missing)).ok
+    assert not git.run_fixed(failed, upstream.path, commits=(old, missing)).ok and len(asked) == 5  # never kept
+
+    from patchctl.loop import sync
+    from patchctl.project.config import load
+
+    config = load(project.path / "matrix.yaml")
+    one, two = (sync.SyncState("up", old, new, "test", []) for _ in range(2))
+    before = sync._patches(config, one, "main")
+    again = sync._patches(config, two, "main")
+    assert [a is b for a, b in zip(before, again, strict=True)] == [True, True]
+    edited = project.series_dir / "0002-util-five.patch"
+    edited.write_text(edited.read_text().replace("Util five", "Util five, edited"))
+    third = sync._patches(config, sync.SyncState("up", old, new, "test", []), "main")
+    assert third[0] is before[0] and third[1] is not before[1] and b"edited" in third[1].data
