@@ -41,6 +41,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -619,23 +620,35 @@ def judge(bump: Bump, rounds: list[Round], project: Path, records: list[dict], r
     return result
 
 
-def replay(mirror: Path, commit: str, root: Path) -> BumpResult:
+def replay(mirror: Path, commit: str, root: Path, repeat: int = 1) -> BumpResult:
+    """The bump with patchctl (a run per stop, then `--wait`) and with the recipe, judged. With
+    REPEAT above 1, `--wait` and the recipe run REPEAT times each, one after the other, and
+    each side's median time counts (on a shared machine one run of either moves by a fifth)."""
     root.mkdir(parents=True)
     start = time.perf_counter()
     bump = build_bump(mirror, commit, root)
     print(f"  rebuilt upstream and the maintainers' result in {time.perf_counter() - start:.1f} s", flush=True)
     (root / "patchctl").mkdir()
-    (root / "recipe").mkdir()
     rounds, project, records = run_patchctl(root / "patchctl", bump)
-    (root / "waiting").mkdir()
-    waited, waiting_project, _ = run_patchctl(root / "waiting", bump, waiting=True)
-    recipe, work, foreign = run_recipe(root / "recipe", bump)
+    waits, recipes = [], []
+    for attempt in range(repeat):
+        (root / f"waiting-{attempt}").mkdir()
+        waits.append(run_patchctl(root / f"waiting-{attempt}", bump, waiting=True))
+        (root / f"recipe-{attempt}").mkdir()
+        recipes.append(run_recipe(root / f"recipe-{attempt}", bump))
+    recipe, work, foreign = _median_run(recipes, lambda run: sum(r.seconds for r in run[0]))
     result = judge(bump, rounds, project, records, recipe, work, foreign)
+    waited, waiting_project, _ = _median_run(waits, lambda run: sum(r.seconds for r in run[0]))
     result.waiting_rounds = waited
     result.waiting_seconds = sum(r.seconds for r in waited)
     result.waiting_ratio = result.waiting_seconds / result.recipe_seconds
-    result.waiting_same_series = written_series(waiting_project) == written_series(project)
+    result.waiting_same_series = all(written_series(run[1]) == written_series(project) for run in waits)
     return result
+
+
+def _median_run(runs: list, seconds: Callable) -> tuple:
+    """The run of RUNS whose SECONDS is the median (the lower middle one of an even count)."""
+    return sorted(runs, key=seconds)[(len(runs) - 1) // 2]
 
 
 def written_series(project: Path) -> dict[str, bytes]:
@@ -683,6 +696,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every result as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directories")
     parser.add_argument("--profile", type=Path, help="run each patchctl command under cProfile, stats into DIR")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run `--wait` and the recipe N times each per bump; medians count"
+    )
     args = parser.parse_args(argv)
     if args.profile:
         global PROFILE
@@ -696,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
             full = out(mirror, "rev-parse", f"{commit}^{{commit}}")
             print(f"bump {commit}:", flush=True)
             try:
-                results.append(replay(mirror, full, work / full[:9]))
+                results.append(replay(mirror, full, work / full[:9], args.repeat))
             except RuntimeError as error:
                 print(f"  failed: {error}", flush=True)
                 continue
