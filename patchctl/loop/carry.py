@@ -22,6 +22,7 @@ counter: the right result counts both) is a stop, "needs a look", naming the com
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,6 +117,7 @@ class PinMove:
         patches: list[PatchFile],
         memo: dict | None = None,
         old_head: str | None = None,
+        seeding: Callable[[], str | None] | None = None,
     ):
         self.repo = Path(repo)
         self.old = old
@@ -124,11 +126,18 @@ class PinMove:
         # The series as commits on the old pin, one a patch as far as it applies in order (the
         # seed pin-sync makes: `seed_three_way_objects`), when the caller has it.
         self.old_head = old_head
+        # A seed still in the making: its last commit when it is done (`seeded`).
+        self._seeding = seeding
         self._old_commits: list[str] | None = None
         # What was learnt of the upstream between the pins, kept by the caller across commands
         # (a stopped pin-sync's state) so that a --continue does not ask git again.
         self.memo = {} if memo is None else memo
         self.patch_ids: dict[str, str] = self.memo.setdefault("patch_ids", {})  # commit (or patch:digest) -> id
+
+    def seeded(self) -> None:
+        """Wait for the seed in the making, if any: what a 3-way merge and the old side read."""
+        if self._seeding is not None:
+            self.old_head, self._seeding = self._seeding(), None
 
     def renames(self) -> dict[str, str]:
         """Old path -> new path of every file upstream moved between the pins."""
@@ -174,6 +183,7 @@ class PinMove:
         """The commits of the old side, oldest first: one a patch of the series, as far as it
         applies in order; none when the caller has no seed or it is not one a patch."""
         if self._old_commits is None:
+            self.seeded()
             self._old_commits = []
             if self.old_head is not None:
                 listed = git.run(["rev-list", "--reverse", f"{self.old}..{self.old_head}"], self.repo, check=False)
@@ -187,7 +197,7 @@ def carry_patch(tree: Path, move: PinMove, patch: PatchFile) -> Carried:
     """Apply PATCH in TREE with a 3-way merge, mending a moved file or a foreign index line
     when git gives up on them; commit it unless it fails or needs a look."""
     tree = Path(tree)
-    outcome = apply_in_worktree(tree, patch, three_way=True, commit=False)
+    outcome = apply_in_worktree(tree, patch, three_way=True, commit=False, before_merge=move.seeded)
     carried = Carried(outcome, patch)
     if not outcome.ok and outcome.status in (Status.FILE_MISSING, Status.CONTEXT_DRIFT) and outcome.three_way:
         carried = _mended(tree, move, patch, outcome)

@@ -65,6 +65,8 @@ from . import carry, health, pinfile
 from .rangediff import old_series_head, range_diff
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from ..series.exporter import ExportResult, GeneratedPatch
 
 MAX_LISTED_COMMITS = 500
@@ -467,34 +469,52 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
         series = config.get_series(entry.name)
         patches = _patches(config, state, series.name)
         tree = Path(entry.tree)
-        if entry.next < len(patches):
+        seeding = _seeding(state, entry)
+        if entry.next < len(patches) and seeding is None:
             _seed(tree, state.old_pin, entry, patches)
-        move = carry.PinMove(tree, state.old_pin, state.target, patches, state.upstream_facts, entry.old_head)
-        head = git.rev_parse(tree, "HEAD") if entry.next < len(patches) else None
-        while entry.next < len(patches):
-            patch = patches[entry.next]
-            say(f"replaying {series.name}: {patch.name}")
-            entry.head_before = head
-            carried = carry.carry_patch(tree, move, patch)
-            outcome = carried.outcome
-            head = outcome.commit or head  # a patch already upstream commits nothing
-            record = _carried_record(series.name, patch, carried, tree)
-            if not carried.needs_look:
-                _note_taken(record, tree, move, patch, outcome)
-            state.records.append(record)
-            if record.classification == TAKEN_UPSTREAM:
-                entry.next += 1
-                entry.head_before = None
-                continue
-            if carried.needs_look:
-                return f"{series.name}/{patch.name}: {record.classification} ({record.detail})"
-            if outcome.ok or outcome.status == Status.ALREADY_APPLIED:
-                entry.next += 1
-                entry.head_before = None
-                continue
-            return f"{series.name}/{patch.name}: {record.classification}" + (
-                f" ({record.detail})" if record.detail else ""
-            )
+        move = carry.PinMove(tree, state.old_pin, state.target, patches, state.upstream_facts, entry.old_head, seeding)
+        try:
+            stopped = _replay_series(series, entry, patches, tree, move, state, say)
+        finally:
+            move.seeded()  # the state saved at a stop names the seed
+        if stopped is not None:
+            return stopped
+    return None
+
+
+def _replay_series(
+    series: Series,
+    entry: SeriesProgress,
+    patches: list[PatchFile],
+    tree: Path,
+    move: carry.PinMove,
+    state: SyncState,
+    say: Progress,
+) -> str | None:
+    """`_replay` of one series: its remaining patches carried in TREE; why it stopped, or None."""
+    head = git.rev_parse(tree, "HEAD") if entry.next < len(patches) else None
+    while entry.next < len(patches):
+        patch = patches[entry.next]
+        say(f"replaying {series.name}: {patch.name}")
+        entry.head_before = head
+        carried = carry.carry_patch(tree, move, patch)
+        outcome = carried.outcome
+        head = outcome.commit or head  # a patch already upstream commits nothing
+        record = _carried_record(series.name, patch, carried, tree)
+        if not carried.needs_look:
+            _note_taken(record, tree, move, patch, outcome)
+        state.records.append(record)
+        if record.classification == TAKEN_UPSTREAM:
+            entry.next += 1
+            entry.head_before = None
+            continue
+        if carried.needs_look:
+            return f"{series.name}/{patch.name}: {record.classification} ({record.detail})"
+        if outcome.ok or outcome.status == Status.ALREADY_APPLIED:
+            entry.next += 1
+            entry.head_before = None
+            continue
+        return f"{series.name}/{patch.name}: {record.classification}" + (f" ({record.detail})" if record.detail else "")
     return None
 
 
@@ -545,21 +565,42 @@ _LAST_READ: dict[Path, list[PatchFile]] = {}  # series directory -> what `_patch
 
 def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
     """Each series' sync tree checked out at the target while its seed (`_seed`) is made in
-    the mirror: the two share only the object store, to which each only adds, so git writes
-    the checkout on another core meanwhile (on a real bump, 0.6 s and 0.4 s of the first run)."""
+    the mirror on another thread: the two share only the object store, to which each only
+    adds. The replay starts on the checkout and waits for the seed at its first 3-way merge
+    (`_seeding`); on a real bump the seed took 0.2 to 0.7 s of the first run, the checkout less."""
     from concurrent.futures import ThreadPoolExecutor
 
-    mirrors = {entry.name: _mirror_of(config, store, entry.upstream) for entry in state.series}
-    targets = {name: store.resolve(mirror, state.target) for name, mirror in mirrors.items()}
-    with ThreadPoolExecutor(max_workers=1) as beside:
-        checkouts = [
-            beside.submit(store.add_worktree, mirrors[entry.name], targets[entry.name], Path(entry.tree))
-            for entry in state.series
-        ]
+    beside = ThreadPoolExecutor(max_workers=1)
+    seeding: dict[str, Future] = state.__dict__.setdefault(_SEEDING, {})
+    for entry in state.series:
+        mirror = _mirror_of(config, store, entry.upstream)
+        patches = _patches(config, state, entry.name)
+        seeding[entry.name] = beside.submit(_seed_and_report, mirror.path, state.old_pin, entry, patches)
+    beside.shutdown(wait=False)  # the seeds run on; nothing else is asked of the thread
+    try:
         for entry in state.series:
-            _seed(mirrors[entry.name].path, state.old_pin, entry, _patches(config, state, entry.name))
-        for checkout in checkouts:
-            checkout.result()
+            mirror = _mirror_of(config, store, entry.upstream)
+            store.add_worktree(mirror, store.resolve(mirror, state.target), Path(entry.tree))
+    except BaseException:
+        for future in seeding.values():
+            if not future.cancel():
+                future.exception()  # waited for: nothing of this run writes on after it ends
+        raise
+
+
+def _seed_and_report(repo: Path, old_pin: str, entry: SeriesProgress, patches: list[PatchFile]) -> str | None:
+    _seed(repo, old_pin, entry, patches)
+    return entry.old_head
+
+
+def _seeding(state: SyncState, entry: SeriesProgress) -> Callable[[], str | None] | None:
+    """How to wait for ENTRY's seed where `_check_out_and_seed` started it (once), else None."""
+    future = state.__dict__.get(_SEEDING, {}).pop(entry.name, None)
+    return None if future is None else future.result
+
+
+# Where a start keeps the seeds it started, on its SyncState but outside the dataclass's fields.
+_SEEDING = "_seeding"
 
 
 def _seed(repo: Path, old_pin: str, entry: SeriesProgress, patches: list[PatchFile]) -> None:

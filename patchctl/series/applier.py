@@ -763,9 +763,17 @@ def fast_import_commits(
 # ---------------------------------------------------------------- work-tree application
 
 
-def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, commit: bool = True) -> PatchOutcome:
+def apply_in_worktree(
+    tree: Path,
+    patch: PatchFile,
+    *,
+    three_way: bool = False,
+    commit: bool = True,
+    before_merge: Callable[[], object] | None = None,
+) -> PatchOutcome:
     """Apply PATCH to the checked-out TREE with `--index`; with THREE_WAY a strict failure is
-    retried as a 3-way merge, which may leave conflict markers (status CONFLICT)."""
+    retried as a 3-way merge, which may leave conflict markers (status CONFLICT). BEFORE_MERGE
+    is called first, only then: what the merge needs may still be in the making (the seed)."""
     tree = Path(tree)
     if (reason := unsafe_path_reason(tree, patch)) is not None:
         return PatchOutcome(patch.name, Status.UNSAFE_PATH, detail=reason)
@@ -790,6 +798,8 @@ def apply_in_worktree(tree: Path, patch: PatchFile, *, three_way: bool = False, 
         outcome = _classify_failure(patch, strict.stderr, reverse, every_hunk)
         if not three_way or outcome.status in (Status.MALFORMED, Status.UNSAFE_PATH, Status.ALREADY_APPLIED):
             return outcome
+        if before_merge is not None:
+            before_merge()
         merged = git.run(
             [*APPLY_CONFIG, *git.CONFLICT_STYLE, "apply", "-3", "-v", "--index", "-"],
             tree,
