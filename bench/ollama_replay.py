@@ -21,11 +21,15 @@ written as it stands after that counterpart. A patch B's series no longer has is
               B^'s files under llama/patches/, names as they are); `pin-sync up --to NEW`,
               each stop resolved, `git add`, `pin-sync --continue`, every command its own process
               and timed. The upstream cache is warmed first (untimed), as a previous sync leaves it.
+    --wait    the same with one `pin-sync up --to NEW --wait` run, answered at its prompt after
+              each resolution (Enter, or `drop`); each round timed from the answer to the next
+              prompt or the exit. Its series must be byte for byte the one of a run per stop.
     recipe    Ollama's Makefile.sync: a clone at old with B^'s series applied (the previous sync,
               untimed); `git checkout -f NEW`; `git am -3` per patch, a stop resolved, `git add`,
               `git am --continue`; `git format-patch --no-signature --no-numbered --zero-commit`.
 
-    python bench/ollama_replay.py OLLAMA_GIT_DIR [--bump COMMIT ...] [--work DIR] [--json FILE] [--keep] [--profile DIR]
+    python bench/ollama_replay.py OLLAMA_GIT_DIR [--bump COMMIT ...] [--repeat N] [--work DIR] [--json FILE] [--keep]
+                                  [--profile DIR]
 """
 
 from __future__ import annotations
