@@ -82,6 +82,14 @@ class Waiting:
         self.process.stdin.write(text + "\n")
         self.process.stdin.flush()
 
+    def __enter__(self) -> Waiting:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.process.poll() is None:  # a failed test leaves no run behind
+            self.process.kill()
+            self.process.wait()
+
     def end(self) -> tuple[int, str, str]:
         """(exit code, stdout, the rest of stderr) once the run ends, its stdin closed."""
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -109,8 +117,7 @@ def lock_is_free(project: Project) -> bool:
 
 def test_one_waiting_run_stops_asks_and_finishes_the_bump(project: Project, upstream: Repo, cli) -> None:
     two_patches_one_conflict(project, upstream)
-    run = Waiting(project, "up", "--latest", "--wait")
-    try:
+    with Waiting(project, "up", "--latest", "--wait") as run:
         said = run.until_asked()
         # Stopped as without --wait: the state on disk, the report written, the project unlocked.
         assert "pin-sync of up is waiting: resolve, `git add`, then press Enter" in said[-1]
@@ -134,9 +141,6 @@ def test_one_waiting_run_stops_asks_and_finishes_the_bump(project: Project, upst
         git.run(["add", "src/main.c"], tree)
         run.answer("")
         code, stdout, rest = run.end()
-    finally:
-        if run.process.poll() is None:
-            run.process.kill()
     assert code == 0, rest
     payload = load_json(run.report)
     assert payload["state"] == "synced"
@@ -158,17 +162,13 @@ def test_no_answer_leaves_the_sync_stopped_for_a_later_continue(
     project: Project, upstream: Repo, cli, answer: str | None
 ) -> None:
     two_patches_one_conflict(project, upstream)
-    run = Waiting(project, "up", "--latest", "--wait")
-    try:
+    with Waiting(project, "up", "--latest", "--wait") as run:
         run.until_asked()
         if answer == "Ctrl-C":
             run.process.send_signal(signal.SIGINT)
         elif answer is not None:
             run.answer(answer)
         code, _stdout, rest = run.end()
-    finally:
-        if run.process.poll() is None:
-            run.process.kill()
     if answer == "Ctrl-C":
         assert (code, rest.strip()) == (130, "patchctl: interrupted")
     else:
@@ -185,14 +185,10 @@ def test_no_answer_leaves_the_sync_stopped_for_a_later_continue(
 def test_abort_at_the_prompt_drops_the_sync(project: Project, upstream: Repo) -> None:
     two_patches_one_conflict(project, upstream)
     before = (project.path / "matrix.yaml").read_bytes()
-    run = Waiting(project, "up", "--latest", "--wait")
-    try:
+    with Waiting(project, "up", "--latest", "--wait") as run:
         run.until_asked()
         run.answer("abort")
         code, _stdout, rest = run.end()
-    finally:
-        if run.process.poll() is None:
-            run.process.kill()
     assert code == 0, rest
     assert load_json(run.report)["state"] == "aborted"
     assert not (project.path / ".patchctl" / "sync" / "up").exists()
@@ -213,16 +209,12 @@ def test_wait_with_what_cannot_stop_and_go_on_is_a_usage_error(
 
 def test_stop_after_a_refused_answer_says_how_to_go_on_and_that_works(project: Project, upstream: Repo, cli) -> None:
     two_patches_one_conflict(project, upstream)
-    run = Waiting(project, "up", "--latest", "--wait")
-    try:
+    with Waiting(project, "up", "--latest", "--wait") as run:
         run.until_asked()
         run.answer("")  # markers left: refused, asked again
         run.until_asked()
         run.answer("stop")
         code, _stdout, rest = run.end()
-    finally:
-        if run.process.poll() is None:
-            run.process.kill()
     assert code == 1
     (line,) = rest.strip().splitlines()
     advice = re.fullmatch(r"patchctl: error: pin-sync of up left stopped; `(?P<command>[^`]+)` goes on from there",
