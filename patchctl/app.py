@@ -40,14 +40,14 @@ class AppContext:
     def lock_project(self) -> None:
         """Hold the project's lock (`.git/patchctl/lock`) until this command ends. Every command
         that writes calls this first, before `config`, so recovery and loading happen under it."""
+        if self._lock is not None:  # taken again after `unlock_project`
+            self._lock.acquire()
+            return
         from .project import config as config_mod
         from .state.lock import ProjectLock, lock_timeout
 
         ctx = click.get_current_context()
         command = ctx.command_path.partition(" ")[2] or ctx.command_path
-        if self._lock is not None:  # taken again after `unlock_project`
-            self._lock.acquire()
-            return
         path = config_mod.find_config(self.directory, self.config_file)
         self._lock = ProjectLock(path.parent, command, lock_timeout())
         self._lock.acquire()

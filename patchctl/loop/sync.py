@@ -570,27 +570,22 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
     (`_seeding`); on a real bump the seed took 0.2 to 0.7 s of the first run, the checkout less."""
     from concurrent.futures import ThreadPoolExecutor
 
+    mirrors = {entry.name: _mirror_of(config, store, entry.upstream) for entry in state.series}
     beside = ThreadPoolExecutor(max_workers=1)
     seeding: dict[str, Future] = state.__dict__.setdefault(_SEEDING, {})
     for entry in state.series:
-        mirror = _mirror_of(config, store, entry.upstream)
         patches = _patches(config, state, entry.name)
-        seeding[entry.name] = beside.submit(_seed_and_report, mirror.path, state.old_pin, entry, patches)
+        seeding[entry.name] = beside.submit(_seed, mirrors[entry.name].path, state.old_pin, entry, patches)
     beside.shutdown(wait=False)  # the seeds run on; nothing else is asked of the thread
     try:
         for entry in state.series:
-            mirror = _mirror_of(config, store, entry.upstream)
+            mirror = mirrors[entry.name]
             store.add_worktree(mirror, store.resolve(mirror, state.target), Path(entry.tree))
     except BaseException:
         for future in seeding.values():
             if not future.cancel():
                 future.exception()  # waited for: nothing of this run writes on after it ends
         raise
-
-
-def _seed_and_report(repo: Path, old_pin: str, entry: SeriesProgress, patches: list[PatchFile]) -> str | None:
-    _seed(repo, old_pin, entry, patches)
-    return entry.old_head
 
 
 def _seeding(state: SyncState, entry: SeriesProgress) -> Callable[[], str | None] | None:
@@ -603,17 +598,19 @@ def _seeding(state: SyncState, entry: SeriesProgress) -> Callable[[], str | None
 _SEEDING = "_seeding"
 
 
-def _seed(repo: Path, old_pin: str, entry: SeriesProgress, patches: list[PatchFile]) -> None:
+def _seed(repo: Path, old_pin: str, entry: SeriesProgress, patches: list[PatchFile]) -> str | None:
     """The blobs 3-way needs, from the old pin: made once per sync, with the series as commits
     there (the range-diff's old side). A --continue takes them as they are while every preimage
     the patches still to replay name is in the object store (or was never makeable); were some
-    pruned since (a `git gc` in the cache), they are made again, as at the start."""
+    pruned since (a `git gc` in the cache), they are made again, as at the start. The seed's last
+    commit (ENTRY's old_head)."""
     if entry.old_head is not None:
         missing = carry.missing_preimages(repo, patches[entry.next :])
         if set(missing) <= set(entry.unseeded):
-            return
+            return entry.old_head
     entry.old_head = seed_three_way_objects(repo, old_pin, patches)
     entry.unseeded = carry.missing_preimages(repo, patches)
+    return entry.old_head
 
 
 def _save(config: Config, state: SyncState) -> None:
