@@ -392,9 +392,8 @@ def taken_upstream(move: PinMove, patch: PatchFile, tree: Path | None = None) ->
     patch-id, or, with TREE (at the new pin, the series before PATCH applied, PATCH found
     already applied there), the one commit that made every hunk of it. None when neither."""
     own = _own_patch_id(move, patch)
-    paths = patch.touched_paths()
-    if own != "-" and paths:
-        for commit in _commits_with_patch_ids(move, paths):
+    if own != "-" and patch.touched_paths():
+        for commit in _commits_with_patch_ids(move, patch):
             if _patch_id(move, commit) == own:
                 return _taken(move, commit, TAKEN_SAME_PATCH_ID)
     if tree is None:
@@ -497,16 +496,22 @@ def _patch_id(move: PinMove, commit: str) -> str:
     return move.patch_ids[commit]
 
 
-def _commits_with_patch_ids(move: PinMove, paths: list[str]) -> list[str]:
-    """The commits between the pins that touch PATHS (newest first, no merges), with the
-    patch-id of each (of its whole change, as `_patch_id` computes it) put in MOVE's cache:
-    one `git log -p` and one `git patch-id` for those not there yet, not two processes a commit."""
+def _commits_with_patch_ids(move: PinMove, patch: PatchFile) -> list[str]:
+    """The commits between the pins that may have PATCH's patch-id (newest first, no merges),
+    with the patch-id of each (of its whole change, as `_patch_id` computes it) put in MOVE's
+    cache: one `git log -p` and one `git patch-id` for those not there yet, not two processes
+    a commit. A patch-id hashes each changed file's `---`/`+++` lines, so only a commit whose
+    changed files are the patch's can have it: one `git log --raw` of the commits touching the
+    patch's paths says which those are, and the others are never shown (on a real bump, most)."""
     listed = git.run(
-        ["log", "--no-merges", "--format=%H", f"{move.old}..{move.new}", "--", *paths], move.repo, check=False
+        ["log", "--no-merges", "-z", "--format=%x00%H", "--raw", "--no-abbrev", "--no-renames", "--full-diff"]
+        + [f"{move.old}..{move.new}", "--", *patch.touched_paths()],
+        move.repo,
+        check=False,
     )
     if not listed.ok:
         return []
-    commits = [line for line in listed.stdout.split() if git.is_full_sha(line)]
+    commits = [commit for commit, files in _raw_log(listed.stdout) if _may_share_patch_id(patch, files)]
     unknown = [commit for commit in commits if commit not in move.patch_ids]
     if unknown:
         shown = git.run(
@@ -520,6 +525,49 @@ def _commits_with_patch_ids(move: PinMove, paths: list[str]) -> list[str]:
             # A commit with no change has no patch-id line: "", as `_patch_id_of` gives for an empty diff.
             move.patch_ids[commit] = found.get(commit, "")
     return commits
+
+
+# Blob ids a side of a change may have with no line to diff: none (added, deleted) or the empty
+# blob, in a SHA-1 and in a SHA-256 repository.
+_NO_LINES = {
+    "0" * 40,
+    "0" * 64,
+    "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391",
+    "473a0f4c3be8a93681a267e3b1e9a7dcda1185436fe141f7749120a303721813",
+}
+
+
+def _raw_log(out: str) -> list[tuple[str, dict[str, bool]]]:
+    """`git log -z --format=%x00%H --raw` read as (commit, {path: whether its change has lines
+    to diff}) per commit, in git's order."""
+    commits: list[tuple[str, dict[str, bool]]] = []
+    tokens = out.split("\0")
+    at = 0
+    while at < len(tokens):
+        token = tokens[at].lstrip("\n")
+        if git.is_full_sha(token) and at > 0 and tokens[at - 1] == "":
+            commits.append((token, {}))
+        elif token.startswith(":") and commits and at + 1 < len(tokens):
+            fields = token.split()
+            lines = len(fields) >= 4 and fields[2] != fields[3] and not {fields[2], fields[3]} <= _NO_LINES
+            commits[-1][1][tokens[at + 1]] = lines
+            at += 1
+        at += 1
+    return commits
+
+
+def _may_share_patch_id(patch: PatchFile, files: dict[str, bool]) -> bool:
+    """Whether a commit changing FILES ({path: has lines to diff}) may have PATCH's patch-id:
+    every file with lines to diff on either side is one the other side names (a file without,
+    such as a mode change or an empty file, may count or not, as git's version decides)."""
+    try:
+        with_lines = {diff.path for diff in patch.files if diff.hunks} | {
+            diff.source_path for diff in patch.files if diff.hunks and diff.source_path
+        }
+    except MalformedPatch:
+        return True
+    named = set(patch.touched_paths())
+    return {path for path, lines in files.items() if lines} <= named and with_lines <= set(files)
 
 
 def _own_patch_id(move: PinMove, patch: PatchFile) -> str:

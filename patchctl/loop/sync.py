@@ -500,6 +500,9 @@ def _replay_series(
         carried = carry.carry_patch(tree, move, patch)
         outcome = carried.outcome
         head = outcome.commit or head  # a patch already upstream commits nothing
+        if outcome.commit:  # made on HEAD, where the patch itself was first applied strictly
+            strict = outcome.status in (Status.APPLIED, Status.OFFSET) and carried.applied is patch
+            entry.replayed[outcome.commit] = [patch.digest, strict]
         record = _carried_record(series.name, patch, carried, tree)
         if not carried.needs_look:
             _note_taken(record, tree, move, patch, outcome)
@@ -917,7 +920,8 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
     if head == entry.head_before:
         if changed:
             git.run(["add", "-u"], tree)
-            commit_worktree(tree, patch)
+            # On the HEAD where the replay found that the patch does not apply strictly.
+            entry.replayed[commit_worktree(tree, patch)] = [patch.digest, False]
             label = "resolved by hand"
         elif drop:
             label = "dropped by hand (--drop)"
@@ -1043,7 +1047,10 @@ def _gate_series(
         say(f"gate strict-apply: {series.name}")
         start = time.monotonic()
         with timer.phase("export"):
-            patches_plan, export_result = exporter.plan_export(series, tree, state.target)
+            replayed = next(e.replayed for e in state.series if e.name == series.name)
+            patches_plan, export_result = exporter.plan_export(
+                series, tree, state.target, replayed={commit: (d, ok) for commit, (d, ok) in replayed.items()}
+            )
             patches = [PatchFile(series.dir / p.name, p.data) for p in patches_plan]
         # A clean checkout only where something runs in it: the strict apply itself is done in the index.
         checkout = gate_tree if series.build or series.gates else None

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -245,10 +246,22 @@ def export(
 
 
 def plan_export(
-    series: Series, tree: Path, base: str, *, check: bool = False
+    series: Series,
+    tree: Path,
+    base: str,
+    *,
+    check: bool = False,
+    replayed: Mapping[str, tuple[str, bool]] | None = None,
 ) -> tuple[list[GeneratedPatch], ExportResult]:
     """The series as it should be on disk, and how that differs from what is there. Writing
-    export may fill an existing empty directory; `--check` fails closed on one like every reader."""
+    export may fill an existing empty directory; `--check` fails closed on one like every reader.
+
+    REPLAYED names commits (by full id) that pin-sync's replay made from a patch file: commit ->
+    (the file's sha256, whether a strict `git apply` of the file on the commit's parent gave the
+    commit). Such a commit, matched to that very file, is not asked again what `_same_patch`
+    would ask: the file is kept, or written anew in its style without formatting the commit
+    twice. A wrong claim cannot write a wrong series: the series is applied strictly before
+    anything is written (`verify_tree`)."""
     result = ExportResult(series.name, base)
     existing = read_series(series, allow_empty_dir=not check)
     by_title: dict[str, list[PatchFile]] = {}
@@ -261,7 +274,30 @@ def plan_export(
     last_number = 0
     batch = _Formatted(tree, base)
     restyled: list[tuple[int, str, patchstyle.PatchStyle, list[str]]] = []  # (index in planned, commit, style, dropped)
-    for commit in _commits(tree, base):
+    commits = _commits(tree, base)
+    replayed = replayed or {}
+    if replayed:
+        _want_formatted(series, batch, commits, by_title, replayed, style)
+    for commit in commits:
+        known = _known_file(series, batch, commit, by_title, replayed) if replayed else None
+        if known is not None:
+            old, applies = known
+            by_title[old.title].pop(0)
+            name, last_number = _name(series, old, old.title, last_number, names_taken, width)
+            names_taken.add(name)
+            if old.name != name:
+                result.renamed.append((old.name, name))
+            if applies:
+                planned.append(GeneratedPatch(name, old.data, keep_existing=True))
+                if old.name == name:
+                    result.unchanged.append(name)
+                continue
+            own_style = patchstyle.detect(old).over(style)
+            data = b"" if own_style != patchstyle.PATCHCTL_STYLE else _format_commit(series, tree, commit, batch)[0]
+            restyled.append((len(planned), commit, own_style, []))
+            planned.append(GeneratedPatch(name, data or b"", keep_existing=False))
+            result.written.append(name)
+            continue
         data, subject, dropped = _format_commit(series, tree, commit, batch)
         result.dropped_hunks += [DroppedHunk(subject, path) for path in dropped]
         if data is None:
@@ -300,6 +336,56 @@ def plan_export(
             result.quilt_series = render_quilt_series(names)
             result.written.append(QUILT_SERIES_FILE)
     return planned, result
+
+
+def _known_file(
+    series: Series,
+    batch: _Formatted,
+    commit: str,
+    by_title: dict[str, list[PatchFile]],
+    replayed: Mapping[str, tuple[str, bool]],
+) -> tuple[PatchFile, bool] | None:
+    """The existing file COMMIT is matched to, known from REPLAYED without formatting it, and
+    whether it applies strictly on the commit's parent: the file its subject matches next (as
+    the formatted commit's title would), when that is the file the commit was made from and
+    the commit changes no excluded path. None: format the commit and ask."""
+    listed = batch.listing(commit)
+    if listed is None or commit not in replayed:
+        return None
+    subject, paths = listed
+    digest, applies = replayed[commit]
+    candidates = by_title.get(subject.strip())
+    if not candidates or candidates[0].digest != digest or subject.startswith("[PATCH"):
+        return None  # ("[PATCH" is what a mail's title loses: the formatted title would differ)
+    if not paths or any(is_excluded(p, series.exclude) for p in paths):
+        return None
+    return candidates[0], applies
+
+
+def _want_formatted(
+    series: Series,
+    batch: _Formatted,
+    commits: list[str],
+    by_title: dict[str, list[PatchFile]],
+    replayed: Mapping[str, tuple[str, bool]],
+    style: patchstyle.PatchStyle,
+) -> None:
+    """Ask BATCH to format only what `plan_export` will read: nothing of a commit that keeps
+    its known file, a known rewritten commit in its file's style alone, any other commit as
+    patchctl formats it. The commits are walked as `plan_export` walks them (a commit takes
+    the next file of its subject)."""
+    queues = {title: list(files) for title, files in by_title.items()}
+    for commit in commits:
+        known = _known_file(series, batch, commit, queues, replayed)
+        if known is None:
+            batch.want(FORMAT_PATCH_ARGS, commit)
+        elif not known[1]:
+            own_style = patchstyle.detect(known[0]).over(style)
+            own = own_style == patchstyle.PATCHCTL_STYLE
+            batch.want(FORMAT_PATCH_ARGS if own else _style_args(own_style), commit)
+        listed = batch.listing(commit)
+        if listed is not None and queues.get(listed[0].strip()):
+            queues[listed[0].strip()].pop(0)
 
 
 # Any leading number, whatever its width (`001-x.patch`, `0036-x.patch`, `12-x.patch`): the names real series ship.

@@ -31,6 +31,7 @@ READABLE_VERSIONS = (1, 2)  # 1 lacks what spares a --continue the work done bef
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # an upstream or series name (patchctl.project.config)
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _PATCH_ID = re.compile(r"^(?:[0-9a-f]{40,64}|-|)$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _OBJECT_PREFIX = re.compile(r"^[0-9a-f]{4,40}$")  # an id as an index line may abbreviate it
 
 
@@ -59,6 +60,10 @@ class SeriesProgress:
     # range-diff), made when the blobs 3-way needs were created; None until then.
     old_head: str | None = None
     unseeded: list[str] = field(default_factory=list)  # preimage ids the index lines name that seeding cannot make
+    # Commits the replay made from a patch file: commit -> [the file's sha256, whether a strict
+    # `git apply` of it on the commit's parent made the commit]. What export need not ask again
+    # (`exporter.plan_export`).
+    replayed: dict[str, list] = field(default_factory=dict)
 
 
 @dataclass
@@ -171,9 +176,24 @@ def _untrusted(root: Path, upstream: str, state: SyncState) -> str | None:
             isinstance(i, str) and _OBJECT_PREFIX.match(i) for i in entry.unseeded
         ):
             return f"preimage ids {str(entry.unseeded)[:80]!r} of series {entry.name}"
+        if not isinstance(entry.replayed, dict) or not all(
+            isinstance(c, str) and _COMMIT.match(c) and _replayed_ok(v) for c, v in entry.replayed.items()
+        ):
+            return f"replayed commits {str(entry.replayed)[:80]!r} of series {entry.name}"
         if not isinstance(entry.next, int) or entry.next < 0:
             return f"next patch {str(entry.next)[:80]!r} of series {entry.name}"
     return None
+
+
+def _replayed_ok(value: object) -> bool:
+    """[a patch file's sha256, whether it applied strictly]: what SeriesProgress.replayed holds."""
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and bool(_SHA256.match(value[0]))
+        and isinstance(value[1], bool)
+    )
 
 
 def _facts_ok(facts: object) -> bool:

@@ -76,6 +76,27 @@ def cli():
     return run_cli
 
 
+@pytest.fixture
+def replayed_exports(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """Every export a pin-sync plans from what its replay knows of its commits is planned again
+    as `patchctl export` plans it (every commit formatted and asked): the two must agree, byte
+    for byte and name for name. Returns what each replay knew, for the test to see it used."""
+    from patchctl.series import exporter
+
+    real = exporter.plan_export
+    seen: list[dict] = []
+
+    def planned_both_ways(series, tree, base, *, check=False, replayed=None):
+        planned, result = real(series, tree, base, check=check, replayed=replayed)
+        if replayed:
+            assert (planned, result) == real(series, tree, base, check=check)
+            seen.append(dict(replayed))
+        return planned, result
+
+    monkeypatch.setattr(exporter, "plan_export", planned_both_ways)
+    return seen
+
+
 class Repo:
     """A real non-bare git repository driven through patchctl's isolated git."""
 

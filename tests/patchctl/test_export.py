@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -211,3 +212,35 @@ def test_export_then_apply_round_trips(tmp_path_factory, upstream: Repo, cli, co
     # Exporting again from the applied tree is a fixed point: nothing changes.
     again = cli("-C", project.path, "export", "main", "--from", root / "applied", "--check")
     assert again.exit_code == 0, again.output
+
+
+def test_a_wrong_claim_of_what_a_commit_was_applied_from_never_reaches_the_series(
+    project: Project, upstream: Repo, cli
+) -> None:
+    """pin-sync tells export which file each commit of its replay was applied from (strictly or
+    not), sparing the formatting: a claim that does not hold (here: a commit amended since) makes
+    export keep a file that no longer says what the commit does, and the strict apply that comes
+    before any write catches it."""
+    from patchctl.errors import CheckFailed
+    from patchctl.project import config as config_mod
+    from patchctl.series import exporter
+    from patchctl.series.patchset import PatchFile
+
+    seeded(project, upstream)
+    assert cli("-C", project.path, "apply").exit_code == 0
+    tree = tree_of(project)
+    Repo(tree).write({"src/paged.c": "int paged = 1;\n"})
+    git.run(["commit", "-q", "-a", "--amend", "--no-edit"], tree)
+    config = config_mod.load(project.path / "matrix.yaml")
+    series = config.get_series(project.series_name)
+    base = git.rev_parse(tree, "HEAD~2")
+    path = project.series_dir / "0002-add-paged.patch"
+    paged = PatchFile(path, path.read_bytes())
+    claim = {git.rev_parse(tree, "HEAD"): (paged.digest, True)}
+
+    planned, result = exporter.plan_export(series, tree, base, replayed=claim)
+    assert result.unchanged == ["0001-tune-main.patch", "0002-add-paged.patch"]  # the claim was taken
+    with pytest.raises(CheckFailed, match=r"does not reproduce the work tree \(src/paged.c\)"):
+        exporter.verify_tree(series, tree, base, [PatchFile(series.dir / p.name, p.data) for p in planned])
+    # Without the claim, the amended commit is written anew.
+    assert exporter.plan_export(series, tree, base)[1].written == ["0002-add-paged.patch"]

@@ -138,6 +138,30 @@ def test_patch_taken_upstream_is_dropped_and_reported(project: Project, upstream
     assert "patchctl: warning: main/0001-patch-line-twenty.patch was DROPPED" in result.stderr
 
 
+def test_only_upstream_commits_changing_the_patchs_files_are_hashed_for_its_patch_id(upstream: Repo) -> None:
+    """A patch-id hashes each changed file's `---`/`+++` lines: an upstream commit that changes a
+    file the patch does not cannot have the patch's, and is never shown to `git patch-id` (on a
+    real bump, most commits touching a patched file). One that adds only a mode change may, by
+    git's version, and is asked."""
+    from patchctl.loop import carry
+    from patchctl.series.patchset import PatchFile
+
+    pin = upstream.head
+    text = make_patch(upstream, pin, {"src/main.c": main_c({20: "MAIN 20 patched"})}, "Patch line twenty")
+    patch = PatchFile(upstream.path.parent / "0001-patch-line-twenty.patch", text.encode())
+    wider = upstream.commit({"src/main.c": main_c({5: "main five"}), "src/other.c": "int other;\n"}, "Wider")
+    upstream.write({"src/main.c": main_c({5: "main five", 30: "main thirty"})})
+    os.chmod(upstream.path / "src/other.c", 0o755)
+    mode_too = git.commit_all(upstream.path, "Line thirty and a mode")
+    took = upstream.commit({"src/main.c": main_c({5: "main five", 20: "MAIN 20 patched", 30: "main thirty"})}, "Took")
+    move = carry.PinMove(upstream.path, pin, took, [patch])
+
+    taken = carry.taken_upstream(move, patch)
+    assert taken is not None and (taken.commit, taken.how) == (took, carry.TAKEN_SAME_PATCH_ID)
+    assert wider not in move.patch_ids  # never shown
+    assert mode_too in move.patch_ids and move.patch_ids[mode_too] != move.patch_ids[took]
+
+
 def test_dry_run_runs_everything_and_writes_nothing(project: Project, upstream: Repo, cli) -> None:
     pin = upstream.head
     add_line20_patch(project, upstream, pin)

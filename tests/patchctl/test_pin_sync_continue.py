@@ -139,7 +139,7 @@ def test_continue_carries_only_what_is_left_and_diffs_once_at_the_end(
 
 
 def test_blobs_pruned_between_rounds_are_made_again(
-    project: Project, upstream: Repo, cli, spies: dict[str, Spy]
+    project: Project, upstream: Repo, cli, spies: dict[str, Spy], replayed_exports: list[dict]
 ) -> None:
     stopped_bump(project, upstream)
     assert run(cli, project, "up", "--latest")[0].exit_code == 1
@@ -160,6 +160,9 @@ def test_blobs_pruned_between_rounds_are_made_again(
     }
     diff = payload["range_diffs"]["main"]  # its old side made again too, the commits being gone
     assert [line.split()[2] for line in diff.splitlines() if line[:1].isdigit()] == ["!", "=", "!"]
+    # Export knew each commit from the replay (resolved, applied strictly, merged) and did not ask again.
+    [replayed] = replayed_exports
+    assert sorted(applies for _, applies in replayed.values()) == [False, False, True]
 
 
 def test_a_continue_cut_off_mid_replay_goes_back_to_its_saved_progress(

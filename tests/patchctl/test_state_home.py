@@ -320,6 +320,31 @@ def test_planted_upstream_facts_in_a_sync_state_are_refused(
     assert "not a pin-sync state patchctl wrote (upstream facts " in line, line
 
 
+@pytest.mark.parametrize(
+    "replayed",
+    [
+        {"0" * 40: ["not a digest", True]},
+        {"0" * 40: ["a" * 64, "yes"]},  # only true or false says whether export may keep the file
+        {"HEAD": ["a" * 64, True]},
+        {"0" * 40: ["a" * 64]},
+        ["a" * 64],
+    ],
+)
+def test_planted_replayed_commits_in_a_sync_state_are_refused(
+    seeded: Project, upstream: Repo, cli, replayed: object
+) -> None:
+    """What the replay knows of the commits it made (which file each was applied from, strictly
+    or not) spares export formatting them; a state whose record of that is not what patchctl
+    writes is refused like any other."""
+    _stopped_sync(seeded, upstream, cli)
+    path = worktree.sync_state_file(seeded.path, "up")
+    data = json.loads(path.read_text())
+    data["series"][0]["replayed"] = replayed
+    path.write_text(json.dumps(data))
+    line = one_line_exit_3(cli("-C", seeded.path, "pin-sync", "--continue"))
+    assert "not a pin-sync state patchctl wrote (replayed commits " in line, line
+
+
 @pytest.mark.parametrize("what", ["link to a file", "link to a repository", "fifo", "gone"])
 def test_continue_never_goes_through_a_sync_tree_that_is_not_one(
     seeded: Project, upstream: Repo, outside: Path, cli, what: str
