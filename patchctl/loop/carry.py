@@ -391,11 +391,11 @@ def taken_upstream(move: PinMove, patch: PatchFile, tree: Path | None = None) ->
     """The upstream commit between the pins that holds PATCH's change: one with the patch's
     patch-id, or, with TREE (at the new pin, the series before PATCH applied, PATCH found
     already applied there), the one commit that made every hunk of it. None when neither."""
-    own = _own_patch_id(move, patch)
-    if own != "-" and patch.touched_paths():
-        for commit in _commits_with_patch_ids(move, patch):
-            if _patch_id(move, commit) == own:
-                return _taken(move, commit, TAKEN_SAME_PATCH_ID)
+    commits = _commits_with_patch_ids(move, patch) if patch.touched_paths() else []
+    own = _own_patch_id(move, patch) if commits else "-"  # none may have it, mostly: then it is not asked
+    for commit in commits if own != "-" else []:
+        if _patch_id(move, commit) == own:
+            return _taken(move, commit, TAKEN_SAME_PATCH_ID)
     if tree is None:
         return None
     try:
@@ -416,8 +416,12 @@ def taken_upstream(move: PinMove, patch: PatchFile, tree: Path | None = None) ->
 
 
 def _taken(move: PinMove, commit: str, how: str) -> TakenUpstream:
-    subject = git.run(["log", "-1", "--format=%s", commit], move.repo).stdout.strip()
-    return TakenUpstream(commit, subject, how)
+    return TakenUpstream(commit, _subject(move, commit), how)
+
+
+def _subject(move: PinMove, commit: str) -> str:
+    """The subject of COMMIT (a full id, from git: asked once per process)."""
+    return git.run_fixed(["log", "-1", "--format=%s", commit], move.repo, commits=(commit,)).stdout.strip()
 
 
 # ---------------------------------------------------------------- the same edit for another reason
@@ -434,8 +438,7 @@ def same_edits(tree: Path, move: PinMove, patch: PatchFile) -> list[SameEdit]:
                 continue
             elsewhere = _other_change(move, commit, diff, inverse.get(diff.path))
             if elsewhere is not None:
-                subject = git.run(["log", "-1", "--format=%s", commit], move.repo).stdout.strip()
-                found.append(SameEdit(diff.path, hunk.index, hunk.header, commit, subject, elsewhere))
+                found.append(SameEdit(diff.path, hunk.index, hunk.header, commit, _subject(move, commit), elsewhere))
                 break
     return found
 
@@ -443,7 +446,7 @@ def same_edits(tree: Path, move: PinMove, patch: PatchFile) -> list[SameEdit]:
 def _commits_making(move: PinMove, path: str, hunk: Hunk, upstream_lines: list[str]) -> list[str]:
     """The upstream commits between the pins that changed the lines where HUNK's
     UPSTREAM_LINES are in the new pin's PATH (newest first)."""
-    shown = git.run(["show", f"{move.new}:{path}"], move.repo, check=False)
+    shown = git.run_fixed(["show", f"{move.new}:{path}"], move.repo, commits=(move.new,))
     if not shown.ok:
         return []  # not in the new pin: an earlier patch of the series made it
     new_lines = patch_lines(shown.stdout)
@@ -586,7 +589,8 @@ def _other_change(move: PinMove, commit: str, diff: FileDiff, old_path: str | No
     """Where COMMIT changed DIFF's file other than by the patch's own edits and edits of its
     context lines; None when it did nothing else there."""
     paths = [diff.path] + ([old_path] if old_path else []) + ([diff.source_path] if diff.source_path else [])
-    shown = git.run([*_SHOW, "-M", "-U0", commit, "--", *dict.fromkeys(paths)], move.repo, check=False).stdout
+    shown = git.run_fixed([*_SHOW, "-M", "-U0", commit, "--", *dict.fromkeys(paths)], move.repo, commits=(commit,))
+    shown = shown.stdout
     removed_ok = {line[1:] for h in diff.hunks for line in h.body if line[:1] in ("-", " ")}
     context = {line[1:] for h in diff.hunks for line in h.body if line[:1] == " "}
     added_ok = {line[1:] for h in diff.hunks for line in h.body if line[:1] == "+"}

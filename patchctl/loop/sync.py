@@ -492,7 +492,7 @@ def _replay_series(
     say: Progress,
 ) -> str | None:
     """`_replay` of one series: its remaining patches carried in TREE; why it stopped, or None."""
-    head = git.rev_parse(tree, "HEAD") if entry.next < len(patches) else None
+    head = _head(state, entry) if entry.next < len(patches) else None
     while entry.next < len(patches):
         patch = patches[entry.next]
         say(f"replaying {series.name}: {patch.name}")
@@ -500,6 +500,7 @@ def _replay_series(
         carried = carry.carry_patch(tree, move, patch)
         outcome = carried.outcome
         head = outcome.commit or head  # a patch already upstream commits nothing
+        _moved(state, entry, head)
         if outcome.commit:  # made on HEAD, where the patch itself was first applied strictly
             strict = outcome.status in (Status.APPLIED, Status.OFFSET) and carried.applied is patch
             entry.replayed[outcome.commit] = [patch.digest, strict]
@@ -517,6 +518,7 @@ def _replay_series(
             entry.next += 1
             entry.head_before = None
             continue
+        state.__dict__[_UNMERGED] = outcome.conflict_files  # what `_conflict_steps` names
         return f"{series.name}/{patch.name}: {record.classification}" + (f" ({record.detail})" if record.detail else "")
     return None
 
@@ -544,6 +546,9 @@ def _note_taken(record: PatchRecord, tree: Path, move: carry.PinMove, patch: Pat
     record.detail = f"{taken.describe(url)}; upstream changed those lines since ({was}); the patch is dropped"
     record.conflicts = []
 
+
+# Where a run that stops at a conflict keeps the files the merge left unmerged (as `_PATCHES_READ`).
+_UNMERGED = "_unmerged"
 
 # Where a run keeps the series it read, on its SyncState but outside the dataclass's fields, so never saved.
 _PATCHES_READ = "_patches_read"
@@ -583,7 +588,9 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
     try:
         for entry in state.series:
             mirror = mirrors[entry.name]
-            store.add_worktree(mirror, store.resolve(mirror, state.target), Path(entry.tree))
+            commit = store.resolve(mirror, state.target)
+            store.add_worktree(mirror, commit, Path(entry.tree))
+            _moved(state, entry, commit)
     except BaseException:
         for future in seeding.values():
             if not future.cancel():
@@ -619,8 +626,31 @@ def _seed(repo: Path, old_pin: str, entry: SeriesProgress, patches: list[PatchFi
 def _save(config: Config, state: SyncState) -> None:
     """Save STATE with the commit each tree stands at: what a cut-off --continue goes back to."""
     for entry in state.series:
-        entry.head = git.rev_parse(Path(entry.tree), "HEAD")
+        entry.head = _head(state, entry)
     save_state(config.root, state)
+
+
+# Where a run keeps the commit each sync tree stands at, as far as it moved it itself (on its
+# SyncState, outside the dataclass's fields: never saved, and gone with the next round, before
+# which the user may have moved it).
+_HEADS = "_heads"
+
+
+def _head(state: SyncState, entry: SeriesProgress) -> str:
+    """The commit ENTRY's tree stands at: asked of git once a round, then kept up by `_moved`."""
+    heads: dict[str, str] = state.__dict__.setdefault(_HEADS, {})
+    if entry.name not in heads:
+        heads[entry.name] = git.rev_parse(Path(entry.tree), "HEAD")
+    return heads[entry.name]
+
+
+def _moved(state: SyncState, entry: SeriesProgress, head: str | None) -> None:
+    """ENTRY's tree now stands at HEAD, this run having moved it there (None: ask git again)."""
+    heads: dict[str, str] = state.__dict__.setdefault(_HEADS, {})
+    if head is None:
+        heads.pop(entry.name, None)
+    else:
+        heads[entry.name] = head
 
 
 def _back_to_saved_progress(state: SyncState) -> None:
@@ -630,8 +660,9 @@ def _back_to_saved_progress(state: SyncState) -> None:
     run did past it is done again, the same way)."""
     for entry in state.series:
         tree = Path(entry.tree)
-        if entry.head is not None and (git.rev_parse(tree, "HEAD") != entry.head or not is_clean(tree)):
+        if entry.head is not None and (_head(state, entry) != entry.head or not is_clean(tree)):
             git.run(["reset", "--quiet", "--hard", entry.head], tree)
+            _moved(state, entry, entry.head)
 
 
 def _carried_record(series: str, patch: PatchFile, carried: carry.Carried, tree: Path) -> PatchRecord:
@@ -775,7 +806,7 @@ def _git_command(tree: str, *args: str) -> str:
 def _conflict_steps(config: Config, state: SyncState) -> list[str]:
     entry = next(e for e in state.series if e.head_before is not None)
     tree = worktree.display(config.root, Path(entry.tree))
-    files = git.z_list(Path(entry.tree), "diff", "--name-only", "--diff-filter=U")
+    files = state.__dict__.get(_UNMERGED) or git.z_list(Path(entry.tree), "diff", "--name-only", "--diff-filter=U")
     return [
         f"resolve the conflict in {tree}: edit {', '.join(files)} and remove the markers",
         f"then `{_git_command(tree, 'add', '--', *files)}` and either commit yourself or let --continue commit with "
@@ -892,13 +923,12 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
             f"to keep it, resolve the conflict and `{_sync_command(state.upstream, '--continue')}`; or "
             f"`{_sync_command(state.upstream, '--abort')}`"
         )
-    unmerged = [n for n in git.run(["diff", "--name-only", "-z", "--diff-filter=U"], tree).stdout.split("\0") if n]
+    changed, unmerged = _changes_in(tree)
     if unmerged:
         raise UsageError(
             f"still unmerged in {shown}: {', '.join(unmerged)}; resolve them, "
             f"`{_git_command(shown, 'add', '--', *unmerged)}`, then `{_sync_command(state.upstream, '--continue')}`"
         )
-    changed = git.z_list(tree, "diff", "HEAD", "--name-only")
     marked = [
         name
         for name in changed
@@ -910,7 +940,7 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
             f"conflict markers left in {', '.join(marked)} ({shown}); finish resolving, then "
             f"`{_sync_command(state.upstream, '--continue')}`"
         )
-    head = git.rev_parse(tree, "HEAD")
+    head = _head(state, entry)
     if drop and (changed or head != entry.head_before):
         raise UsageError(
             f"--drop: {shown} has changes for {patch.name}; discard them first "
@@ -921,7 +951,9 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
         if changed:
             git.run(["add", "-u"], tree)
             # On the HEAD where the replay found that the patch does not apply strictly.
-            entry.replayed[commit_worktree(tree, patch)] = [patch.digest, False]
+            head = commit_worktree(tree, patch)
+            entry.replayed[head] = [patch.digest, False]
+            _moved(state, entry, head)
             label = "resolved by hand"
         elif drop:
             label = "dropped by hand (--drop)"
@@ -957,11 +989,25 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
     _save(config, state)
 
 
+# `git status --porcelain` states of a path the index holds in conflict.
+_UNMERGED_STATES = {"DD", "AU", "UD", "UA", "DU", "AA", "UU"}
+
+
+def _changes_in(tree: Path) -> tuple[list[str], list[str]]:
+    """The paths TREE changes against its HEAD (staged or not, a rename as both of its paths),
+    and those of them still unmerged: one `git status`."""
+    entries = git.z_list(tree, "status", "--porcelain=v1", "--untracked-files=no", "--no-renames")
+    changed = [entry[3:] for entry in entries]
+    return changed, [entry[3:] for entry in entries if entry[:2] in _UNMERGED_STATES]
+
+
 def _take_gate_fixes(config: Config, series: Series, tree: Path, state: SyncState) -> None:
     """The user's fixes after a failing gate, committed in the sync tree: `fixup!` commits are
     folded into the patches they name (git's autosquash); any other new commit must carry a
     description, since it becomes a new patch that lint would reject without one (PC008)."""
     shown = worktree.display(config.root, tree)
+    entry = next(e for e in state.series if e.name == series.name)
+    _moved(state, entry, None)  # the user's commits, maybe folded below
     if not is_clean(tree):
         return  # the strict-apply gate says so, with the way on
     subjects = git.run(["log", "--format=%s", f"{state.target}..HEAD"], tree).stdout.splitlines()
