@@ -54,7 +54,7 @@ def isolated_env(cwd: Path | None = None, extra: dict[str, str] | None = None) -
         LANG="C",
     )
     if cwd is not None:
-        env["GIT_CEILING_DIRECTORIES"] = str(Path(cwd).resolve().parent)
+        env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(os.path.realpath(cwd))  # Path.resolve's, quicker
     if extra:
         env.update(extra)
     return env

@@ -480,7 +480,13 @@ def _best_alignment(new_lines: list[str], post: list[str], anchors: list[int], n
     most lines equal, every ANCHOR line among them; the one nearest NEAR on a tie."""
     best: tuple[int, int] | None = None
     chosen = None
-    for start in range(-len(post) + 1, len(new_lines)):
+    # Only a start where some line is equal can score (where the first anchor is, with anchors):
+    # those, in order, not every line of a long file.
+    where: dict[str, list[int]] = {}
+    for number, text in enumerate(new_lines):
+        where.setdefault(text, []).append(number)
+    lines = [(anchors[0], post[anchors[0]])] if anchors else list(enumerate(post))
+    for start in sorted({number - i for i, text in lines for number in where.get(text, ())}):
         if any(not (0 <= start + a < len(new_lines)) or new_lines[start + a] != post[a] for a in anchors):
             continue
         score = sum(

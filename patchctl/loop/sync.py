@@ -781,13 +781,19 @@ def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
             blocks.append(f"{name} (deleted on one side)")
             continue
         start = None
-        for number, line in enumerate(path.read_bytes().split(b"\n"), 1):  # lines as git counts them
-            if line.startswith(b"<<<<<<< "):
+        data, number, counted = path.read_bytes(), 1, 0
+        for marker in _MARKER_RE.finditer(data):  # lines as git counts them: after each \n
+            number += data.count(b"\n", counted, marker.start())
+            counted = marker.start()
+            if marker[1] == b"<":
                 start = number
-            elif line.startswith(b">>>>>>> ") and start is not None:
+            elif start is not None:
                 blocks.append(f"{name}:{start}-{number}")
                 start = None
     return blocks
+
+
+_MARKER_RE = re.compile(rb"^([<>])\1{6} ", re.MULTILINE)  # a line that opens or closes a conflict block
 
 
 # The commands below are printed to be pasted as they are, from the repository root (where

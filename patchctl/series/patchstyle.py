@@ -13,11 +13,12 @@ conventions: no diffstat, full index lines, no signature, zero commit, `[PATCH]`
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 
-from .diffblocks import header_line_range, parse_diff_text
+from .diffblocks import Block, header_line_range, parse_diff_text
 from .patchset import PatchFile
 
 _FROM_RE = re.compile(r"\AFrom (?P<id>[0-9a-f]{40}) Mon Sep 17 00:00:00 2001\n")
@@ -52,10 +53,11 @@ PATCHCTL_STYLE = PatchStyle(
 )
 
 
+@functools.lru_cache(maxsize=4096)  # a PatchFile is its path and bytes: asked again, the same answer
 def detect(patch: PatchFile) -> PatchStyle:
     """The conventions PATCH's file shows (nothing but its index lines when it is not a mail)."""
     text = patch.text
-    index_length = _index_length(text)
+    index_length = _index_length(text, patch.parsed.blocks)
     found = _FROM_RE.match(text)
     if found is None:
         return PatchStyle(index_length=index_length)
@@ -110,15 +112,18 @@ def abbreviate_index_lines(data: bytes, length: int) -> bytes:
     return "\n".join(lines).encode("utf-8", errors="surrogateescape")
 
 
-def _index_length(text: str) -> int | None:
+def _index_length(text: str, blocks: tuple[Block, ...] | None = None) -> int | None:
     """The shortest id of TEXT's text blocks' index lines (git lengthens an ambiguous one)."""
-    lengths = [len(m["pre"]) for _, m in _text_index_lines(text, text.split("\n"))]
+    lengths = [len(m["pre"]) for _, m in _text_index_lines(text, text.split("\n"), blocks)]
     return min(lengths) if lengths else None
 
 
-def _text_index_lines(text: str, lines: list[str]) -> Iterator[tuple[int, re.Match[str]]]:
-    """The index line of each text block of TEXT (LINES: its lines), as (line number, match)."""
-    blocks = parse_diff_text(text).blocks
+def _text_index_lines(
+    text: str, lines: list[str], blocks: tuple[Block, ...] | None = None
+) -> Iterator[tuple[int, re.Match[str]]]:
+    """The index line of each text block of TEXT (LINES: its lines; BLOCKS: its diff's blocks,
+    parsed here when not given), as (line number, match)."""
+    blocks = parse_diff_text(text).blocks if blocks is None else blocks
     for position, block in enumerate(blocks):
         if block.binary:
             continue

@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from patchctl import git
 
 from .conftest import Project, Repo, make_patch, numbered
@@ -125,3 +128,37 @@ def test_partially_upstream_is_reported_for_a_merged_hunk_in_part(tmp_path: Path
     assert result.exit_code == 0, result.output
     [record] = payload["patches"]
     assert record["detail"].startswith("already in the upstream tree: src/main.c hunk #1 (in part)"), record
+
+
+def _best_alignment_by_every_start(new_lines: list[str], post: list[str], anchors: list[int], near: int) -> int | None:
+    """The plain reference: every start of NEW_LINES scored, the best kept (the nearest to NEAR on a tie)."""
+    best, chosen = None, None
+    for start in range(-len(post) + 1, len(new_lines)):
+        if any(not (0 <= start + a < len(new_lines)) or new_lines[start + a] != post[a] for a in anchors):
+            continue
+        score = sum(
+            1 for i, text in enumerate(post) if 0 <= start + i < len(new_lines) and new_lines[start + i] == text
+        )
+        if score and (best is None or (score, -abs(start - near)) > best):
+            best, chosen = (score, -abs(start - near)), start
+    return chosen
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    new_lines=st.lists(st.sampled_from("abcd"), max_size=30),
+    post=st.lists(st.sampled_from("abcdxy"), min_size=1, max_size=8),
+    anchor_picks=st.lists(st.integers(0, 7), max_size=2, unique=True),
+    near=st.integers(-5, 35),
+)
+def test_a_hunk_is_aligned_where_scoring_every_start_would_put_it(
+    new_lines: list[str], post: list[str], anchor_picks: list[int], near: int
+) -> None:
+    """`_best_alignment` scores only the starts where a line is equal (on a long file, a few
+    instead of thousands): it must choose what scoring every start chooses."""
+    from patchctl.loop.carry import _best_alignment
+
+    anchors = sorted({a for a in anchor_picks if a < len(post)})
+    assert _best_alignment(new_lines, post, anchors, near) == _best_alignment_by_every_start(
+        new_lines, post, anchors, near
+    )

@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from patchctl import git
 from patchctl.errors import ConfigError
@@ -543,3 +545,39 @@ def test_the_report_lists_the_upstream_commits_and_says_when_history_was_rewritt
     assert note.startswith(f"the new rev does not descend from {second[:12]} (history was rewritten)")
     commits, note = upstream_commits(upstream.path, "1" * 40, rewritten)
     assert commits is None and note == f"the old pin {'1' * 12} is not in the upstream's history"
+
+
+def _conflict_blocks_line_by_line(tree: Path, files: list[str]) -> list[str]:
+    """The plain reference: every line read, markers matched at its start."""
+    blocks = []
+    for name in files:
+        if not (tree / name).is_file():
+            blocks.append(f"{name} (deleted on one side)")
+            continue
+        start = None
+        for number, line in enumerate((tree / name).read_bytes().split(b"\n"), 1):
+            if line.startswith(b"<<<<<<< "):
+                start = number
+            elif line.startswith(b">>>>>>> ") and start is not None:
+                blocks.append(f"{name}:{start}-{number}")
+                start = None
+    return blocks
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    pieces=st.lists(
+        st.sampled_from(
+            [b"<<<<<<< ours\n", b">>>>>>> theirs\n", b"=======\n", b"x\n", b"<<<<<<<x\n", b" >>>>>>> y\n", b"\n"]
+            + [b">>>>>>> \n", b"<<<<<<< ", b"||||||| base\n", b"<<<<<<<< eight\n", b"\r\n", b"\xff\n"]
+        ),
+        max_size=25,
+    )
+)
+def test_conflict_blocks_are_found_where_reading_every_line_finds_them(tmp_path: Path, pieces: list[bytes]) -> None:
+    """The report's FILE:START-END of each marker block is found by a search over the file, not
+    by reading it line by line (on a real conflict, a file of thousands of lines): the same blocks."""
+    from patchctl.loop.sync import conflict_blocks
+
+    (tmp_path / "f.c").write_bytes(b"".join(pieces))
+    assert conflict_blocks(tmp_path, ["f.c", "gone.c"]) == _conflict_blocks_line_by_line(tmp_path, ["f.c", "gone.c"])
