@@ -183,6 +183,42 @@ def test_a_seed_made_in_memory_is_the_series_git_applies(tmp_path: Path, monkeyp
     seed_in_memory = applier._seed_in_memory
     monkeypatch.setattr(applier, "_seed_in_memory", lambda *args: memory.append(seed_in_memory(*args)) or memory[-1])
     seeded = applier.seed_three_way_objects(repo, base, patches)
-    assert memory == [seeded]  # made in memory, not by git
+    assert memory == [(seeded, [])]  # made in memory, not by git
     _, applied = applier.apply_series_to_index(repo, base, patches)
     assert seeded == applied
+
+
+def test_a_seed_goes_on_with_git_from_the_patch_textapply_leaves_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ollama's series of bump c68f367ef holds a patch whose index line names a result other than
+    the one its hunks make (git applies it; textapply leaves it to git): the patches before it
+    are seeded in memory, git applies it and the rest on top, and the commits are the ones a
+    `git apply` of each patch gives."""
+    from patchctl.series import applier
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git.run(["init", "-q"], repo)
+    (repo / "a.c").write_bytes(b"".join(b"line %d\n" % i for i in range(40)))
+    git.run(["add", "-A"], repo)
+    git.run(["commit", "-q", "-m", "base"], repo)
+    base = git.rev_parse(repo, "HEAD")
+    patches = []
+    for step, line in enumerate((0, 15, 30)):
+        (repo / "a.c").write_bytes((repo / "a.c").read_bytes().replace(b"line %d\n" % line, b"LINE %d\n" % line))
+        git.run(["commit", "-q", "-a", "-m", f"step {step}", "--date", "2024-01-01T00:00:00Z"], repo)
+        patches.append(
+            PatchFile(Path(f"{step}.patch"), git.run(["format-patch", "-1", "--stdout"], repo, binary=True).stdout)
+        )
+    git.run(["reset", "-q", "--hard", base], repo)
+    patches[1] = PatchFile(patches[1].path, re.sub(rb"\.\.([0-9a-f]+)", b"..0123456", patches[1].data, count=1))
+    memory = []
+    seed_in_memory = applier._seed_in_memory
+    monkeypatch.setattr(applier, "_seed_in_memory", lambda *args: memory.append(seed_in_memory(*args)) or memory[-1])
+
+    seeded = applier.seed_three_way_objects(repo, base, patches)
+    outcomes, applied = applier.apply_series_to_index(repo, base, patches)
+    assert [o.ok for o in outcomes] == [True, True, True] and seeded == applied
+    [(after_first, left)] = memory
+    assert left == patches[1:] and git.run(["log", "-1", "--format=%s", after_first], repo).stdout.strip() == "step 0"
