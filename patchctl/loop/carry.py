@@ -432,9 +432,12 @@ def same_edits(tree: Path, move: PinMove, patch: PatchFile) -> list[SameEdit]:
     upstream commit that made that edit along with other changes in the file, when one did."""
     found: list[SameEdit] = []
     inverse = {new: old for old, new in move.renames().items()}
+    sharing: list[str] | None = None  # the commits that may have the patch's patch-id, once asked
     for diff, hunk, upstream_lines in hunks_already_upstream(tree, patch):
         for commit in _commits_making(move, diff.path, hunk, upstream_lines):
-            if _patch_id(move, commit) == _own_patch_id(move, patch):
+            if sharing is None:
+                sharing = _commits_with_patch_ids(move, patch)
+            if commit in sharing and _patch_id(move, commit) == _own_patch_id(move, patch):
                 continue
             elsewhere = _other_change(move, commit, diff, inverse.get(diff.path))
             if elsewhere is not None:
@@ -512,11 +515,11 @@ def _commits_with_patch_ids(move: PinMove, patch: PatchFile) -> list[str]:
     a commit. A patch-id hashes each changed file's `---`/`+++` lines, so only a commit whose
     changed files are the patch's can have it: one `git log --raw` of the commits touching the
     patch's paths says which those are, and the others are never shown (on a real bump, most)."""
-    listed = git.run(
+    listed = git.run_fixed(
         ["log", "--no-merges", "-z", "--format=%x00%H", "--raw", "--no-abbrev", "--no-renames", "--full-diff"]
         + [f"{move.old}..{move.new}", "--", *patch.touched_paths()],
         move.repo,
-        check=False,
+        commits=(move.old, move.new),
     )
     if not listed.ok:
         return []
