@@ -156,18 +156,23 @@ def test_a_memory_tree_writes_what_git_apply_writes(tmp_path: Path) -> None:
     assert MemoryTree(repo, base).apply(lying) is None  # git would write another blob than the line says
 
 
+def _repo_of_lines(tmp_path: Path, count: int) -> tuple[Path, str]:
+    """A repository whose one commit holds a.c, COUNT numbered lines; and that commit."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git.run(["init", "-q"], repo)
+    (repo / "a.c").write_bytes(b"".join(b"line %d\n" % i for i in range(count)))
+    git.run(["add", "-A"], repo)
+    git.run(["commit", "-q", "-m", "base"], repo)
+    return repo, git.rev_parse(repo, "HEAD")
+
+
 def test_a_seed_made_in_memory_is_the_series_git_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The seed pin-sync makes (the series as commits on the old pin) comes from memory where
     every patch is plain: the very commits `git apply` of each patch and a commit give."""
     from patchctl.series import applier
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git.run(["init", "-q"], repo)
-    (repo / "a.c").write_bytes(b"".join(b"line %d\n" % i for i in range(30)))
-    git.run(["add", "-A"], repo)
-    git.run(["commit", "-q", "-m", "base"], repo)
-    base = git.rev_parse(repo, "HEAD")
+    repo, base = _repo_of_lines(tmp_path, 30)
     patches = []
     for step, (path, content) in enumerate(
         [("a.c", b"line 0\nzero\n"), ("src/new.c", b"int x;\n"), ("src/new.c", b"int x;\nint y;\n")]
@@ -197,13 +202,7 @@ def test_a_seed_goes_on_with_git_from_the_patch_textapply_leaves_to_it(
     `git apply` of each patch gives."""
     from patchctl.series import applier
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git.run(["init", "-q"], repo)
-    (repo / "a.c").write_bytes(b"".join(b"line %d\n" % i for i in range(40)))
-    git.run(["add", "-A"], repo)
-    git.run(["commit", "-q", "-m", "base"], repo)
-    base = git.rev_parse(repo, "HEAD")
+    repo, base = _repo_of_lines(tmp_path, 40)
     patches = []
     for step, line in enumerate((0, 15, 30)):
         (repo / "a.c").write_bytes((repo / "a.c").read_bytes().replace(b"line %d\n" % line, b"LINE %d\n" % line))
