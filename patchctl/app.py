@@ -177,6 +177,23 @@ def echo_report(markdown: str) -> None:
     click.echo(log_block(markdown) if under_github_actions() else markdown, nl=False)
 
 
+def publish_report(
+    payload: dict, markdown: str, *, markdown_file: Path | None, json_file: Path | None, as_json: bool
+) -> None:
+    """A report (PAYLOAD, and MARKDOWN made of it) written where the command was asked to write
+    it, then printed: as JSON with --json, else as Markdown."""
+    from .output import report as report_mod
+
+    if markdown_file:
+        report_mod.write_text(markdown_file, markdown)
+    if json_file:
+        report_mod.write_json(json_file, payload)
+    if as_json:
+        emit_json(payload)
+    else:
+        echo_report(markdown)
+
+
 def print_findings(findings: list[Finding], as_json: bool, bases: tuple[Path, ...] = ()) -> None:
     """Findings as text (and GitHub annotations under Actions) or JSON; exit 1 when any.
     BASES: where the findings' relative paths start (annotations need repository paths)."""

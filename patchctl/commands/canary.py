@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..app import AppContext, complete_upstreams, echo_report, emit_json, json_options, pass_app, progress_display
+from ..app import AppContext, complete_upstreams, json_options, pass_app, progress_display, publish_report
 from ..errors import CheckFailed, UsageError
 from ..loop import canary
 from ..output import report as report_mod
@@ -115,16 +115,9 @@ def canary_cmd(
         )
     payload = to_json(report)
     markdown = report_mod.canary_markdown(payload)
-    if json_file:
-        report_mod.write_json(json_file, payload)
-    if summary_file:
-        report_mod.write_text(summary_file, markdown)
     if issues_file:
         report_mod.write_json_list(issues_file, [to_json(issue) for issue in report.issues()])
     report_mod.append_step_summary(markdown)
-    if as_json:
-        emit_json(payload)
-    else:
-        echo_report(markdown)
+    publish_report(payload, markdown, markdown_file=summary_file, json_file=json_file, as_json=as_json)
     if report.red:
         raise CheckFailed(report.red_reason())

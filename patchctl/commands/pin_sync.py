@@ -11,11 +11,10 @@ from ..app import (
     AppContext,
     complete_upstreams,
     echo_lines,
-    echo_report,
-    emit_json,
     json_options,
     pass_app,
     progress_display,
+    publish_report,
 )
 from ..errors import CheckFailed, UsageError
 from ..loop import sync
@@ -173,14 +172,7 @@ def _round(
 def _write_report(report: sync.SyncReport, report_file: Path | None, json_file: Path | None, as_json: bool) -> None:
     payload = to_json(report)
     markdown = report_mod.sync_markdown(payload)
-    if report_file:
-        report_mod.write_text(report_file, markdown)
-    if json_file:
-        report_mod.write_json(json_file, payload)
-    if as_json:
-        emit_json(payload)
-    else:
-        echo_report(markdown)
+    publish_report(payload, markdown, markdown_file=report_file, json_file=json_file, as_json=as_json)
     echo_lines([f"patchctl: warning: {warning}" for warning in report.warnings], err=True)
 
 
