@@ -286,7 +286,7 @@ def continue_sync(
         )
     elif state.phase == "gates-failed":
         for entry in state.series:
-            _take_gate_fixes(config, config.get_series(entry.name), Path(entry.tree), state)
+            _take_gate_fixes(config, state, entry)
     mirror = _mirror_of(config, store, state.upstream)
     commits, note = upstream_commits(mirror.path, state.old_pin, state.target)
     moved = [u.name for u in pinfile.moved_upstreams(config, state.upstream)]
@@ -374,8 +374,7 @@ def _run(
     with ThreadPoolExecutor(max_workers=1) as beside:
         range_diffs = beside.submit(_range_diffs, config, state)
         for entry in state.series:
-            series = config.get_series(entry.name)
-            ok = _gate_series(config, store, state, series, Path(entry.tree), report, planned, timer, say)
+            ok = _gate_series(config, store, state, entry, report, planned, timer, say)
             if not ok:
                 report.state = "gate-failed"
                 report.range_diff_note = RANGE_DIFF_AT_THE_END
@@ -935,12 +934,7 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
             f"still unmerged in {shown}: {', '.join(unmerged)}; resolve them, "
             f"`{_git_command(shown, 'add', '--', *unmerged)}`, then `{_sync_command(state.upstream, '--continue')}`"
         )
-    marked = [
-        name
-        for name in changed
-        if (tree / name).is_file()
-        and re.search(r"^(<<<<<<<|>>>>>>>) ", (tree / name).read_text(errors="replace"), re.MULTILINE)
-    ]
+    marked = [name for name in changed if (tree / name).is_file() and _MARKER_RE.search((tree / name).read_bytes())]
     if marked:
         raise UsageError(
             f"conflict markers left in {', '.join(marked)} ({shown}); finish resolving, then "
@@ -1007,12 +1001,12 @@ def _changes_in(tree: Path) -> tuple[list[str], list[str]]:
     return changed, [entry[3:] for entry in entries if entry[:2] in _UNMERGED_STATES]
 
 
-def _take_gate_fixes(config: Config, series: Series, tree: Path, state: SyncState) -> None:
+def _take_gate_fixes(config: Config, state: SyncState, entry: SeriesProgress) -> None:
     """The user's fixes after a failing gate, committed in the sync tree: `fixup!` commits are
     folded into the patches they name (git's autosquash); any other new commit must carry a
     description, since it becomes a new patch that lint would reject without one (PC008)."""
+    series, tree = config.get_series(entry.name), Path(entry.tree)
     shown = worktree.display(config.root, tree)
-    entry = next(e for e in state.series if e.name == series.name)
     _moved(state, entry, None)  # the user's commits, maybe folded below
     if not is_clean(tree):
         return  # the strict-apply gate says so, with the way on
@@ -1066,8 +1060,7 @@ def _gate_series(
     config: Config,
     store: Store,
     state: SyncState,
-    series: Series,
-    tree: Path,
+    entry: SeriesProgress,
     report: SyncReport,
     planned: dict,
     timer: _Timer,
@@ -1078,6 +1071,8 @@ def _gate_series(
     from . import vendor
     from .gates import GatesFailed, run_gates
     from .runners import run_build
+
+    series, tree = config.get_series(entry.name), Path(entry.tree)
 
     if not is_clean(tree):
         report.gates.append(
@@ -1099,10 +1094,8 @@ def _gate_series(
         say(f"gate strict-apply: {series.name}")
         start = time.monotonic()
         with timer.phase("export"):
-            replayed = next(e.replayed for e in state.series if e.name == series.name)
-            patches_plan, export_result = exporter.plan_export(
-                series, tree, state.target, replayed={commit: (d, ok) for commit, (d, ok) in replayed.items()}
-            )
+            replayed = {commit: (digest, strict) for commit, (digest, strict) in entry.replayed.items()}
+            patches_plan, export_result = exporter.plan_export(series, tree, state.target, replayed=replayed)
             patches = [PatchFile(series.dir / p.name, p.data) for p in patches_plan]
         # A clean checkout only where something runs in it: the strict apply itself is done in the index.
         checkout = gate_tree if series.build or series.gates else None

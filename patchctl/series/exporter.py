@@ -293,6 +293,7 @@ def plan_export(
                     result.unchanged.append(name)
                 continue
             own_style = patchstyle.detect(old).over(style)
+            # Its bytes in patchctl's own style only where that is its style: `_in_style` reads them then.
             data = b"" if own_style != patchstyle.PATCHCTL_STYLE else _format_commit(series, tree, commit, batch)[0]
             restyled.append((len(planned), commit, own_style, []))
             planned.append(GeneratedPatch(name, data or b"", keep_existing=False))
