@@ -589,6 +589,7 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
             mirror = mirrors[entry.name]
             commit = store.resolve(mirror, state.target)
             store.add_worktree(mirror, commit, Path(entry.tree))
+            git.settle_checkout(Path(entry.tree))
             _moved(state, entry, commit)
     except BaseException:
         for future in seeding.values():

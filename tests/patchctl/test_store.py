@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 from pathlib import Path
 
 from filelock import FileLock
@@ -70,3 +71,46 @@ def test_a_held_lock_is_a_clear_environment_error(project: Project, upstream: Re
     with FileLock(str(mirror.path) + ".lock"):
         result = cli("-C", project.path, "apply")
     assert result.exit_code == 3 and "the cache is locked by another patchctl run" in result.stderr
+
+
+def test_a_settled_checkout_leaves_no_file_racily_clean(tmp_path: Path, upstream: Repo) -> None:
+    """A checkout's files are written in the second its index is, which makes them "racily
+    clean" to git: every index write after it reads them whole again. Settled, each file is
+    dated before the index, the index records those dates, and a link's target out of the tree
+    keeps its own."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the tree's\n")
+    os.utime(outside, (1_600_000_000, 1_600_000_000))
+    (upstream.path / "src" / "out").symlink_to(outside)
+    upstream.commit({}, "a link out of the tree")
+    tree = tmp_path / "tree"
+    git.run(["worktree", "add", "-q", "--detach", str(tree), "HEAD"], upstream.path)
+
+    git.settle_checkout(tree)
+
+    index = Path(git.run(["rev-parse", "--git-path", "index"], tree).stdout.strip())
+    index = index if index.is_absolute() else tree / index
+    written = int(index.stat().st_mtime)
+    entries = _index_entries(tree)
+    assert sorted(entries) == sorted(git.z_list(tree, "ls-files", "-z"))
+    for path, (mtime, size) in entries.items():
+        on_disk = (tree / path).lstat()
+        assert mtime == int(on_disk.st_mtime) < written, path  # dated before the index, and recorded
+        assert size == on_disk.st_size != 0, path  # not smudged for a read at the next index write
+    assert int(outside.stat().st_mtime) == 1_600_000_000
+    assert git.run(["status", "--porcelain"], tree).stdout == ""
+
+
+def _index_entries(tree: Path) -> dict[str, tuple[int, int]]:
+    """Each index entry's recorded mtime (seconds) and size, from `git ls-files --debug`."""
+    entries: dict[str, tuple[int, int]] = {}
+    path = ""
+    for line in git.run(["ls-files", "--debug"], tree).stdout.splitlines():
+        if not line.startswith((" ", "\t")):
+            path = line
+        elif line.strip().startswith("mtime:"):
+            mtime = int(line.split(":", 1)[1].split(":")[0])
+            entries[path] = (mtime, 0)
+        elif line.strip().startswith("size:"):
+            entries[path] = (entries[path][0], int(line.split()[1]))
+    return entries
