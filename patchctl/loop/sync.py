@@ -231,7 +231,7 @@ def pin_sync(
             for s in series_list
         ],
     )
-    state.__dict__[_PATCHES_READ] = read  # see _patches
+    _this_run(state).patches = read  # see _patches
     sync_root = worktree.sync_root(config.root, name)
     _remove_sync_root(config, store, sync_root, state)
     sync_root.mkdir(parents=True, exist_ok=True)
@@ -517,7 +517,7 @@ def _replay_series(
             entry.next += 1
             entry.head_before = None
             continue
-        state.__dict__[_UNMERGED] = outcome.conflict_files  # what `_conflict_steps` names
+        _this_run(state).unmerged = outcome.conflict_files  # what `_conflict_steps` names
         return f"{series.name}/{patch.name}: {record.classification}" + (f" ({record.detail})" if record.detail else "")
     return None
 
@@ -546,17 +546,26 @@ def _note_taken(record: PatchRecord, tree: Path, move: carry.PinMove, patch: Pat
     record.conflicts = []
 
 
-# Where a run that stops at a conflict keeps the files the merge left unmerged (as `_PATCHES_READ`).
-_UNMERGED = "_unmerged"
+@dataclass
+class _ThisRun:
+    """What one run (one round of `--wait`) learns beside its SyncState and keeps to itself: on
+    the state object, outside the dataclass's fields, so never saved, and gone with the next
+    round, which loads the state anew (the user may have moved the trees in between)."""
 
-# Where a run keeps the series it read, on its SyncState but outside the dataclass's fields, so never saved.
-_PATCHES_READ = "_patches_read"
+    patches: dict[str, list[PatchFile]] = field(default_factory=dict)  # series -> its patches, read once
+    seeding: dict[str, Future] = field(default_factory=dict)  # series -> the seed a start began beside it
+    heads: dict[str, str] = field(default_factory=dict)  # series -> the commit its tree stands at
+    unmerged: list[str] = field(default_factory=list)  # the files the stop's merge left unmerged
+
+
+def _this_run(state: SyncState) -> _ThisRun:
+    return state.__dict__.setdefault("_this_run", _ThisRun())
 
 
 def _patches(config: Config, state: SyncState, name: str) -> list[PatchFile]:
     """Series NAME's patches, read once per command: a pin-sync writes patches/ only as its very
     last step, so every step before reads the same files (and shares their parse)."""
-    read: dict[str, list[PatchFile]] = state.__dict__.setdefault(_PATCHES_READ, {})
+    read = _this_run(state).patches
     if name not in read:
         # A file that reads as the last run in this process read it is that run's PatchFile, with
         # its parse: a `pin-sync --wait` parses each patch once for all its rounds.
@@ -579,7 +588,7 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
 
     mirrors = {entry.name: _mirror_of(config, store, entry.upstream) for entry in state.series}
     beside = ThreadPoolExecutor(max_workers=1)
-    seeding: dict[str, Future] = state.__dict__.setdefault(_SEEDING, {})
+    seeding = _this_run(state).seeding
     for entry in state.series:
         patches = _patches(config, state, entry.name)
         seeding[entry.name] = beside.submit(_seed, mirrors[entry.name].path, state.old_pin, entry, patches)
@@ -600,12 +609,8 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
 
 def _seeding(state: SyncState, entry: SeriesProgress) -> Callable[[], str | None] | None:
     """How to wait for ENTRY's seed where `_check_out_and_seed` started it (once), else None."""
-    future = state.__dict__.get(_SEEDING, {}).pop(entry.name, None)
+    future = _this_run(state).seeding.pop(entry.name, None)
     return None if future is None else future.result
-
-
-# Where a start keeps the seeds it started, on its SyncState but outside the dataclass's fields.
-_SEEDING = "_seeding"
 
 
 def _seed(repo: Path, old_pin: str, entry: SeriesProgress, patches: list[PatchFile]) -> str | None:
@@ -630,15 +635,9 @@ def _save(config: Config, state: SyncState) -> None:
     save_state(config.root, state)
 
 
-# Where a run keeps the commit each sync tree stands at, as far as it moved it itself (on its
-# SyncState, outside the dataclass's fields: never saved, and gone with the next round, before
-# which the user may have moved it).
-_HEADS = "_heads"
-
-
 def _head(state: SyncState, entry: SeriesProgress) -> str:
     """The commit ENTRY's tree stands at: asked of git once a round, then kept up by `_moved`."""
-    heads: dict[str, str] = state.__dict__.setdefault(_HEADS, {})
+    heads = _this_run(state).heads
     if entry.name not in heads:
         heads[entry.name] = git.rev_parse(Path(entry.tree), "HEAD")
     return heads[entry.name]
@@ -646,7 +645,7 @@ def _head(state: SyncState, entry: SeriesProgress) -> str:
 
 def _moved(state: SyncState, entry: SeriesProgress, head: str | None) -> None:
     """ENTRY's tree now stands at HEAD, this run having moved it there (None: ask git again)."""
-    heads: dict[str, str] = state.__dict__.setdefault(_HEADS, {})
+    heads = _this_run(state).heads
     if head is None:
         heads.pop(entry.name, None)
     else:
@@ -812,7 +811,7 @@ def _git_command(tree: str, *args: str) -> str:
 def _conflict_steps(config: Config, state: SyncState) -> list[str]:
     entry = next(e for e in state.series if e.head_before is not None)
     tree = worktree.display(config.root, Path(entry.tree))
-    files = state.__dict__.get(_UNMERGED) or git.z_list(Path(entry.tree), "diff", "--name-only", "--diff-filter=U")
+    files = _this_run(state).unmerged or git.z_list(Path(entry.tree), "diff", "--name-only", "--diff-filter=U")
     return [
         f"resolve the conflict in {tree}: edit {', '.join(files)} and remove the markers",
         f"then `{_git_command(tree, 'add', '--', *files)}` and either commit yourself or let --continue commit with "
