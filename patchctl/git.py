@@ -200,14 +200,21 @@ def settle_checkout(tree: Path) -> None:
 
 
 def _date_back(directory: str, when: int) -> None:
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            if entry.name == ".git":
-                continue
+    # Only time is at stake: a file that cannot be dated stays racily clean, and git reads it again.
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name == ".git":
+            continue
+        try:
             if entry.is_dir(follow_symlinks=False):
                 _date_back(entry.path, when)
             else:  # a link's own time, never its target's: a link may point out of the tree
                 os.utime(entry.path, (when, when), follow_symlinks=False)
+        except OSError:
+            continue
 
 
 def commit_all(repo: Path, message: str, *, date: str = FIXED_DATE) -> str:
