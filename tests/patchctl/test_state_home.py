@@ -635,7 +635,8 @@ def _build_containers(step: str) -> list:
 
     client = docker.from_env()
     try:
-        return client.containers.list(all=True, filters={"label": f"{CONTAINER_LABEL}={step}"})
+        # A container removed between the list and its inspection is gone: not a failure.
+        return client.containers.list(all=True, filters={"label": f"{CONTAINER_LABEL}={step}"}, ignore_removed=True)
     finally:
         client.close()
 
