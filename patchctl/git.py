@@ -192,7 +192,7 @@ def settle_checkout(tree: Path) -> None:
     """Date the files of TREE, a checkout just made, a second back, and refresh its index once.
     A file written in the same second as the index is "racily clean" to git, which then reads
     it whole at every later index write to be sure. Right after a checkout of llama.cpp that
-    is every file: each `apply --index` and `commit` of a replay's first second took 40 to 50
+    is every file: each `apply --index` and `commit` of a replay's first second took 20 to 40
     ms longer. Dated before the index, the files are read once, here."""
     before = int(time.time()) - 1
     _date_back(str(tree), before)
