@@ -928,7 +928,9 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
             f"to keep it, resolve the conflict and `{_sync_command(state.upstream, '--continue')}`; or "
             f"`{_sync_command(state.upstream, '--abort')}`"
         )
-    changed, unmerged = _changes_in(tree)
+    head, changed, unmerged = _changes_in(tree)
+    if head is not None:
+        _moved(state, entry, head)  # where the user left the tree: no rev-parse for `_head`
     if unmerged:
         raise UsageError(
             f"still unmerged in {shown}: {', '.join(unmerged)}; resolve them, "
@@ -949,9 +951,9 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
         )
     if head == entry.head_before:
         if changed:
-            git.run(["add", "-u"], tree)
-            # On the HEAD where the replay found that the patch does not apply strictly.
-            head = commit_worktree(tree, patch)
+            # On the HEAD where the replay found that the patch does not apply strictly, with
+            # what the user changed but did not `git add` (as `git add -u` would stage it).
+            head = commit_worktree(tree, patch, stage_tracked=True)
             entry.replayed[head] = [patch.digest, False]
             _moved(state, entry, head)
             label = "resolved by hand"
@@ -989,16 +991,20 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
     _save(config, state)
 
 
-# `git status --porcelain` states of a path the index holds in conflict.
-_UNMERGED_STATES = {"DD", "AU", "UD", "UA", "DU", "AA", "UU"}
-
-
-def _changes_in(tree: Path) -> tuple[list[str], list[str]]:
-    """The paths TREE changes against its HEAD (staged or not, a rename as both of its paths),
-    and those of them still unmerged: one `git status`."""
-    entries = git.z_list(tree, "status", "--porcelain=v1", "--untracked-files=no", "--no-renames")
-    changed = [entry[3:] for entry in entries]
-    return changed, [entry[3:] for entry in entries if entry[:2] in _UNMERGED_STATES]
+def _changes_in(tree: Path) -> tuple[str | None, list[str], list[str]]:
+    """The commit TREE stands at (None before its first), the paths it changes against it (staged
+    or not, a rename as both of its paths), and those of them still unmerged: one `git status`."""
+    head, changed, unmerged = None, [], []
+    for entry in git.z_list(tree, "status", "--porcelain=v2", "--branch", "--untracked-files=no", "--no-renames"):
+        if entry.startswith("# branch.oid "):
+            head = entry.removeprefix("# branch.oid ")
+            head = None if head == "(initial)" else head
+        elif entry.startswith("1 "):  # `1 XY sub mH mI mW hH hI PATH`
+            changed.append(entry.split(" ", 8)[8])
+        elif entry.startswith("u "):  # `u XY sub m1 m2 m3 mW h1 h2 h3 PATH`
+            changed.append(entry.split(" ", 10)[10])
+            unmerged.append(changed[-1])
+    return head, changed, unmerged
 
 
 def _take_gate_fixes(config: Config, state: SyncState, entry: SeriesProgress) -> None:

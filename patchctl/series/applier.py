@@ -946,9 +946,11 @@ def _plus_minus(lines: list[str]) -> set[str]:
     return {line for line in lines if line[:1] in "+-" and not line.startswith(("+++ ", "--- "))}
 
 
-def commit_worktree(tree: Path, patch: PatchFile) -> str:
-    """Commit TREE's index on its HEAD as PATCH: the commit `commit_tree` makes of it."""
-    done = git.run(_COMMIT_AS_COMMIT_TREE, tree, input=commit_message(patch), env=_commit_env(patch))
+def commit_worktree(tree: Path, patch: PatchFile, *, stage_tracked: bool = False) -> str:
+    """Commit TREE's index on its HEAD as PATCH: the commit `commit_tree` makes of it. With
+    STAGE_TRACKED, every change to a tracked file is staged first (`git commit --all`)."""
+    args = [*_COMMIT_AS_COMMIT_TREE, "--all"] if stage_tracked else _COMMIT_AS_COMMIT_TREE
+    done = git.run(args, tree, input=commit_message(patch), env=_commit_env(patch))
     summary = _COMMIT_SUMMARY_RE.match(done.stdout)
     return summary["commit"] if summary else git.rev_parse(tree, "HEAD")
 

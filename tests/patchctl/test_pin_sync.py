@@ -277,6 +277,24 @@ def test_continue_after_resolving_finishes_the_sync(project: Project, upstream: 
     assert applied.exit_code == 0, applied.output
 
 
+def test_continue_commits_what_the_resolution_left_unstaged_too(project: Project, upstream: Repo, cli) -> None:
+    """`git add` ends the conflict; an edit to a tracked file made after it, not staged, is still
+    the user's resolution, and --continue commits it with the rest (as `git add -u` would stage it)."""
+    conflicted(project, upstream)
+    assert sync(cli, project, "up", "--latest")[0].exit_code == 1
+    tree = project.path / ".patchctl" / "sync" / "up" / "main"
+    (tree / "src" / "main.c").write_text(main_c({20: "MAIN 20 staged"}))
+    git.run(["add", "src/main.c"], tree)
+    (tree / "src" / "main.c").write_text(main_c({20: "MAIN 20 staged, then edited again"}))
+
+    resumed, payload = sync(cli, project, "--continue")
+
+    assert resumed.exit_code == 0, resumed.output
+    assert payload["patches"][0]["classification"] == "resolved by hand"
+    written = (project.series_dir / "0001-patch-line-twenty.patch").read_bytes()
+    assert b"+MAIN 20 staged, then edited again" in written and b"+MAIN 20 staged\n" not in written
+
+
 def test_continue_accepts_a_commit_made_by_the_user(project: Project, upstream: Repo, cli) -> None:
     conflicted(project, upstream)
     assert sync(cli, project, "up", "--latest")[0].exit_code == 1
