@@ -994,11 +994,12 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
 def _changes_in(tree: Path) -> tuple[str | None, list[str], list[str]]:
     """The commit TREE stands at (None before its first), the paths it changes against it (staged
     or not, a rename as both of its paths), and those of them still unmerged: one `git status`."""
-    head, changed, unmerged = None, [], []
+    head: str | None = None
+    changed: list[str] = []
+    unmerged: list[str] = []
     for entry in git.z_list(tree, "status", "--porcelain=v2", "--branch", "--untracked-files=no", "--no-renames"):
-        if entry.startswith("# branch.oid "):
+        if entry.startswith("# branch.oid ") and entry != "# branch.oid (initial)":
             head = entry.removeprefix("# branch.oid ")
-            head = None if head == "(initial)" else head
         elif entry.startswith("1 "):  # `1 XY sub mH mI mW hH hI PATH`
             changed.append(entry.split(" ", 8)[8])
         elif entry.startswith("u "):  # `u XY sub m1 m2 m3 mW h1 h2 h3 PATH`
