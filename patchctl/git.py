@@ -193,28 +193,12 @@ def settle_checkout(tree: Path) -> None:
     A file written in the same second as the index is "racily clean" to git, which then reads
     it whole at every later index write to be sure. Right after a checkout of llama.cpp that
     is every file: each `apply --index` and `commit` of a replay's first second took 20 to 40
-    ms longer. Dated before the index, the files are read once, here."""
-    before = int(time.time()) - 1
-    _date_back(str(tree), before)
+    ms longer. Dated before the index, the files are read once, here. (Only time is at stake:
+    a file that cannot be dated stays racily clean, and git reads it again.)"""
+    from .confined import Root  # here: few commands check a tree out
+
+    Root(tree, "the sync tree").set_times(int(time.time()) - 1)
     run(["update-index", "-q", "--refresh"], tree, check=False)
-
-
-def _date_back(directory: str, when: int) -> None:
-    # Only time is at stake: a file that cannot be dated stays racily clean, and git reads it again.
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return
-    for entry in entries:
-        if entry.name == ".git":
-            continue
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                _date_back(entry.path, when)
-            else:  # a link's own time, never its target's: a link may point out of the tree
-                os.utime(entry.path, (when, when), follow_symlinks=False)
-        except OSError:
-            continue
 
 
 def commit_all(repo: Path, message: str, *, date: str = FIXED_DATE) -> str:

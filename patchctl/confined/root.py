@@ -216,14 +216,27 @@ class Root:
         """(name relative to PATH, lstat) of everything below directory PATH that is not a
         directory, symlinks included and never followed, in sorted order; nothing when PATH does
         not exist. A `.git` (in any spelling) is not entered."""
-        parts = self.parts(path, "read")
+        for _fd, _name, relative, info in self._entries(path, "read"):
+            yield relative, info
+
+    def set_times(self, seconds: int, path: Path | str = "") -> None:
+        """Date everything `walk` finds below directory PATH SECONDS (access and modification), a
+        link itself and never its target; what cannot be dated is left as it is."""
+        for fd, name, _relative, _info in self._entries(path, "write"):
+            with contextlib.suppress(OSError):
+                os.utime(name, (seconds, seconds), dir_fd=fd, follow_symlinks=False)
+
+    def _entries(self, path: Path | str, verb: str) -> Iterator[tuple[int, str, str, os.stat_result]]:
+        """`walk`'s entries, each with its directory's descriptor (open while it is yielded) and
+        its name there."""
+        parts = self.parts(path, verb)
         try:
-            fd = self._open_dir(parts, parts, "read")
+            fd = self._open_dir(parts, parts, verb)
         except FileNotFoundError:
             return
-        yield from self._walk_fd(fd, parts, ())
+        yield from self._walk_fd(fd, parts, (), verb)
 
-    def _walk_fd(self, fd: int, base: tuple[str, ...], relative: tuple[str, ...]):
+    def _walk_fd(self, fd: int, base: tuple[str, ...], relative: tuple[str, ...], verb: str):
         try:
             names = sorted(os.listdir(fd))
             for name in names:
@@ -231,13 +244,13 @@ class Root:
                     continue
                 info = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 if not stat.S_ISDIR(info.st_mode):
-                    yield "/".join((*relative, name)), info
+                    yield fd, name, "/".join((*relative, name)), info
                     continue
                 try:
                     child = os.open(name, _DIR_FLAGS, dir_fd=fd)
                 except OSError:  # swapped for a link or a file since the stat
-                    raise self._refusal(fd, name, (*base, *relative, name), (*base, *relative, name), "read") from None
-                yield from self._walk_fd(child, base, (*relative, name))
+                    raise self._refusal(fd, name, (*base, *relative, name), (*base, *relative, name), verb) from None
+                yield from self._walk_fd(child, base, (*relative, name), verb)
         finally:
             os.close(fd)
 
