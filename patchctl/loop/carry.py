@@ -37,9 +37,9 @@ from ..series.applier import (
 )
 from ..series.diffblocks import (
     DEV_NULL,
-    INDEX_LINE_RE,
     Block,
     header_line_range,
+    index_line,
     index_line_ids,
     parse_diff_text,
     patch_lines,
@@ -331,10 +331,9 @@ def _with_index_lines(patch: PatchFile, before: dict, after: dict) -> PatchFile:
         source = block.renamed_from or block.copied_from or block.old_path
         pre = git.ZERO_OID if block.created else before.get(source, ("", git.ZERO_OID))[1]
         post = git.ZERO_OID if block.deleted else after.get(block.new_path, ("", git.ZERO_OID))[1]
-        for number in header_line_range(blocks, position, len(lines)):
-            if m := INDEX_LINE_RE.match(lines[number]):
-                lines[number] = f"index {pre}..{post}{m['mode'] or ''}"
-                break
+        if found := index_line(lines, blocks, position):
+            number, m = found
+            lines[number] = f"index {pre}..{post}{m['mode'] or ''}"
     return PatchFile(patch.path, "\n".join(lines).encode("utf-8", "surrogateescape"))
 
 

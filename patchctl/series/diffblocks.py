@@ -377,11 +377,18 @@ def index_line_ids(text: str, parsed: ParsedDiff) -> dict[str, tuple[str, str]]:
     ids = {}
     lines = patch_lines(text)
     for position, block in enumerate(parsed.blocks):
-        for number in header_line_range(parsed.blocks, position, len(lines)):
-            if m := INDEX_LINE_RE.match(lines[number]):
-                ids[block.new_path] = (m["pre"], m["post"])
-                break
+        if found := index_line(lines, parsed.blocks, position):
+            ids[block.new_path] = (found[1]["pre"], found[1]["post"])
     return ids
+
+
+def index_line(lines: list[str], blocks: tuple[Block, ...], position: int) -> tuple[int, re.Match[str]] | None:
+    """BLOCKS[POSITION]'s index line among LINES (the patch's lines): its 0-based index and its
+    `INDEX_LINE_RE` match; None when its header has none."""
+    for number in header_line_range(blocks, position, len(lines)):
+        if m := INDEX_LINE_RE.match(lines[number]):
+            return number, m
+    return None
 
 
 def header_line_range(blocks: tuple[Block, ...], position: int, total: int) -> range:

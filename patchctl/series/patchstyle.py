@@ -18,14 +18,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 
-from .diffblocks import Block, header_line_range, parse_diff_text
+from .diffblocks import Block, index_line, parse_diff_text
 from .patchset import PatchFile
 
 _FROM_RE = re.compile(r"\AFrom (?P<id>[0-9a-f]{40}) Mon Sep 17 00:00:00 2001\n")
 _SUBJECT_RE = re.compile(r"^Subject: (?:\[(?P<prefix>[^\]\n]*)\] )?", re.MULTILINE)
 _NUMBERED_RE = re.compile(r" ?\d+/\d+$")
 _STAT_SUMMARY_RE = re.compile(r"^ \d+ files? changed(?:, \d+ insertions?\(\+\))?(?:, \d+ deletions?\(-\))?$")
-_INDEX_RE = re.compile(r"^index (?P<pre>[0-9a-f]+)\.\.(?P<post>[0-9a-f]+)(?P<mode> \d{6})?$")
 _SIGNATURE_RE = re.compile(r"\n-- \n(?P<signature>[^\n]*)\n\n?\Z")
 FULL_INDEX = 40
 
@@ -127,7 +126,5 @@ def _text_index_lines(
     for position, block in enumerate(blocks):
         if block.binary:
             continue
-        for number in header_line_range(blocks, position, len(lines)):
-            if m := _INDEX_RE.match(lines[number]):
-                yield number, m
-                break
+        if found := index_line(lines, blocks, position):
+            yield found
