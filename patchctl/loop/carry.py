@@ -392,9 +392,10 @@ def taken_upstream(move: PinMove, patch: PatchFile, tree: Path | None = None) ->
     already applied there), the one commit that made every hunk of it. None when neither."""
     commits = _commits_with_patch_ids(move, patch) if patch.touched_paths() else []
     own = _own_patch_id(move, patch) if commits else "-"  # none may have it, mostly: then it is not asked
-    for commit in commits if own != "-" else []:
-        if _patch_id(move, commit) == own:
-            return _taken(move, commit, TAKEN_SAME_PATCH_ID)
+    if own != "-":
+        for commit in commits:
+            if _patch_id(move, commit) == own:
+                return _taken(move, commit, TAKEN_SAME_PATCH_ID)
     if tree is None:
         return None
     try:
