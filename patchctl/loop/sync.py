@@ -559,7 +559,10 @@ class _ThisRun:
 
 
 def _this_run(state: SyncState) -> _ThisRun:
-    return state.__dict__.setdefault("_this_run", _ThisRun())
+    this_run = state.__dict__.get("_this_run")
+    if this_run is None:  # (not setdefault: that makes a _ThisRun at every call, kept or not)
+        this_run = state.__dict__["_this_run"] = _ThisRun()
+    return this_run
 
 
 def _patches(config: Config, state: SyncState, name: str) -> list[PatchFile]:
