@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -186,19 +185,6 @@ def is_full_sha(text: str) -> bool:
 def init_repo(path: Path, *, bare: bool = False) -> None:
     path.mkdir(parents=True, exist_ok=True)
     run(["init", "-q", *(["--bare"] if bare else []), "-b", "main", "."], path)
-
-
-def settle_checkout(tree: Path) -> None:
-    """Date the files of TREE, a checkout just made, a second back, and refresh its index once.
-    A file written in the same second as the index is "racily clean" to git, which then reads
-    it whole at every later index write to be sure. Right after a checkout of llama.cpp that
-    is every file: each `apply --index` and `commit` of a replay's first second took 20 to 40
-    ms longer. Dated before the index, the files are read once, here. (Only time is at stake:
-    a file that cannot be dated stays racily clean, and git reads it again.)"""
-    from .confined import Root  # here: few commands check a tree out
-
-    Root(tree, "the sync tree").set_times(int(time.time()) - 1)
-    run(["update-index", "-q", "--refresh"], tree, check=False)
 
 
 def commit_all(repo: Path, message: str, *, date: str = FIXED_DATE) -> str:

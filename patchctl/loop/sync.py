@@ -60,7 +60,7 @@ from ..state.sync_state import (
     load_state,
     save_state,
 )
-from ..upstream.store import Mirror, Store
+from ..upstream.store import Mirror, Store, settle_checkout
 from . import carry, health, pinfile
 from .rangediff import old_series_head, range_diff
 
@@ -601,7 +601,7 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
             mirror = mirrors[entry.name]
             commit = store.resolve(mirror, state.target)
             store.add_worktree(mirror, commit, Path(entry.tree))
-            git.settle_checkout(Path(entry.tree))
+            settle_checkout(Path(entry.tree))
             _moved(state, entry, commit)
     except BaseException:
         for future in seeding.values():

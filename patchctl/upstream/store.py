@@ -20,12 +20,14 @@ import io
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import git
+from ..confined import Root
 from ..confined.regular import kind_of, read_regular
 from ..errors import EnvironmentFailure, GitError, UsageError
 from ..output import progress
@@ -254,6 +256,17 @@ class Store:
                 yield
         except Timeout:
             raise EnvironmentFailure(f"the cache is locked by another patchctl run: {mirror.lock.lock_file}") from None
+
+
+def settle_checkout(tree: Path) -> None:
+    """Date the files of TREE, a checkout just made, a second back, and refresh its index once.
+    A file written in the same second as the index is "racily clean" to git, which then reads
+    it whole at every later index write to be sure. Right after a checkout of llama.cpp that
+    is every file: each `apply --index` and `commit` of a replay's first second took 20 to 40
+    ms longer. Dated before the index, the files are read once, here. (Only time is at stake:
+    a file that cannot be dated stays racily clean, and git reads it again.)"""
+    Root(tree, "the sync tree").set_times(int(time.time()) - 1)
+    git.run(["update-index", "-q", "--refresh"], tree, check=False)
 
 
 def unlock_killed_adds(mirror: Path) -> None:

@@ -86,7 +86,7 @@ def test_a_settled_checkout_leaves_no_file_racily_clean(tmp_path: Path, upstream
     tree = tmp_path / "tree"
     git.run(["worktree", "add", "-q", "--detach", str(tree), "HEAD"], upstream.path)
 
-    git.settle_checkout(tree)
+    store_mod.settle_checkout(tree)
 
     index = Path(git.run(["rev-parse", "--git-path", "index"], tree).stdout.strip())
     index = index if index.is_absolute() else tree / index
