@@ -14,15 +14,10 @@ commit id is the release tag's commit, cross-checked in several public repositor
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .. import git
 from ..errors import ConfigError
 from ..project.yamlloc import KeyPath
 
@@ -64,59 +59,9 @@ DEFAULT_ACTIONS: dict[str, ActionPin] = {
 }
 
 
-# The `uses:` of patchctl's own action from inside patchctl's repository (its action.yml at the root).
+# The `uses:` of patchctl's own action from inside patchctl's repository (its action.yml at the
+# root); elsewhere, a published commit (action_source.py).
 SELF_ACTION = "./"
-# patchctl's repository on GitHub, as pyproject.toml's project URLs name it: the published action.
-PUBLISHED_ACTION = "OWNER/patchctl"
-
-
-def is_patchctl_repository(root: Path) -> bool:
-    """ROOT is patchctl's own repository: its action.yml is patchctl's, beside patchctl's pyproject.toml."""
-    try:
-        action = yaml.safe_load((root / "action.yml").read_text(encoding="utf-8"))
-        project = (root / "pyproject.toml").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return False
-    own_action = isinstance(action, dict) and action.get("name") == "patchctl" and "runs" in action
-    return own_action and re.search(r'^name\s*=\s*"patchctl"\s*$', project, re.MULTILINE) is not None
-
-
-def patchctl_action(root: Path, configured: str | None) -> str:
-    """The `uses:` of patchctl's action in ROOT's rendered workflows: matrix.yaml's `workflows: action:`,
-    else `./` in patchctl's own repository. Anywhere else it must be set: there is no `./` to call."""
-    if configured is not None:
-        return configured
-    if is_patchctl_repository(root):
-        return SELF_ACTION
-    raise ConfigError(
-        f"matrix.yaml: workflows: action: not set, and this repository has no action.yml of patchctl's to call "
-        f"as {SELF_ACTION}: set it to {PUBLISHED_ACTION}@COMMIT, the patchctl release the workflows run "
-        "(`patchctl init` writes it)"
-    )
-
-
-def installed_commit() -> tuple[str, str] | None:
-    """(OWNER/REPO, commit) of the patchctl running, when known: pip's record of a VCS install
-    (`pip install git+https://github.com/OWNER/patchctl@COMMIT`, PEP 610), else the commit of
-    the git checkout it runs from (an editable install). None for a wheel from an index."""
-    import importlib.metadata  # only `init` asks: keep it off the start-up of the other commands
-
-    try:
-        record = json.loads(importlib.metadata.distribution("patchctl").read_text("direct_url.json") or "{}")
-    except (importlib.metadata.PackageNotFoundError, json.JSONDecodeError):
-        record = {}
-    vcs = record.get("vcs_info") or {}
-    if vcs.get("vcs") == "git" and COMMIT_SHA.match(str(vcs.get("commit_id", ""))):
-        match = re.match(
-            r"^(?:https://|ssh://git@|git@)github\.com[/:]([^/]+/[^/]+?)(?:\.git)?/?$", record.get("url", "")
-        )
-        return (match.group(1) if match else PUBLISHED_ACTION), vcs["commit_id"]
-    checkout = Path(__file__).resolve().parents[2]
-    if not is_patchctl_repository(checkout):
-        return None
-    head = git.run(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], checkout, check=False)
-    commit = head.stdout.strip() if head.ok else ""
-    return (PUBLISHED_ACTION, commit) if COMMIT_SHA.match(commit) else None
 
 
 def parse_actions(reader: Any, value: Any, keypath: KeyPath) -> dict[str, ActionPin]:
@@ -156,9 +101,3 @@ def resolver(pins: dict[str, ActionPin]):
         return pin.reference()
 
     return action
-
-
-def installed_action() -> str | None:
-    """OWNER/patchctl@COMMIT of the patchctl running (what `init` writes); None: unknown."""
-    found = installed_commit()
-    return f"{found[0]}@{found[1]}" if found else None

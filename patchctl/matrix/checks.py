@@ -21,9 +21,12 @@ that an allowlist can name.
     MX601  every built backend declares the paths it is built from, and every declared one is built
     MX701  what a row builds from exists: a Linux row's dockerfile and context, a macOS row's make target
     MX702  no matrix the workflow fans out over has more than GitHub's 256 jobs
-    MX801  a workflow's local action (`uses: ./PATH`) has its action.yml in the repository
+    MX801  a workflow's local action (`uses: ./PATH`) or reusable workflow is in the repository
     MX802  a workflow's `run:` script calls only repository files that exist (e.g. `.ci/run`)
     MX803  a workflow runs patchctl on series and upstreams that matrix.yaml has
+    MX804  the patchctl action the workflows call is no placeholder and no commit only made locally
+    MX805  `workflows: extras:` installs the engine where a gate or build step runs it
+(MX801-MX804: workflow_checks.py; MX805: extras.py)
 """
 
 from __future__ import annotations
@@ -31,13 +34,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from ..errors import ConfigError
 from ..output.findings import Finding
-from ..project import yamlloc
 from ..project.config import Config
-from .actions import SELF_ACTION
 from .conventions import (
     KNOWN_CAPABILITIES,
     capability_accepts,
@@ -46,7 +46,10 @@ from .conventions import (
     name_promise_broken,
     row_toolchain,
 )
+from .extras import extras_cover_the_engine
 from .model import DARWIN, LINUX, BuildMatrix, CanaryToolchain, Row, Variant
+from .workflow_checks import workflow_references
+from .workflow_steps import inside
 
 RULES = {
     "MX101": "tag-suffix follows the naming convention",
@@ -68,9 +71,11 @@ RULES = {
     "MX601": "backends declare their paths",
     "MX701": "dockerfile, context and make target exist",
     "MX702": "at most 256 jobs per matrix",
-    "MX801": "local actions exist",
+    "MX801": "local actions and reusable workflows exist",
     "MX802": "scripts a workflow runs exist",
     "MX803": "workflows name existing series and upstreams",
+    "MX804": "the patchctl action is published",
+    "MX805": "the workflows install the engine where it runs",
 }
 # GitHub Actions: "A matrix will generate a maximum of 256 jobs per workflow run."
 MAX_MATRIX_JOBS = 256
@@ -503,6 +508,8 @@ def canary_toolchains(matrix: BuildMatrix) -> list[Finding]:
         return []
     found = []
     for toolchain in matrix.canary.toolchains:
+        if toolchain.on_runner:
+            continue  # the runner's own compilers: it stands for no shipped row
         row = toolchain_row(matrix, toolchain)
         where = f"canary toolchain {toolchain.name}"
         if row is None:
@@ -606,15 +613,6 @@ def backend_paths(matrix: BuildMatrix) -> list[Finding]:
 # ---------------------------------------------------------------- build inputs, GitHub limits
 
 
-def _inside(root: Path, name: str) -> Path | None:
-    """ROOT/NAME when NAME is a relative path that stays inside ROOT, else None."""
-    relative = PurePosixPath(name.replace("\\", "/"))
-    if not name or relative.is_absolute() or ".." in relative.parts:
-        return None
-    path = root / relative
-    return path if path.resolve().is_relative_to(root.resolve()) else None  # no symlink out of it
-
-
 def make_targets(makefile: Path) -> list[str]:
     """The explicit and pattern targets of a Makefile's rules (`a b: deps`, `backends/%-darwin:`)."""
     targets = []
@@ -663,7 +661,7 @@ def build_inputs(matrix: BuildMatrix) -> list[Finding]:
             continue
         for key, want_dir in (("dockerfile", False), ("context", True)):
             name = row.get(key)
-            path = _inside(root, name)
+            path = inside(root, name)
             if path is None:
                 problem = "is not set" if not name else f"{name!r} leaves the repository (absolute, .. or a link out)"
             elif not (path.is_dir() if want_dir else path.is_file()):
@@ -698,124 +696,6 @@ def matrix_sizes(matrix: BuildMatrix) -> list[Finding]:
     return found
 
 
-# ---------------------------------------------------------------- rendered workflows
-
-WORKFLOWS_DIR = ".github/workflows"
-# patchctl commands whose positional arguments name series, and those whose first names an upstream.
-SERIES_COMMANDS = ("apply", "export", "gate", "lint", "vendor")
-UPSTREAM_COMMANDS = ("pin-sync", "canary")
-# The first word of a script line that is a path into the repository (`.ci/run`, `./x.sh`, `tools/y`).
-REPOSITORY_SCRIPT = re.compile(r"^(?:\./)?[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)+$|^\./[A-Za-z0-9._-]+$")
-
-
-def _workflow_files(root: Path) -> list[Path]:
-    directory = root / WORKFLOWS_DIR
-    return sorted(p for p in directory.glob("*.y*ml") if p.suffix in (".yml", ".yaml") and p.is_file())
-
-
-def _steps(doc: yamlloc.LocatedDocument) -> list[tuple[tuple, dict]]:
-    """(keypath, step) of every step of every job in a workflow document."""
-    jobs = doc.data.get("jobs") if isinstance(doc.data, dict) else None
-    found = []
-    for job_id, job in (jobs or {}).items() if isinstance(jobs, dict) else ():
-        steps = job.get("steps") if isinstance(job, dict) else None
-        for index, step in enumerate(steps if isinstance(steps, list) else []):
-            if isinstance(step, dict):
-                found.append((("jobs", job_id, "steps", index), step))
-    return found
-
-
-def _patchctl_words(step: dict, patchctl_uses: set[str]) -> list[list[str]]:
-    """The patchctl command lines STEP runs: through the action (`command` + `args`) or in its script."""
-    lines = []
-    with_ = step.get("with") if isinstance(step.get("with"), dict) else {}
-    if str(step.get("uses", "")).strip() in patchctl_uses and with_.get("command"):
-        # An expression (`${{ matrix.upstream }}`) stands for one word that is not known here.
-        text = re.sub(r"\$\{\{.*?\}\}", "$EXPRESSION", f"{with_.get('command', '')} {with_.get('args', '')}")
-        lines.append(text.split())
-    for line in str(step.get("run", "")).splitlines():
-        words = line.split()
-        if words[:1] == ["patchctl"]:
-            lines.append(words[1:])
-    return lines
-
-
-def _positional(words: list[str]) -> tuple[str, list[str]]:
-    """(command, the literal positional words before the first option); expressions and variables are left out."""
-    command, rest = (words[0], words[1:]) if words else ("", [])
-    if command == "matrix":
-        return "matrix", []
-    names = []
-    for word in rest:
-        if word.startswith("-"):
-            break
-        if "$" not in word and '"' not in word and "'" not in word:
-            names.append(word)
-    return command, names
-
-
-def workflow_references(matrix: BuildMatrix, config: Config | None) -> list[Finding]:
-    """What the rendered workflows reference exists in the repository: a local action, a script, a series."""
-    root = matrix.root
-    if root is None:
-        return []
-    found = []
-    patchctl_uses = {SELF_ACTION}  # patchctl's own (or, where MX801 finds none, a copied workflow's)
-    if matrix.workflows.action is not None:
-        patchctl_uses.add(matrix.workflows.action)
-    for path in _workflow_files(root):
-        display = f"{WORKFLOWS_DIR}/{path.name}"
-        try:
-            doc = yamlloc.load(path)
-        except ConfigError:
-            continue  # not a workflow patchctl can read: actionlint's business
-        for keypath, step in _steps(doc):
-            line = doc.line_of(keypath)
-            uses = str(step.get("uses", "")).strip()
-            if uses.startswith("./"):
-                target = _inside(root, uses[2:] or ".") if uses != "./" else root
-                if target is None or not any((target / n).is_file() for n in ("action.yml", "action.yaml")):
-                    found.append(
-                        Finding(
-                            display,
-                            line,
-                            "MX801",
-                            f"`uses: {uses}`: the repository has no {uses.rstrip('/')}/action.yml",
-                            uses,
-                        )
-                    )
-            for script_line in str(step.get("run", "")).splitlines():
-                first = script_line.split()[0] if script_line.split() else ""
-                script = _inside(root, first) if REPOSITORY_SCRIPT.match(first) else root
-                if script is None or not script.exists():
-                    found.append(
-                        Finding(display, line, "MX802", f"runs {first}, which the repository does not have", first)
-                    )
-            if config is None:
-                continue
-            for words in _patchctl_words(step, patchctl_uses):
-                command, names = _positional(words)
-                if command in SERIES_COMMANDS:
-                    known, what = set(config.series), "series"
-                elif command in UPSTREAM_COMMANDS:
-                    known, what, names = set(config.upstreams), "upstream", names[:1]
-                else:
-                    continue
-                for name in names:
-                    if name not in known:
-                        found.append(
-                            Finding(
-                                display,
-                                line,
-                                "MX803",
-                                f"`patchctl {command} {name}`: matrix.yaml has no {what} {name!r} "
-                                f"(it has: {', '.join(sorted(known)) or 'none'})",
-                                f"{what}/{name}",
-                            )
-                        )
-    return found
-
-
 MATRIX_CHECKS: tuple[Callable[[BuildMatrix], list[Finding]], ...] = (
     tag_suffix_convention,
     tag_suffix_unique,
@@ -843,4 +723,5 @@ def run_checks(matrix: BuildMatrix, config: Config | None = None) -> list[Findin
     findings += tracking_pins_equal(config, matrix.matrix_file)
     findings += tracking_pins_not_bumped(config, matrix.matrix_file)
     findings += workflow_references(matrix, config)
+    findings += extras_cover_the_engine(matrix, config)
     return sorted(set(findings))

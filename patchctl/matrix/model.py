@@ -82,15 +82,16 @@ class Variant:
 
 @dataclass(frozen=True)
 class CanaryToolchain:
-    """A toolchain the canary compiles with; it must be the toolchain of a shipped row."""
+    """A toolchain the canary compiles with: a shipped row's (its tag-suffix and image, MX401),
+    or, without an image, the runner's own (its compilers, the build run on the runner)."""
 
     name: str
     file: str
     line: int
-    tag_suffix: str
+    tag_suffix: str  # empty: a runner toolchain, which stands for no row
     platform: str
     cuda_major: str
-    image: str
+    image: str  # empty: the runner's own toolchain
     runs_on: str
     # The toolchain's own build (run in its image, the series applied, tree at /src); empty:
     # the series' `build:` steps. It is what bisect reruns incrementally in one tree.
@@ -100,7 +101,14 @@ class CanaryToolchain:
     dockerfile: str = ""
 
     @property
-    def build_image(self) -> str:
+    def on_runner(self) -> bool:
+        return not self.image
+
+    @property
+    def build_image(self) -> str | None:
+        """The image the build runs in; None: on the runner itself."""
+        if self.on_runner:
+            return None
         return f"patchctl-canary-{self.name.lower()}:local" if self.dockerfile else self.image
 
 
@@ -108,7 +116,7 @@ class CanaryToolchain:
 class Canary:
     upstream: str
     schedule: str
-    toolchains: tuple[CanaryToolchain, ...]
+    toolchains: tuple[CanaryToolchain, ...]  # empty: an apply-only canary
 
 
 @dataclass(frozen=True)
@@ -143,6 +151,11 @@ class WorkflowSettings:
     # `pin_sync: automerge:` merge | squash | rebase: a green sync's pull request merges itself
     # (`gh pr merge --auto`) once the branch protection's required checks pass; None: off
     automerge: str | None = None
+    # `extras:` patchctl's extras the workflows install; None: not set, derived from the gates
+    # (extras.resolved_extras); the line of the key, for MX805
+    extras: tuple[str, ...] | None = None
+    extras_line: int = 0
+    action_line: int = 0  # the line of `action:` in matrix.yaml (MX804); 0: not set there
 
 
 @dataclass

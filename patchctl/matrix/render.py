@@ -30,7 +30,8 @@ from ..confined import confined_path
 from ..errors import ConfigError
 from ..output.jsonout import json_field
 from ..project.config import Config
-from .actions import UnpinnedAction, patchctl_action, resolver
+from .action_source import patchctl_action
+from .actions import UnpinnedAction, resolver
 from .checks import toolchain_row
 from .model import BuildMatrix
 

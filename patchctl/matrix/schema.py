@@ -25,11 +25,14 @@
     canary:
       upstream: llama.cpp
       schedule: '17 3 * * 1'      # cron, UTC
-      toolchains: [{name, tag-suffix, platform, cuda-major-version, image, runs-on}]
+      toolchains:                 # optional: none is an apply-only canary
+        - {name, tag-suffix, platform, cuda-major-version, image, runs-on, command, dockerfile}
+        - {name, runs-on, command}  # no image: the runner's own toolchain
     backends:
       llama-cpp: {paths: [GLOB...], shared: [GLOB...]}
     workflows:
-      action: OWNER/patchctl@<40-hex commit>   # the patchctl action the workflows call ('./' in patchctl's repo)
+      action: patchctl/patchctl@<40-hex commit>   # the patchctl action the workflows call ('./' in patchctl's repo)
+      extras: [engine]           # patchctl's extras the workflows install (default: engine when a gate runs it)
       pin_sync:
         github_app: {client_id_var: NAME, private_key_secret: NAME}   # the App token pin-sync pushes with
         automerge: squash        # merge | squash | rebase: a green sync's pull request merges itself (off by default)
@@ -95,8 +98,24 @@ DARWIN_REQUIRED = ("backend", "tag-suffix")
 DARWIN_OPTIONAL = ("build-type", "lang")
 NON_EMPTY = ("tag-suffix", "backend", "platforms", "runs-on", "base-image", "dockerfile", "context")
 DEFAULT_SCHEDULE = "17 3 * * 1"
+# A canary toolchain is a shipped row's (its image) or, without `image`, the runner's own: a
+# row's keys (tag-suffix, cuda-major-version, platform) and a dockerfile need an image.
+IMAGE_TOOLCHAIN_KEYS = (
+    "name",
+    "tag-suffix",
+    "platform",
+    "cuda-major-version",
+    "image",
+    "runs-on",
+    "command",
+    "dockerfile",
+)
+RUNNER_TOOLCHAIN_KEYS = ("name", "runs-on", "command")
 
 
+# `workflows: extras:` what a workflow may install with patchctl: the engine (gates that import
+# torch, numpy, gguf) and the health page's charts; the test and docs extras are for developing patchctl.
+WORKFLOW_EXTRAS = ("engine", "health")
 # `workflows: pin_sync: automerge:`: the merge methods `gh pr merge --auto` takes.
 AUTOMERGE_METHODS = ("merge", "squash", "rebase")
 
@@ -232,7 +251,7 @@ class Section(Validator):
     # ------------------------------------------------------------ canary and backends
 
     def canary(self, value: Any, keypath: KeyPath, upstreams: set[str]) -> Canary:
-        self.mapping(value, keypath, ("upstream", "schedule", "toolchains"), ("upstream", "toolchains"))
+        self.mapping(value, keypath, ("upstream", "schedule", "toolchains"), ("upstream",))
         upstream = self.scalar(value["upstream"], keypath + ("upstream",), pattern=SAFE_NAME)
         if upstream not in upstreams:
             raise self.error(
@@ -250,33 +269,46 @@ class Section(Validator):
             )
         toolchains = []
         names: set[str] = set()
-        items = self.sequence(value["toolchains"], keypath + ("toolchains",))
-        if not items:
-            raise self.error(keypath + ("toolchains",), "name at least one toolchain")
-        allowed = ("name", "tag-suffix", "platform", "cuda-major-version", "image", "runs-on", "command", "dockerfile")
+        # None or []: an apply-only canary (every series applied to the tip, nothing compiled).
+        given = value.get("toolchains")
+        items = [] if given is None else self.sequence(given, keypath + ("toolchains",))
         for i, item in enumerate(items):
-            where = keypath + ("toolchains", i)
-            self.mapping(item, where, allowed, ("name", "tag-suffix", "cuda-major-version", "image"))
-            name = self.scalar(item["name"], where + ("name",), pattern=SAFE_NAME)
-            if name in names:
-                raise self.error(where + ("name",), f"duplicate toolchain name {name!r}")
-            names.add(name)
-            cuda = self.scalar(item["cuda-major-version"], where + ("cuda-major-version",), pattern=DIGITS_OR_EMPTY)
-            toolchains.append(
-                CanaryToolchain(
-                    name=name,
-                    file=self.display,
-                    line=self.line(where),
-                    tag_suffix=self.scalar(item["tag-suffix"], where + ("tag-suffix",), non_empty=True),
-                    platform=self.scalar(item.get("platform", ""), where + ("platform",)),
-                    cuda_major=cuda,
-                    image=self.scalar(item["image"], where + ("image",), non_empty=True),
-                    runs_on=self.scalar(item.get("runs-on", ""), where + ("runs-on",)),
-                    command=self.command(item.get("command", ""), where + ("command",)),
-                    dockerfile=self.relative_path(item.get("dockerfile", ""), where + ("dockerfile",)),
-                )
-            )
+            toolchain = self.toolchain(item, keypath + ("toolchains", i))
+            if toolchain.name in names:
+                raise self.error(keypath + ("toolchains", i, "name"), f"duplicate toolchain name {toolchain.name!r}")
+            names.add(toolchain.name)
+            toolchains.append(toolchain)
         return Canary(upstream=upstream, schedule=" ".join(schedule.split()), toolchains=tuple(toolchains))
+
+    def toolchain(self, item: Any, where: KeyPath) -> CanaryToolchain:
+        """A shipped row's toolchain (its image: tag-suffix, cuda-major-version and image required),
+        or, without `image`, the runner's own (only `name`, `runs-on` and `command`)."""
+        on_runner = isinstance(item, dict) and "image" not in item
+        if on_runner:
+            for key in item:
+                if key in IMAGE_TOOLCHAIN_KEYS and key not in RUNNER_TOOLCHAIN_KEYS:
+                    raise self.error(
+                        where + (key,),
+                        f"{key} is for a toolchain that compiles in a shipped row's image: add that row's `image:`, "
+                        "or drop it (without `image:` the build runs with the runner's own toolchain)",
+                    )
+            self.mapping(item, where, RUNNER_TOOLCHAIN_KEYS, ("name",))
+        else:
+            self.mapping(item, where, IMAGE_TOOLCHAIN_KEYS, ("name", "tag-suffix", "cuda-major-version", "image"))
+        return CanaryToolchain(
+            name=self.scalar(item["name"], where + ("name",), pattern=SAFE_NAME),
+            file=self.display,
+            line=self.line(where),
+            tag_suffix="" if on_runner else self.scalar(item["tag-suffix"], where + ("tag-suffix",), non_empty=True),
+            platform=self.scalar(item.get("platform", ""), where + ("platform",)),
+            cuda_major=self.scalar(
+                item.get("cuda-major-version", ""), where + ("cuda-major-version",), pattern=DIGITS_OR_EMPTY
+            ),
+            image="" if on_runner else self.scalar(item["image"], where + ("image",), non_empty=True),
+            runs_on=self.scalar(item.get("runs-on", ""), where + ("runs-on",)),
+            command=self.command(item.get("command", ""), where + ("command",)),
+            dockerfile=self.relative_path(item.get("dockerfile", ""), where + ("dockerfile",)),
+        )
 
     def command(self, value: Any, keypath: KeyPath) -> str:
         if not isinstance(value, str):
@@ -319,8 +351,10 @@ class Section(Validator):
     # ------------------------------------------------------------ workflows
 
     def workflows(self, value: Any, keypath: KeyPath) -> WorkflowSettings:
-        self.mapping(value, keypath, ("action", "pin_sync"))
-        action = None
+        self.mapping(value, keypath, ("action", "extras", "pin_sync"))
+        action = extras = None
+        if "extras" in value:
+            extras = self.extras(value["extras"], keypath + ("extras",))
         if "action" in value:
             action = self.scalar(value["action"], keypath + ("action",), non_empty=True)
             name, _, commit = action.partition("@")
@@ -344,7 +378,28 @@ class Section(Validator):
                         f"must be one of {', '.join(AUTOMERGE_METHODS)} (gh pr merge --auto's methods), "
                         f"got {automerge!r}",
                     )
-        return WorkflowSettings(action=action, github_app=app, automerge=automerge)
+        return WorkflowSettings(
+            action=action,
+            github_app=app,
+            automerge=automerge,
+            extras=extras,
+            extras_line=self.line(keypath + ("extras",)) if extras is not None else 0,
+            action_line=self.line(keypath + ("action",)) if action is not None else 0,
+        )
+
+    def extras(self, value: Any, keypath: KeyPath) -> tuple[str, ...]:
+        names: list[str] = []
+        for i, name in enumerate(self.sequence(value, keypath)):
+            if name not in WORKFLOW_EXTRAS:
+                raise self.error(
+                    keypath + (i,),
+                    f"unknown extra {name!r}: the workflows can install {', '.join(WORKFLOW_EXTRAS)} "
+                    "(patchctl's extras in pyproject.toml)",
+                )
+            if name in names:
+                raise self.error(keypath + (i,), f"{name} is listed twice")
+            names.append(name)
+        return tuple(names)
 
     def github_app(self, value: Any, keypath: KeyPath) -> GithubApp:
         keys = ("client_id_var", "private_key_secret")

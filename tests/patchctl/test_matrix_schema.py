@@ -78,6 +78,22 @@ def test_the_good_fixture_loads_into_rows_index_canary_and_paths() -> None:
             "canary.upstream: unknown upstream 'whisper.cpp'",
         ),
         ("  schedule: '0 5 * * 2'", "  schedule: 'weekly'", "canary.schedule: must be a 5-field cron expression"),
+        (
+            "    - name: cuda-13\n      tag-suffix: -gpu-nvidia-cuda-13-llama-cpp\n      cuda-major-version: '13'\n"
+            "      image: nvidia/cuda:13.0.0-devel-ubuntu24.04\n",
+            "    - {name: host, tag-suffix: -cpu-llama-cpp}\n",
+            "canary.toolchains[0].tag-suffix: tag-suffix is for a toolchain that compiles in a shipped row's image",
+        ),
+        (
+            "      image: nvidia/cuda:13.0.0-devel-ubuntu24.04\n",
+            "      image: nvidia/cuda:13.0.0-devel-ubuntu24.04\n    - {name: host, dockerfile: x/Dockerfile}\n",
+            "canary.toolchains[1].dockerfile: dockerfile is for a toolchain that compiles in a shipped row's image",
+        ),
+        (
+            "      image: nvidia/cuda:13.0.0-devel-ubuntu24.04\n",
+            "      image: nvidia/cuda:13.0.0-devel-ubuntu24.04\n    - {runs-on: ubuntu-latest}\n",
+            "canary.toolchains[1]: missing required key 'name'",
+        ),
         ("        default: cpu-whisper\n", "", "index.metas[1].capabilities: must be a non-empty mapping"),
         ("  output: backend/index.yaml", "  output: ../index.yaml", "index.output: must be a relative .yaml path"),
         (
@@ -102,6 +118,36 @@ def test_schema_errors_name_file_key_and_line(cli, tmp_path: Path, old: str, new
     assert result.stderr.startswith(f"patchctl: error: {path}:")
     assert where in result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+CANARY = GOOD.read_text()[
+    GOOD.read_text().index("canary:") : GOOD.read_text().index("\n\n", GOOD.read_text().index("canary:"))
+]
+
+
+@pytest.mark.parametrize("toolchains", ["", "  toolchains: []\n"])
+def test_a_canary_without_toolchains_applies_only_and_needs_no_image_row(tmp_path: Path, toolchains: str) -> None:
+    """No toolchain, no row: the weekly canary applies the series to the tip and compiles nothing."""
+    path = tmp_path / "matrix.yaml"
+    path.write_text(GOOD.read_text().replace(CANARY, "canary:\n  upstream: llama.cpp\n" + toolchains.rstrip("\n")))
+    matrix = from_config(load_project(path))
+    assert matrix.canary is not None and matrix.canary.toolchains == ()
+    assert matrix.canary.schedule == "17 3 * * 1"  # the default
+    path.write_text(GOOD.read_text().replace(CANARY, "canary:\n  upstream: llama.cpp\n  toolchains: none"))
+    with pytest.raises(ConfigError, match="canary.toolchains: must be a list, got a string"):
+        load_project(path)
+
+
+def test_a_runner_toolchain_needs_no_image_and_stands_for_no_row(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.yaml"
+    runner = (
+        "    - {name: host, runs-on: macos-15, command: 'cmake -B build && cmake --build build'}\n    - {name: bare}\n"
+    )
+    path.write_text(GOOD.read_text().replace(CANARY, CANARY + "\n" + runner.rstrip("\n")))
+    host, bare = from_config(load_project(path)).canary.toolchains[1:]
+    assert (host.on_runner, host.build_image, host.image, host.tag_suffix) == (True, None, "", "")
+    assert (host.runs_on, host.command) == ("macos-15", "cmake -B build && cmake --build build")
+    assert (bare.on_runner, bare.runs_on, bare.command) == (True, "", "")
 
 
 def test_other_commands_reject_a_bad_build_matrix_too(cli, tmp_path: Path) -> None:
@@ -137,7 +183,7 @@ def test_localai_rows_accept_numbers_and_booleans_as_strings(tmp_path: Path) -> 
     assert row.values["cuda-major-version"] == "12" and row.values["skip-drivers"] == "false"
 
 
-GOOD_ACTION = "  action: OWNER/patchctl@89abcdef0123456789abcdef0123456789abcdef\n"
+GOOD_ACTION = "  action: patchctl/patchctl@89abcdef0123456789abcdef0123456789abcdef\n"
 
 
 @pytest.mark.parametrize(
@@ -157,6 +203,10 @@ GOOD_ACTION = "  action: OWNER/patchctl@89abcdef0123456789abcdef0123456789abcdef
         ("  pin_sync: {token: X}\n", "workflows.pin_sync.token: unknown key"),
         ("  pin_sync: {automerge: ff}\n", "workflows.pin_sync.automerge: must be one of merge, squash, rebase"),
         ("  pin_sync: {automerge: true}\n", "workflows.pin_sync.automerge: must be one of merge, squash, rebase"),
+        ("  extras: engine\n", "workflows.extras: must be a list, got a string"),
+        ("  extras: [torch]\n", "workflows.extras[0]: unknown extra 'torch': the workflows can install engine, health"),
+        ("  extras: [test]\n", "workflows.extras[0]: unknown extra 'test'"),
+        ("  extras: [engine, engine]\n", "workflows.extras[1]: engine is listed twice"),
     ],
 )
 def test_the_workflows_section_is_validated(tmp_path: Path, section: str, message: str) -> None:
@@ -179,3 +229,9 @@ def test_the_workflows_section_loads(tmp_path: Path) -> None:
     assert from_config(load_project(path)).workflows.automerge == "rebase"
     path.write_text(GOOD.read_text().replace(GOOD_ACTION, "  action: ./\n"))
     assert from_config(load_project(path)).workflows.action == "./"
+    assert settings.extras is None  # not set: the gates decide (extras.resolved_extras)
+    path.write_text(GOOD.read_text() + "  extras: [health, engine]\n")
+    settings = from_config(load_project(path)).workflows
+    assert settings.extras == ("health", "engine") and settings.extras_line == len(GOOD.read_text().splitlines()) + 1
+    path.write_text(GOOD.read_text() + "  extras: []\n")
+    assert from_config(load_project(path)).workflows.extras == ()  # patchctl alone, said so

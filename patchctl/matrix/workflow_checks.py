@@ -1,0 +1,247 @@
+"""The MX8xx rules: what the workflows under `.github/workflows` reference exists.
+
+    MX801  a local action (`uses: ./PATH`) or reusable workflow has its file in the repository
+    MX802  a `run:` script calls only repository files that exist (e.g. `.ci/run`)
+    MX803  a workflow runs patchctl on series and upstreams that matrix.yaml has
+    MX804  the patchctl action the workflows call is one github.com can have (action_source.py)
+
+Every workflow is read, the rendered ones and the project's own alike, and judged only where
+patchctl can read it (workflow_steps.py): a step on a runner, under a shell or in a directory
+it cannot know, or in a job that has not checked this repository out, is left alone. A missing
+file is also left alone where something else may make it: a path git ignores (a build's
+output), one an earlier step names (downloaded, built, unpacked), one with a generator beside it
+(`configure` from `configure.ac`, `X` from `X.in`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+
+from .. import git
+from ..errors import ConfigError
+from ..output.findings import Finding
+from ..project import yamlloc
+from ..project.config import Config
+from .action_source import installed_clone, split_action, unpublished
+from .actions import SELF_ACTION
+from .model import BuildMatrix
+from .workflow_steps import REPOSITORY_PATH, StepView, commands, found, inside, steps
+
+WORKFLOWS_DIR = ".github/workflows"
+# patchctl commands whose positional arguments name series, and those whose first names an upstream.
+SERIES_COMMANDS = ("apply", "export", "gate", "lint", "vendor")
+UPSTREAM_COMMANDS = ("pin-sync", "canary")
+# What a missing file may be made from by an earlier step (autoconf, automake, templates).
+GENERATOR_SUFFIXES = (".in", ".ac", ".am")
+
+
+def workflow_files(root: Path) -> list[Path]:
+    directory = root / WORKFLOWS_DIR
+    return sorted(p for p in directory.glob("*.y*ml") if p.suffix in (".yml", ".yaml") and p.is_file())
+
+
+# ---------------------------------------------------------------- MX801: local actions
+
+
+def local_action_missing(root: Path, view: StepView) -> str | None:
+    """The `uses: ./PATH` of a step whose action.yml the repository lacks, or None."""
+    uses = str(view.step.get("uses", "")).strip()
+    if not uses.startswith("./"):
+        return None
+    relative = view.repository_path(uses[2:] or ".")
+    if relative is None:
+        return None  # not in this repository's checkout: another one put it there
+    target = inside(root, relative) if relative != "." else root
+    if target is not None and any((target / n).is_file() for n in ("action.yml", "action.yaml")):
+        return None
+    return uses
+
+
+def reusable_workflow_missing(root: Path, job: object) -> str | None:
+    """A job's `uses: ./.github/workflows/X.yml` that the repository lacks, or None."""
+    uses = str(job.get("uses", "")).strip() if isinstance(job, dict) else ""
+    if not uses.startswith("./"):
+        return None
+    target = inside(root, uses[2:].split("@", 1)[0])
+    return None if target is not None and target.is_file() else uses
+
+
+# ---------------------------------------------------------------- MX802: scripts
+
+
+class MadeElsewhere:
+    """Whether a missing file may be made by something else than the repository: git ignores it
+    (asked once per path), or a generator sits beside it."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.is_work_tree = git.run(["rev-parse", "--is-inside-work-tree"], root, check=False).stdout.strip() == "true"
+        self.ignored: dict[str, bool] = {}
+
+    def __call__(self, relative: str) -> bool:
+        if relative not in self.ignored:
+            self.ignored[relative] = self.is_work_tree and (
+                git.run(["check-ignore", "-q", "--no-index", "--", relative], self.root, check=False).returncode == 0
+            )
+        if self.ignored[relative]:
+            return True
+        path = self.root / relative
+        generators = [path.with_name(path.name + suffix) for suffix in GENERATOR_SUFFIXES]
+        if path.name == "configure":
+            generators += [path.with_name("configure.ac"), path.with_name("configure.in")]
+        return any(g.is_file() for g in generators)
+
+
+def _named_before(path: str, text: str) -> bool:
+    """TEXT names PATH (as a word, with or without `./`): an earlier step may have made it."""
+    bare = path.removeprefix("./")
+    return re.search(rf"(?<![\w./-])(?:\./)?{re.escape(bare)}(?![\w-])", text) is not None
+
+
+def missing_scripts(root: Path, view: StepView, made_elsewhere: MadeElsewhere) -> list[str]:
+    """The repository files the step's script calls that do not exist on any system it runs on."""
+    if not view.readable or not view.script.strip():
+        return []
+    per_system = []
+    for system, shell in view.shells.items():
+        missing = []
+        for word in commands(view.script, shell):
+            if not REPOSITORY_PATH.match(word):
+                continue
+            relative = view.repository_path(posixpath.join(view.directory or ".", word))
+            path = inside(root, relative) if relative else None
+            if path is None or found(path, system, shell):
+                continue
+            earlier = view.before + " " + view.script[: view.script.find(word)]
+            if made_elsewhere(relative) or _named_before(word, earlier):
+                continue
+            missing.append(word)
+        per_system.append(missing)
+    # A finding only where the call fails on every system the step runs on.
+    return [word for word in dict.fromkeys(per_system[0]) if all(word in other for other in per_system[1:])]
+
+
+# ---------------------------------------------------------------- MX803: series and upstreams
+
+
+def _patchctl_words(step: dict, patchctl_uses: set[str]) -> list[list[str]]:
+    """The patchctl command lines STEP runs: through the action (`command` + `args`) or in its script."""
+    lines = []
+    with_ = step.get("with") if isinstance(step.get("with"), dict) else {}
+    if str(step.get("uses", "")).strip() in patchctl_uses and with_.get("command"):
+        # An expression (`${{ matrix.upstream }}`) stands for one word that is not known here.
+        text = re.sub(r"\$\{\{.*?\}\}", "$EXPRESSION", f"{with_.get('command', '')} {with_.get('args', '')}")
+        lines.append(text.split())
+    for line in str(step.get("run", "")).splitlines():
+        words = line.split()
+        if words[:1] == ["patchctl"]:
+            lines.append(words[1:])
+    return lines
+
+
+def _positional(words: list[str]) -> tuple[str, list[str]]:
+    """(command, the literal positional words before the first option); expressions and variables are left out."""
+    command, rest = (words[0], words[1:]) if words else ("", [])
+    if command == "matrix":
+        return "matrix", []
+    names = []
+    for word in rest:
+        if word.startswith("-"):
+            break
+        if "$" not in word and '"' not in word and "'" not in word:
+            names.append(word)
+    return command, names
+
+
+def unknown_names(step: dict, patchctl_uses: set[str], config: Config) -> list[tuple[str, str, str, set[str]]]:
+    """(command, name, what, known) for every series or upstream a patchctl call names that config lacks."""
+    found_names = []
+    for words in _patchctl_words(step, patchctl_uses):
+        command, names = _positional(words)
+        if command in SERIES_COMMANDS:
+            known, what = set(config.series), "series"
+        elif command in UPSTREAM_COMMANDS:
+            known, what, names = set(config.upstreams), "upstream", names[:1]
+        else:
+            continue
+        found_names += [(command, name, what, known) for name in names if name not in known]
+    return found_names
+
+
+# ---------------------------------------------------------------- MX804: the published action
+
+
+def is_patchctl_action(uses: str, configured: str | None) -> bool:
+    parts = split_action(uses)
+    if parts is None:
+        return False
+    configured_parts = split_action(configured) if configured else None
+    return parts[1].split("/")[1] == "patchctl" or (configured_parts is not None and parts[1] == configured_parts[1])
+
+
+def unpublished_action(matrix: BuildMatrix, clone: Path | None) -> list[Finding]:
+    """MX804 on matrix.yaml's `workflows: action:`."""
+    action = matrix.workflows.action
+    problem = unpublished(action, clone) if action else None
+    if problem is None:
+        return []
+    return [
+        Finding(
+            matrix.matrix_file, matrix.workflows.action_line, "MX804", f"workflows: action: {action}: {problem}", action
+        )
+    ]
+
+
+# ---------------------------------------------------------------- all of them
+
+
+def workflow_references(matrix: BuildMatrix, config: Config | None, clone: Path | None = None) -> list[Finding]:
+    """MX801-MX804 over every workflow of the repository, and matrix.yaml's `workflows: action:`.
+    CLONE: the git clone patchctl runs from (default: the installed one), for MX804."""
+    root = matrix.root
+    if root is None:
+        return []
+    clone = clone if clone is not None else installed_clone()
+    configured = matrix.workflows.action
+    findings = unpublished_action(matrix, clone)
+    patchctl_uses = {SELF_ACTION} | ({configured} if configured else set())
+    made_elsewhere = MadeElsewhere(root)
+    judged: dict[str, str | None] = {configured: None} if configured else {}  # reported on matrix.yaml
+    for path in workflow_files(root):
+        display = f"{WORKFLOWS_DIR}/{path.name}"
+        try:
+            doc = yamlloc.load(path)
+        except ConfigError:
+            continue  # not a workflow patchctl can read: actionlint's business
+        jobs = doc.data.get("jobs") if isinstance(doc.data, dict) else None
+        for job_id, job in jobs.items() if isinstance(jobs, dict) else ():
+            uses = reusable_workflow_missing(root, job)
+            if uses:
+                line = doc.line_of(("jobs", job_id, "uses"))
+                findings.append(
+                    Finding(display, line, "MX801", f"`uses: {uses}`: the repository has no such workflow", uses)
+                )
+        for view in steps(doc.data):
+            line = doc.line_of(view.keypath)
+            uses = str(view.step.get("uses", "")).strip()
+            missing_action = local_action_missing(root, view)
+            if missing_action:
+                message = f"`uses: {uses}`: the repository has no {uses.rstrip('/')}/action.yml"
+                findings.append(Finding(display, line, "MX801", message, uses))
+            for script in missing_scripts(root, view, made_elsewhere):
+                message = f"runs {script}, which the repository does not have"
+                findings.append(Finding(display, line, "MX802", message, script))
+            if config is not None:
+                for command, name, what, known in unknown_names(view.step, patchctl_uses, config):
+                    message = (
+                        f"`patchctl {command} {name}`: matrix.yaml has no {what} {name!r} "
+                        f"(it has: {', '.join(sorted(known)) or 'none'})"
+                    )
+                    findings.append(Finding(display, line, "MX803", message, f"{what}/{name}"))
+            if is_patchctl_action(uses, configured) and uses not in judged:
+                judged[uses] = unpublished(uses, clone)
+                if judged[uses]:
+                    findings.append(Finding(display, line, "MX804", f"`uses: {uses}`: {judged[uses]}", uses))
+    return findings
