@@ -65,6 +65,7 @@ class Plan:
     unmapped: tuple[str, ...]
     pre_commit: str  # the .pre-commit-config.yaml snippet
     pre_commit_written: bool  # False: it exists, the snippet is to be printed
+    chosen: tuple[str, ...] = ()  # what init chose for the user (printed as `chose:` lines)
 
 
 # ------------------------------------------------------------------ shared

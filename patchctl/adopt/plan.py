@@ -51,9 +51,11 @@ def plan(
     pin: str | None = None,
     name: str | None = None,
     action: str | None = None,
+    home: str = "patchctl/patchctl",
 ) -> Plan:
     """The files `patchctl init` writes in ROOT (nothing is written here). ACTION is the `uses:` of
-    patchctl's action for the rendered workflows (OWNER/patchctl@COMMIT); None: unknown, left to fill in."""
+    patchctl's action for the rendered workflows (OWNER/REPO@COMMIT); None: unknown, left to set.
+    HOME is patchctl's repository on github.com, named in the comment that says how to set it."""
     root = Path(root)
     if layout is None:
         detected = _new_repository(upstream_url, pin, name)
@@ -90,13 +92,13 @@ def plan(
                     else ""
                 )
             )
-    if action is None:
-        detected.unmapped.append(
-            f"workflows: action: which commit of patchctl's action the workflows call is unknown (this patchctl "
-            f"was not installed from git): set it in {CONFIG_NAME} to OWNER/patchctl@COMMIT before "
-            "`patchctl matrix render`"
-        )
-    files: dict[str, bytes] = {CONFIG_NAME: render_config(detected, layout, action).encode()}
+    chosen = [
+        "workflows: extras: none: no gate runs patchctl's engine, so the workflows install patchctl alone "
+        "(a gate that runs it adds engine)"
+    ]
+    if detected.upstream:
+        chosen.append(f"canary: upstream {detected.upstream}, weekly, apply-only (toolchains: [] compiles nothing)")
+    files: dict[str, bytes] = {CONFIG_NAME: render_config(detected, layout, action, home).encode()}
     files.update(detected.extra_files)
     for template in sorted(Path(templates).glob("*.j2")):
         files[f"{TEMPLATES_DIR}/{template.name}"] = template.read_bytes()
@@ -104,7 +106,7 @@ def plan(
     exists = (root / PRE_COMMIT_NAME).exists() or (root / PRE_COMMIT_NAME).is_symlink()
     if not exists:
         files[PRE_COMMIT_NAME] = snippet.encode()
-    return Plan(files, tuple(detected.found), tuple(detected.unmapped), snippet, not exists)
+    return Plan(files, tuple(detected.found), tuple(detected.unmapped), snippet, not exists, tuple(chosen))
 
 
 # ------------------------------------------------------------------ new repository
@@ -145,24 +147,45 @@ def _undescribed(root: Path, layout: Layout) -> tuple[int, int, int]:
     return len(names), count, with_status
 
 
-def workflows_section(action: str | None) -> list[str]:
+def workflows_section(action: str | None, home: str) -> list[str]:
     """matrix.yaml's `workflows:`: the published patchctl action the rendered workflows call."""
     lines = [
-        "# The rendered workflows (`patchctl matrix render`) call patchctl's GitHub Action at this commit.",
-        "# pin-sync can push with a GitHub App's token, so that its pull requests run CI (patchctl's",
-        '# manual, docs/tutorials/bump.md "pin-sync as a bot"): add',
+        "# The rendered workflows (`patchctl matrix render`) call patchctl's GitHub Action at a commit",
+        f"# that github.com has: {home}'s, or your fork's. They install patchctl's extras only where",
+        '# a gate runs patchctl\'s engine ("$PATCHCTL_PYTHON" -m engine): add `extras: [engine]` to',
+        "# install it anyway. pin-sync can push with a GitHub App's token, so that its pull requests",
+        '# run CI (patchctl\'s manual, docs/tutorials/bump.md "pin-sync as a bot"): add',
         "# `pin_sync: {github_app: {client_id_var: VAR, private_key_secret: SECRET}}`.",
     ]
     if action is None:
         return lines + [
             "# workflows:",
-            "#   action: OWNER/patchctl@COMMIT  # set the commit of the patchctl you use",
+            f"#   action: {home}@COMMIT  # set a full commit id github.com has (see the warning init printed)",
             "",
         ]
     return lines + ["workflows:", f"  action: {q(action)}", ""]
 
 
-def render_config(layout: Layout, source: str | None, action: str | None = None) -> str:
+def canary_section(layout: Layout) -> list[str]:
+    """matrix.yaml's `canary:`: an apply-only weekly canary, which needs no image row."""
+    lines = [
+        "# The weekly canary (`patchctl canary`, rendered as .github/workflows/canary.yml) applies the",
+        "# series to the upstream's tip and opens an issue when a patch stops applying there. To also",
+        "# compile, list toolchains: a shipped image row's ({name, tag-suffix, cuda-major-version, image}),",
+        "# or the runner's own ({name: host, runs-on: ubuntu-latest, command: 'make -j4'}).",
+    ]
+    if not layout.upstream:
+        return lines + ["# canary:", "#   upstream: NAME", "#   toolchains: []", ""]
+    return lines + [
+        "canary:",
+        f"  upstream: {q(layout.upstream)}",
+        "  schedule: '17 3 * * 1'  # weekly (cron, UTC)",
+        "  toolchains: []  # apply-only: nothing compiled",
+        "",
+    ]
+
+
+def render_config(layout: Layout, source: str | None, action: str | None, home: str) -> str:
     """matrix.yaml for LAYOUT, with a comment on every key."""
     out = [
         "# patchctl's single source of truth: upstream pins, patch series, CI build matrix.",
@@ -187,7 +210,8 @@ def render_config(layout: Layout, source: str | None, action: str | None = None)
             "#     exclude: []                   # paths a patch may not touch (default: ['*.md', 'docs/**'])",
             "series: {}",
             "",
-            *workflows_section(action),
+            *canary_section(layout),
+            *workflows_section(action, home),
         ]
         return "\n".join(out)
     out += [
@@ -240,7 +264,7 @@ def render_config(layout: Layout, source: str | None, action: str | None = None)
                 out.append("        # single upstream files rsync copies into it from elsewhere in the upstream")
                 out.append("        files:")
                 out += [f"          - {{from: {q(f.source)}, to: {q(f.dest)}}}" for f in copy.files]
-    out += ["", *workflows_section(action)]
+    out += ["", *canary_section(layout), *workflows_section(action, home)]
     return "\n".join(out)
 
 

@@ -11,7 +11,7 @@ from ..adopt.layout import CONFIG_NAME, LAYOUTS, PRE_COMMIT_NAME
 from ..adopt.plan import plan
 from ..app import AppContext, pass_app
 from ..errors import UsageError
-from ..matrix.actions import installed_action
+from ..matrix.action_source import choose_action, home_repository, installed_clone
 from ..output.escape import log_line
 from ..state import journal
 
@@ -28,6 +28,12 @@ from ..state import journal
 @click.option("--upstream-url", "upstream_url", metavar="URL", help="The upstream URL (or a local path), if not found.")
 @click.option("--pin", metavar="SHA", help="The full commit id the series applies to, if not found or to replace it.")
 @click.option("--name", metavar="NAME", help="The upstream's name (default: from its URL or the package).")
+@click.option(
+    "--action",
+    metavar="OWNER/REPO@COMMIT",
+    help="The patchctl action the workflows call, at a full commit id github.com has "
+    "(default: this patchctl's commit where github.com is known to have it).",
+)
 @click.option("--force", is_flag=True, help="Overwrite matrix.yaml and templates/ if they exist.")
 @pass_app
 def init_cmd(
@@ -38,6 +44,7 @@ def init_cmd(
     upstream_url: str | None,
     pin: str | None,
     name: str | None,
+    action: str | None,
     force: bool,
 ) -> None:
     """Write matrix.yaml, templates/ and a pre-commit config, or adopt an existing layout.
@@ -50,8 +57,11 @@ def init_cmd(
                      copies with their .rsync-filter rules (--file PATH, default Makefile.sync)
       quilt [DIR]    DIR/series (default debian/patches); needs --upstream-url and --pin
       git-dir DIR    format-patch files in DIR; the pin from a Makefile variable or a version file
-    It prints one line per thing found and per thing it could not map. Existing files are
-    never overwritten without --force; everything is written together or not at all.
+    It prints one line per thing found and per thing it could not map, and says which
+    patchctl action the workflows call (`chose:`, or a warning when github.com is not known to
+    have this patchctl's commit: then name one with --action). matrix.yaml gets an apply-only
+    weekly canary. Existing files are never overwritten without --force; everything is
+    written together or not at all.
 
     \b
     Examples:
@@ -59,12 +69,14 @@ def init_cmd(
       patchctl init --from makefile-sync
       patchctl init --from quilt --upstream-url ../pkg-orig --pin <sha>
       patchctl init --from git-dir patches/llama.cpp
+      patchctl init --from makefile-sync --action patchctl/patchctl@<sha>
     """
     if directory is not None and layout not in ("quilt", "git-dir"):
         raise UsageError("DIR is for --from quilt or --from git-dir")
     if file is not None and layout != "makefile-sync":
         raise UsageError("--file is for --from makefile-sync")
     root = Path(app.directory or ".").resolve()
+    chosen = choose_action(action, installed_clone())
     result = plan(
         root,
         templates_dir(),
@@ -73,7 +85,8 @@ def init_cmd(
         upstream_url=upstream_url,
         pin=pin,
         name=name,
-        action=installed_action(),
+        action=chosen.action,
+        home=home_repository(),
     )
     existing = [p for p in result.files if (root / p).exists() or (root / p).is_symlink()]
     if existing and not force:
@@ -84,6 +97,10 @@ def init_cmd(
         click.echo(log_line(f"found: {line}"))
     for line in result.unmapped:
         click.echo(log_line(f"not mapped: {line}"))
+    for line in (*result.chosen, *(() if chosen.warning else (chosen.said,))):
+        click.echo(log_line(f"chose: {line}"))
+    if chosen.warning:
+        click.echo(log_line(f"patchctl: warning: {chosen.said}"), err=True)
     for path in result.files:
         click.echo(log_line(f"wrote {path}"))
     if not result.pre_commit_written:

@@ -16,6 +16,7 @@ from ..state import journal
 from . import allowlist, checks, sources
 from .changed import ChangedRows, files_since, select
 from .model import BuildMatrix
+from .workflow_checks import WorkflowTally
 
 if TYPE_CHECKING:  # render (Jinja) is imported by `matrix render` alone: `check` and `changed` start faster
     from .render import RenderResult
@@ -47,6 +48,7 @@ class CheckReport:
     findings: list[Finding]
     silenced: list[tuple[Finding, allowlist.AllowEntry]] = json_field(encode=_silenced_json, default_factory=list)
     unused_allow: list[allowlist.AllowEntry] = field(default_factory=list)
+    workflows: WorkflowTally = field(default_factory=WorkflowTally)
 
     @property
     def ok(self) -> bool:
@@ -56,7 +58,8 @@ class CheckReport:
         """The last line of a clean `patchctl matrix check`."""
         silenced = f", {len(self.silenced)} allowed" if self.silenced else ""
         index = f" and {self.variants} index variant(s)" if self.index_file else ""
-        return f"matrix check: {self.rows} row(s){index}, no findings{silenced}"
+        read = f"; {self.workflows.summary()}" if self.workflows.files else ""
+        return f"matrix check: {self.rows} row(s){index}, no findings{silenced}{read}"
 
 
 def load_for_check(
@@ -87,8 +90,11 @@ def check(
     allow_path: Path | None = None,
 ) -> CheckReport:
     matrix, config = load_for_check(load_config, workdir, matrix_path, index_path)
-    findings = checks.run_checks(matrix, config)
-    report = CheckReport(matrix.matrix_file, matrix.index_file, len(matrix.rows), len(matrix.variants), findings)
+    tally = WorkflowTally()
+    findings = checks.run_checks(matrix, config, tally)
+    report = CheckReport(
+        matrix.matrix_file, matrix.index_file, len(matrix.rows), len(matrix.variants), findings, workflows=tally
+    )
     if allow_path is not None:
         entries = allowlist.load(allow_path, sources.display_path(allow_path, workdir))
         filtered = allowlist.apply(findings, entries)

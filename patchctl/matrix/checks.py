@@ -48,7 +48,7 @@ from .conventions import (
 )
 from .extras import extras_cover_the_engine
 from .model import DARWIN, LINUX, BuildMatrix, CanaryToolchain, Row, Variant
-from .workflow_checks import workflow_references
+from .workflow_checks import WorkflowTally, workflow_references
 from .workflow_steps import inside
 
 RULES = {
@@ -717,11 +717,11 @@ MATRIX_CHECKS: tuple[Callable[[BuildMatrix], list[Finding]], ...] = (
 )
 
 
-def run_checks(matrix: BuildMatrix, config: Config | None = None) -> list[Finding]:
-    """Every invariant's findings, sorted by file and line."""
+def run_checks(matrix: BuildMatrix, config: Config | None = None, tally: WorkflowTally | None = None) -> list[Finding]:
+    """Every invariant's findings, sorted by file and line; TALLY counts what the workflow rules read."""
     findings = [finding for check in MATRIX_CHECKS for finding in check(matrix)]
     findings += tracking_pins_equal(config, matrix.matrix_file)
     findings += tracking_pins_not_bumped(config, matrix.matrix_file)
-    findings += workflow_references(matrix, config)
+    findings += workflow_references(matrix, config, tally=tally)
     findings += extras_cover_the_engine(matrix, config)
     return sorted(set(findings))

@@ -33,6 +33,7 @@ from ..project.config import Config
 from .action_source import patchctl_action
 from .actions import UnpinnedAction, resolver
 from .checks import toolchain_row
+from .extras import resolved_extras
 from .model import BuildMatrix
 
 WORKFLOWS_DIR = Path(".github/workflows")
@@ -188,6 +189,8 @@ def context(config: Config, matrix: BuildMatrix) -> dict[str, Any]:
         # a function: only a template that calls the action needs it set (an error otherwise)
         "patchctl_action": lambda: patchctl_action(config.root, matrix.workflows.action),
         "ci_script": CI_SCRIPT if (config.root / CI_SCRIPT).is_file() else None,
+        # patchctl's extras the workflows install (`workflows: extras:`, else engine where a gate runs it)
+        "extras": list(resolved_extras(config, matrix)),
         "github_app": matrix.workflows.github_app,
         "automerge": matrix.workflows.automerge,
     }

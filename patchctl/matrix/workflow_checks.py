@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
@@ -35,6 +36,20 @@ SERIES_COMMANDS = ("apply", "export", "gate", "lint", "vendor")
 UPSTREAM_COMMANDS = ("pin-sync", "canary")
 # What a missing file may be made from by an earlier step (autoconf, automake, templates).
 GENERATOR_SUFFIXES = (".in", ".ac", ".am")
+
+
+@dataclass
+class WorkflowTally:
+    """What the MX8xx rules read: a green check says how much it judged."""
+
+    files: int = 0  # workflow files read
+    run_steps: int = 0  # `run:` steps in them
+    read: int = 0  # those whose script was judged (runner, shell, directory and checkout known)
+    calls: int = 0  # repository files those scripts call, each looked up
+
+    def summary(self) -> str:
+        read = f"{self.read} of {self.run_steps} run step(s) read"
+        return f"{self.files} workflow(s), {read}, {self.calls} call(s) of repository files checked"
 
 
 def workflow_files(root: Path) -> list[Path]:
@@ -100,10 +115,17 @@ def _named_before(path: str, text: str) -> bool:
     return re.search(rf"(?<![\w./-])(?:\./)?{re.escape(bare)}(?![\w-])", text) is not None
 
 
-def missing_scripts(root: Path, view: StepView, made_elsewhere: MadeElsewhere) -> list[str]:
+def missing_scripts(
+    root: Path, view: StepView, made_elsewhere: MadeElsewhere, tally: WorkflowTally | None = None
+) -> list[str]:
     """The repository files the step's script calls that do not exist on any system it runs on."""
+    tally = tally if tally is not None else WorkflowTally()
+    if "run" not in view.step:
+        return []
+    tally.run_steps += 1
     if not view.readable or not view.script.strip():
         return []
+    tally.read += 1
     per_system = []
     for system, shell in view.shells.items():
         missing = []
@@ -112,7 +134,10 @@ def missing_scripts(root: Path, view: StepView, made_elsewhere: MadeElsewhere) -
                 continue
             relative = view.repository_path(posixpath.join(view.directory or ".", word))
             path = inside(root, relative) if relative else None
-            if path is None or found(path, system, shell):
+            if path is None:
+                continue
+            tally.calls += 1
+            if found(path, system, shell):
                 continue
             earlier = view.before + " " + view.script[: view.script.find(word)]
             if made_elsewhere(relative) or _named_before(word, earlier):
@@ -197,12 +222,16 @@ def unpublished_action(matrix: BuildMatrix, clone: Path | None) -> list[Finding]
 # ---------------------------------------------------------------- all of them
 
 
-def workflow_references(matrix: BuildMatrix, config: Config | None, clone: Path | None = None) -> list[Finding]:
+def workflow_references(
+    matrix: BuildMatrix, config: Config | None, clone: Path | None = None, tally: WorkflowTally | None = None
+) -> list[Finding]:
     """MX801-MX804 over every workflow of the repository, and matrix.yaml's `workflows: action:`.
-    CLONE: the git clone patchctl runs from (default: the installed one), for MX804."""
+    CLONE: the git clone patchctl runs from (default: the installed one), for MX804; TALLY counts
+    what was read."""
     root = matrix.root
     if root is None:
         return []
+    tally = tally if tally is not None else WorkflowTally()
     clone = clone if clone is not None else installed_clone()
     configured = matrix.workflows.action
     findings = unpublished_action(matrix, clone)
@@ -215,6 +244,7 @@ def workflow_references(matrix: BuildMatrix, config: Config | None, clone: Path 
             doc = yamlloc.load(path)
         except ConfigError:
             continue  # not a workflow patchctl can read: actionlint's business
+        tally.files += 1
         jobs = doc.data.get("jobs") if isinstance(doc.data, dict) else None
         for job_id, job in jobs.items() if isinstance(jobs, dict) else ():
             uses = reusable_workflow_missing(root, job)
@@ -230,7 +260,7 @@ def workflow_references(matrix: BuildMatrix, config: Config | None, clone: Path 
             if missing_action:
                 message = f"`uses: {uses}`: the repository has no {uses.rstrip('/')}/action.yml"
                 findings.append(Finding(display, line, "MX801", message, uses))
-            for script in missing_scripts(root, view, made_elsewhere):
+            for script in missing_scripts(root, view, made_elsewhere, tally):
                 message = f"runs {script}, which the repository does not have"
                 findings.append(Finding(display, line, "MX802", message, script))
             if config is not None:

@@ -17,7 +17,8 @@ A script is read by its shell's rules: for bash and sh, the first word of each s
 (after `;`, `&&`, `||`, `|`, `&`, `(`, a newline, `then`, `do`, ...), with here-documents,
 continuation lines, comments, assignments and `sudo`/`env`/`exec` prefixes taken off; for
 PowerShell, the first word of each statement and what `&` or `.` calls, where `.\\a\\b`
-is `./a/b` and `./x` also finds `x.ps1`. On Windows a command also finds `x.exe`, `x.cmd`,
+is `./a/b` and `./x` also finds `x.ps1`. Reading stops at the first `cd` (or `pushd`,
+`Set-Location`, ...): what follows runs somewhere else. On Windows a command also finds `x.exe`, `x.cmd`,
 `x.bat`, `x.com` and `x.ps1`, and names match whatever their case (macOS too).
 """
 
@@ -49,6 +50,7 @@ WORKSPACE_PREFIX = re.compile(r"^\$\{\{\s*github\.workspace\s*\}\}(?:/|$)")
 SH_BEFORE_COMMAND = {"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time", "}"}
 SH_NOT_COMMAND = {"for", "case", "select", "function", "[[", "((", "esac", "fi", "done", "in", "]]", "))"}
 SH_PREFIXES = {"sudo", "exec", "nohup", "command", "env", "builtin", "nice", "stdbuf"}
+CHANGES_DIRECTORY = {"cd", "pushd", "popd", "chdir", "set-location", "sl", "push-location", "pop-location"}
 HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_-]*)\1")
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
 PS_KEYWORDS = {
@@ -312,7 +314,11 @@ def ps_commands(script: str) -> list[str]:
 
 
 def commands(script: str, shell: str) -> list[str]:
-    return sh_commands(script) if shell in SH_SHELLS else ps_commands(script)
+    """The commands SHELL runs from SCRIPT, up to the first change of directory (`cd`, `pushd`,
+    `Set-Location`...): after it, a relative path is relative to somewhere not followed here."""
+    found = sh_commands(script) if shell in SH_SHELLS else ps_commands(script)
+    moves = [i for i, word in enumerate(found) if word.lower() in CHANGES_DIRECTORY]
+    return found[: moves[0]] if moves else found
 
 
 # ---------------------------------------------------------------- does it exist

@@ -297,6 +297,9 @@ def new_downstream(dest: Path, upstream: WeekUpstream, image: str) -> Path:
             upstream.pin,
             "--name",
             "libfoo",
+            # The published action at this checkout's commit (the rehearsal maps */patchctl to it).
+            "--action",
+            f"patchctl/patchctl@{git.run(['rev-parse', 'HEAD'], REPO).stdout.strip()}",
         ],
         capture_output=True,
         text=True,

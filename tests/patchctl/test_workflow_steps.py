@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchctl.matrix.actions import installed_action
+from patchctl import git
 
 from .actions_harness import FakeActionsCache, Harness, JobResult, run_steps_of
 from .conftest import Project, Repo, run_cli
@@ -404,20 +404,24 @@ def test_the_canary_saves_the_upstream_it_fetched_to_the_cache(tmp_path: Path, u
 
 
 def test_a_new_downstream_gets_workflows_that_reference_only_what_it_has(tmp_path: Path, upstream: Repo) -> None:
-    """`init` then `matrix render` in a fresh repository with another series name, no action.yml and
-    no .ci/: its workflows call the published action at the commit of this patchctl, run only its
-    own series, pass actionlint, zizmor and `matrix check`, and its CI job runs green."""
+    """`init --action` then `matrix render` in a fresh repository with another series name, no action.yml
+    and no .ci/: its workflows call the published action named, run only its own series, pass
+    actionlint, zizmor and `matrix check`, and its CI job runs green."""
     downstream = Repo(tmp_path / "downstream")
     downstream.commit({".gitignore": ".patchctl/\n"}, "a new repository")
-    result = run_cli("-C", str(downstream.path), "init", "--upstream-url", str(upstream.path), "--pin", upstream.head)
+    published = "patchctl/patchctl@" + git.run(["rev-parse", "HEAD"], REPO).stdout.strip()
+    result = run_cli(
+        "-C", str(downstream.path), "init", "--upstream-url", str(upstream.path), "--pin", upstream.head,
+        "--action", published,
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
-    published = installed_action()
-    assert published is not None and published.startswith("OWNER/patchctl@")
+    assert f"chose: workflows: action: {published} (--action)" in result.stdout
     assert f"  action: {published}\n" in (downstream.path / "matrix.yaml").read_text()
     assert run_cli("-C", str(downstream.path), "matrix", "render").exit_code == 0
     downstream.commit({}, "patchctl init and render")
     workflows = downstream.path / ".github/workflows"
-    assert sorted(p.name for p in workflows.iterdir()) == ["ci.yml", "pin-sync.yml"]  # no rows, no canary
+    # No rows: no backend.yml; init's apply-only canary: canary.yml.
+    assert sorted(p.name for p in workflows.iterdir()) == ["canary.yml", "ci.yml", "pin-sync.yml"]
     for path in workflows.iterdir():
         text = path.read_text()
         assert "uses: ./" not in text and ".ci/run" not in text and "llama.cpp" not in text, path.name
