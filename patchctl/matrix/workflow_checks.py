@@ -45,11 +45,11 @@ class WorkflowTally:
     files: int = 0  # workflow files read
     run_steps: int = 0  # `run:` steps in them
     read: int = 0  # those whose script was judged (runner, shell, directory and checkout known)
-    calls: int = 0  # repository files those scripts call, each looked up
+    references: int = 0  # repository files looked up: scripts called, local actions, reusable workflows
 
     def summary(self) -> str:
         read = f"{self.read} of {self.run_steps} run step(s) read"
-        return f"{self.files} workflow(s), {read}, {self.calls} call(s) of repository files checked"
+        return f"{self.files} workflow(s), {read}, {self.references} reference(s) to repository files checked"
 
 
 def workflow_files(root: Path) -> list[Path]:
@@ -87,26 +87,49 @@ def reusable_workflow_missing(root: Path, job: object) -> str | None:
 
 
 class MadeElsewhere:
-    """Whether a missing file may be made by something else than the repository: git ignores it
-    (asked once per path), or a generator sits beside it."""
+    """Whether a missing file may be made by something else than the repository: a rule of its
+    .gitignore files names it (a build's output), or a generator sits beside it. An ignore rule
+    that also matches files git tracks (conda-forge's `*`, then files added anyway) says nothing."""
 
     def __init__(self, root: Path):
         self.root = root
-        self.is_work_tree = git.run(["rev-parse", "--is-inside-work-tree"], root, check=False).stdout.strip() == "true"
-        self.ignored: dict[str, bool] = {}
+        inside = git.run(["rev-parse", "--is-inside-work-tree"], root, check=False).stdout.strip() == "true"
+        self.is_work_tree = inside
+        self.rules_of_tracked: set[str] | None = None
+        self.verdicts: dict[str, bool] = {}
+
+    def _rule(self, paths: list[str]) -> list[str]:
+        """The ignore rule (`source:line`) that matches each of PATHS ('' where none does)."""
+        listed = git.run(
+            ["check-ignore", "--no-index", "--verbose", "--non-matching", "--stdin", "-z"],
+            self.root,
+            check=False,
+            input="".join(p + "\0" for p in paths),
+        )
+        fields = listed.stdout.split("\0")
+        # --verbose -z: source, line, pattern, path for each path, in order.
+        return [f"{fields[i]}:{fields[i + 1]}" if fields[i] else "" for i in range(0, len(fields) - 3, 4)]
+
+    def _ignored(self, relative: str) -> bool:
+        if not self.is_work_tree:
+            return False
+        [rule] = self._rule([relative]) or [""]
+        if not rule:
+            return False
+        if self.rules_of_tracked is None:
+            tracked = git.run(["ls-files", "-z", "--cached", "--ignored", "--exclude-standard"], self.root, check=False)
+            names = [n for n in tracked.stdout.split("\0") if n]
+            self.rules_of_tracked = set(self._rule(names)) if names else set()
+        return rule not in self.rules_of_tracked
 
     def __call__(self, relative: str) -> bool:
-        if relative not in self.ignored:
-            self.ignored[relative] = self.is_work_tree and (
-                git.run(["check-ignore", "-q", "--no-index", "--", relative], self.root, check=False).returncode == 0
-            )
-        if self.ignored[relative]:
-            return True
-        path = self.root / relative
-        generators = [path.with_name(path.name + suffix) for suffix in GENERATOR_SUFFIXES]
-        if path.name == "configure":
-            generators += [path.with_name("configure.ac"), path.with_name("configure.in")]
-        return any(g.is_file() for g in generators)
+        if relative not in self.verdicts:
+            path = self.root / relative
+            generators = [path.with_name(path.name + suffix) for suffix in GENERATOR_SUFFIXES]
+            if path.name == "configure":
+                generators += [path.with_name("configure.ac"), path.with_name("configure.in")]
+            self.verdicts[relative] = any(g.is_file() for g in generators) or self._ignored(relative)
+        return self.verdicts[relative]
 
 
 def _named_before(path: str, text: str) -> bool:
@@ -136,7 +159,7 @@ def missing_scripts(
             path = inside(root, relative) if relative else None
             if path is None:
                 continue
-            tally.calls += 1
+            tally.references += 1
             if found(path, system, shell):
                 continue
             earlier = view.before + " " + view.script[: view.script.find(word)]
@@ -244,9 +267,12 @@ def workflow_references(
             doc = yamlloc.load(path)
         except ConfigError:
             continue  # not a workflow patchctl can read: actionlint's business
-        tally.files += 1
         jobs = doc.data.get("jobs") if isinstance(doc.data, dict) else None
-        for job_id, job in jobs.items() if isinstance(jobs, dict) else ():
+        if not isinstance(jobs, dict):
+            continue
+        tally.files += 1
+        for job_id, job in jobs.items():
+            tally.references += str(job.get("uses", "")).startswith("./") if isinstance(job, dict) else 0
             uses = reusable_workflow_missing(root, job)
             if uses:
                 line = doc.line_of(("jobs", job_id, "uses"))
@@ -257,6 +283,7 @@ def workflow_references(
             line = doc.line_of(view.keypath)
             uses = str(view.step.get("uses", "")).strip()
             missing_action = local_action_missing(root, view)
+            tally.references += uses.startswith("./") and view.repository_path(uses[2:] or ".") is not None
             if missing_action:
                 message = f"`uses: {uses}`: the repository has no {uses.rstrip('/')}/action.yml"
                 findings.append(Finding(display, line, "MX801", message, uses))

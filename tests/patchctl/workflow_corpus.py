@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from patchctl import git
+
 CORPUS_DIR = Path(__file__).resolve().parent / "fixtures" / "workflow_corpus"
 # owner/name -> the workflow files kept (a selection: every shell, runner and checkout layout).
 CORPUS: dict[str, tuple[str, ...]] = {
@@ -76,7 +78,10 @@ def materialize(repository: str, dest: Path) -> Path:
         target = dest / ignore.parent.relative_to(source / "gitignore") / ".gitignore"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ignore, target)
-    subprocess.run(["git", "init", "-q", str(dest)], check=True)
+    git.init_repo(dest)
+    # Every file as the repository tracks it, those its .gitignore rules match included.
+    git.run(["add", "--force", "--all"], dest)
+    git.run(["commit", "-q", "-m", f"{repository}: the corpus"], dest)
     return dest
 
 
@@ -131,9 +136,7 @@ def refresh(mirror: Path) -> None:
     texts = [_git(mirror, "show", f"{commit}:{WORKFLOWS}/{name}") for name in kept]
     consulted = _consulted_directories(texts, directories) | {WORKFLOWS}
     listed = sorted(n for n in names if (posixpath.dirname(n) or ".") in consulted)
-    ignores = sorted(
-        n for n in names if posixpath.basename(n) == ".gitignore" and any(_above(n, c) for c in consulted)
-    )
+    ignores = sorted(n for n in names if posixpath.basename(n) == ".gitignore" and any(_above(n, c) for c in consulted))
     dest = corpus_dir(repository)
     shutil.rmtree(dest, ignore_errors=True)
     (dest / "workflows").mkdir(parents=True)
