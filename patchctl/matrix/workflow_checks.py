@@ -132,10 +132,12 @@ class MadeElsewhere:
         return self.verdicts[relative]
 
 
-def _named_before(path: str, text: str) -> bool:
-    """TEXT names PATH (as a word, with or without `./`): an earlier step may have made it."""
-    bare = path.removeprefix("./")
-    return re.search(rf"(?<![\w./-])(?:\./)?{re.escape(bare)}(?![\w-])", text) is not None
+def _named_elsewhere(word: str, view: StepView, calls: int) -> bool:
+    """An earlier step of the job names WORD's path, or the script does besides its CALLS: something
+    may make it (downloaded, built, unpacked) or test for it (`[ -x tools/opt.sh ] && tools/opt.sh`)."""
+    bare = re.escape(word.removeprefix("./"))
+    named = re.compile(rf"(?<![\w./-])(?:\./)?{bare}(?![\w-])")
+    return named.search(view.before) is not None or len(named.findall(view.script)) > calls
 
 
 def missing_scripts(
@@ -152,7 +154,8 @@ def missing_scripts(
     per_system = []
     for system, shell in view.shells.items():
         missing = []
-        for word in commands(view.script, shell):
+        called = commands(view.script, shell)
+        for word in called:
             if not REPOSITORY_PATH.match(word):
                 continue
             relative = view.repository_path(posixpath.join(view.directory or ".", word))
@@ -162,8 +165,7 @@ def missing_scripts(
             tally.references += 1
             if found(path, system, shell):
                 continue
-            earlier = view.before + " " + view.script[: view.script.find(word)]
-            if made_elsewhere(relative) or _named_before(word, earlier):
+            if made_elsewhere(relative) or _named_elsewhere(word, view, called.count(word)):
                 continue
             missing.append(word)
         per_system.append(missing)

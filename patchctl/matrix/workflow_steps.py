@@ -342,8 +342,19 @@ def found(path: Path, system: str, shell: str) -> bool:
         extensions += WINDOWS_EXTENSIONS
     if system == LINUX:
         return any(Path(f"{path}{ext}").exists() for ext in extensions)
-    parent = path.parent
-    if not parent.is_dir():
+    parent = _casefolded(path.parent)
+    if parent is None:
         return False
     names = {entry.name.lower() for entry in parent.iterdir()}
     return any((path.name + ext).lower() in names for ext in extensions)
+
+
+def _casefolded(path: Path) -> Path | None:
+    """The directory PATH names on a file system that ignores case (macOS's, Windows'), or None."""
+    if path.is_dir():
+        return path
+    parent = _casefolded(path.parent) if path.parent != path else None
+    if parent is None:
+        return None
+    match = [entry for entry in parent.iterdir() if entry.name.lower() == path.name.lower() and entry.is_dir()]
+    return match[0] if match else None
