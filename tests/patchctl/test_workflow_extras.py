@@ -77,8 +77,8 @@ def test_a_new_downstream_installs_patchctl_alone_until_a_gate_runs_the_engine(t
     where = (finding["line"], finding["rule"], finding["subject"])
     assert where == (len(gated.splitlines()) + 1, "MX805", "upstream/vectors")
     assert finding["message"] == (
-        "workflows: extras: [health] leaves out engine, but gate vectors of series upstream runs patchctl's engine: add "
-        "engine, or remove the key (its default follows the gates)"
+        "workflows: extras: [health] leaves out engine, but gate vectors of series upstream runs patchctl's "
+        "engine: add engine, or remove the key (its default follows the gates)"
     )
     (root / "matrix.yaml").write_text(gated + "  extras: [engine, health]\n")
     assert "no findings" in ok("-C", root, "matrix", "check")
