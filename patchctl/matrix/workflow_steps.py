@@ -2,9 +2,10 @@
 
 `matrix check` judges the files a step calls (MX802) only where it can read the step: it
 knows the runner's operating system, the shell the script runs under and the directory it
-runs in, and this repository is checked out at the workspace root before it. Everything else
-(an expression it cannot evaluate, `cmd` or `python` scripts, a custom shell, a checkout of
-another repository or another ref) is left alone: a finding must mean the call fails.
+runs in, and where an earlier `actions/checkout` put this repository in the workspace (its
+root, or its `path:`). Everything else (an expression it cannot evaluate, `cmd` or `python`
+scripts, a custom shell, no checkout, a checkout of another repository or another ref over
+it) is left alone: a finding must mean the call fails.
 
     runs-on        a label, a list of labels, `{group, labels}`, or `${{ matrix.KEY }}`
                    (the values `strategy.matrix` gives KEY, `include:` entries too)
@@ -18,8 +19,8 @@ A script is read by its shell's rules: for bash and sh, the first word of each s
 continuation lines, comments, assignments and `sudo`/`env`/`exec` prefixes taken off; for
 PowerShell, the first word of each statement and what `&` or `.` calls, where `.\\a\\b`
 is `./a/b` and `./x` also finds `x.ps1`. Reading stops at the first `cd` (or `pushd`,
-`Set-Location`, ...): what follows runs somewhere else. On Windows a command also finds `x.exe`, `x.cmd`,
-`x.bat`, `x.com` and `x.ps1`, and names match whatever their case (macOS too).
+`Set-Location`, ...): what follows runs somewhere else. On Windows a command also finds
+`x.exe`, `x.cmd`, `x.bat`, `x.com` and `x.ps1`, and names match whatever their case (macOS too).
 """
 
 from __future__ import annotations
@@ -302,6 +303,8 @@ def ps_commands(script: str) -> list[str]:
     text = EXPRESSION.sub("$EXPRESSION", script)
     text = re.sub(r"@(['\"])\n.*?\n\1@", "", text, flags=re.DOTALL)  # here-strings
     text = re.sub(r"`\r?\n", " ", text)  # a backtick continues the line
+    # Inside a quoted string, `;`, `|`, `{`, `}` and `&` separate nothing.
+    text = re.sub(r"'[^'\n]*'|\"[^\"\n]*\"", lambda m: re.sub(r"[;|{}&]", "_", m.group(0)), text)
     commands = []
     for statement in re.split(r"\n|;|&&|\|\||\||\{|\}", text):
         words = re.findall(r"'[^']*'|\"[^\"]*\"|[^\s]+", statement.strip())

@@ -61,6 +61,10 @@ CASES = {
         workflow("windows-latest", r"- run: '& .\scripts\build.ps1; .\tools\absent.ps1'"),
         ["./tools/absent.ps1"],
     ),
+    "pwsh: a quoted ; separates nothing": (
+        workflow("windows-latest", """- run: 'Write-Host "built; ./tools/none.ps1 next"'"""),
+        [],
+    ),
     # Shells whose scripts are not read: nothing judged, whatever they name.
     "shell: cmd is not read": (workflow("windows-latest", "- run: scripts\\absent.bat\n  shell: cmd"), []),
     "shell: python is not read": (workflow("ubuntu-latest", "- run: tools/absent.py\n  shell: python"), []),
