@@ -68,7 +68,9 @@ def materialize(repository: str, dest: Path) -> Path:
     source = corpus_dir(repository)
     dest.mkdir(parents=True)
     for line in (source / "paths.txt").read_text().splitlines():
-        if line and not line.startswith("#"):
+        if line.endswith("/"):
+            (dest / line).mkdir(parents=True, exist_ok=True)  # a directory (its files are not listed)
+        elif line and not line.startswith("#"):
             path = dest / line
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(NOT_KEPT if line.startswith(WORKFLOWS + "/") else "")
@@ -136,6 +138,7 @@ def refresh(mirror: Path) -> None:
     texts = [_git(mirror, "show", f"{commit}:{WORKFLOWS}/{name}") for name in kept]
     consulted = _consulted_directories(texts, directories) | {WORKFLOWS}
     listed = sorted(n for n in names if (posixpath.dirname(n) or ".") in consulted)
+    listed += sorted(f"{d}/" for d in directories - {"."} if (posixpath.dirname(d) or ".") in consulted)
     ignores = sorted(n for n in names if posixpath.basename(n) == ".gitignore" and any(_above(n, c) for c in consulted))
     dest = corpus_dir(repository)
     shutil.rmtree(dest, ignore_errors=True)
