@@ -76,9 +76,13 @@ def is_patchctl_repository(root: Path) -> bool:
 
 
 def patchctl_action(root: Path, configured: str | None) -> str:
-    """The `uses:` of patchctl's action in ROOT's rendered workflows: matrix.yaml's `workflows: action:`,
-    else `./` in patchctl's own repository. Anywhere else it must be set: there is no `./` to call."""
+    """The `uses:` of patchctl's action in ROOT's rendered workflows: matrix.yaml's `workflows: action:`
+    (refused where no workflow could fetch it, as MX804 says), else `./` in patchctl's own repository.
+    Anywhere else it must be set: there is no `./` to call."""
     if configured is not None:
+        problem = unpublished(configured, installed_clone())
+        if problem:  # no workflow could fetch it: every job would fail at "Set up job"
+            raise ConfigError(f"matrix.yaml: workflows: action: {configured}: {problem}")
         return configured
     if is_patchctl_repository(root):
         return SELF_ACTION

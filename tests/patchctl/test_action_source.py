@@ -169,6 +169,16 @@ def test_init_refuses_an_action_no_workflow_can_fetch(downstream, action: str, s
     assert not (root / "matrix.yaml").exists()  # refused before anything is written
 
 
+def test_render_refuses_a_placeholder_owner(downstream) -> None:
+    root, init = downstream
+    ok(*init, "--action", "acme/patchctl@" + "ab" * 20)
+    text = (root / "matrix.yaml").read_text()
+    (root / "matrix.yaml").write_text(text.replace("acme/patchctl@", "OWNER/patchctl@"))
+    line = one_line_error(run_cli("-C", root, "matrix", "render"), 2)
+    assert "workflows: action: OWNER/patchctl@" + "ab" * 20 + ": 'OWNER' is a placeholder" in line
+    assert not (root / ".github").exists()  # nothing rendered
+
+
 def test_init_refuses_a_local_commit_and_check_reports_one(
     downstream, clone: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -176,6 +186,7 @@ def test_init_refuses_a_local_commit_and_check_reports_one(
     root, init = downstream
     monkeypatch.setattr("patchctl.commands.init.installed_clone", lambda: clone)
     monkeypatch.setattr("patchctl.matrix.workflow_checks.installed_clone", lambda: clone)
+    monkeypatch.setattr("patchctl.matrix.action_source.installed_clone", lambda: clone)
     local, published = head(clone), head(clone, "origin/main")
     line = one_line_error(run_cli(*init, "--action", f"acme/patchctl@{local}"), 2)
     assert "none of its github.com remote branches (acme/patchctl) holds: push it first" in line
@@ -186,10 +197,12 @@ def test_init_refuses_a_local_commit_and_check_reports_one(
     assert f"uses: acme/patchctl@{published}\n" in (root / ".github/workflows/ci.yml").read_text()
     assert "matrix check: 0 row(s), no findings" in ok("-C", root, "matrix", "check")
     assert "chose: workflows: extras: none" in out
-    # A hand edit to the local commit: matrix check names it, once, on matrix.yaml's line.
+    # A hand edit to the local commit: render refuses it, and matrix check names it, once, on its line.
     text = (root / "matrix.yaml").read_text().replace(published, local)
     (root / "matrix.yaml").write_text(text)
-    ok("-C", root, "matrix", "render")
+    refused = one_line_error(run_cli("-C", root, "matrix", "render"), 2)
+    assert f"matrix.yaml: workflows: action: acme/patchctl@{local}: {local[:12]} is a commit of the clone" in refused
+    assert f"uses: acme/patchctl@{published}\n" in (root / ".github/workflows/ci.yml").read_text()  # untouched
     result = run_cli("-C", root, "matrix", "check", "--json")
     assert result.exit_code == 1
     [finding] = json.loads(result.stdout)["findings"]

@@ -56,7 +56,7 @@ def downstream(tmp_path: Path, upstream: Repo, cli) -> Project:
     shutil.copytree(REPO / "templates", project.path / "templates")
     (project.path / ".gitignore").write_text(".patchctl/\n")
     config = project.path / "matrix.yaml"  # a downstream names the patchctl action its workflows call
-    config.write_text(config.read_text() + "workflows:\n  action: OWNER/patchctl@" + "ab" * 20 + "\n")
+    config.write_text(config.read_text() + "workflows:\n  action: acme/patchctl@" + "ab" * 20 + "\n")
     assert cli("-C", project.path, "matrix", "render").exit_code == 0
     assert cli("-C", project.path, "apply").exit_code == 0
     git.commit_all(project.path, "downstream")

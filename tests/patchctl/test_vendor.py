@@ -373,7 +373,7 @@ def test_vendor_is_listed_in_help_and_explains_its_keys() -> None:
 
 def test_the_rendered_ci_workflow_checks_each_vendored_copy(tmp_path: Path, upstream: Repo) -> None:
     project = vendored_project(tmp_path, upstream)
-    published = "OWNER/patchctl@" + "ab" * 20  # a downstream names the action its workflows call
+    published = "acme/patchctl@" + "ab" * 20  # a downstream names the action its workflows call
     config = project.path / "matrix.yaml"
     config.write_text(config.read_text() + f"workflows:\n  action: {published}\n")
     ok("-C", project.path, "matrix", "render")
