@@ -297,9 +297,10 @@ def new_downstream(dest: Path, upstream: WeekUpstream, image: str) -> Path:
             upstream.pin,
             "--name",
             "libfoo",
-            # The published action at this checkout's commit (the rehearsal maps */patchctl to it).
+            # The published action (the rehearsal maps */patchctl to this checkout, whatever the commit:
+            # not this checkout's HEAD, which render refuses while it is only a local commit).
             "--action",
-            f"patchctl/patchctl@{git.run(['rev-parse', 'HEAD'], REPO).stdout.strip()}",
+            "patchctl/patchctl@" + "c0ffee00" * 5,
         ],
         capture_output=True,
         text=True,

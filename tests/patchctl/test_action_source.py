@@ -222,7 +222,7 @@ def test_init_without_a_known_commit_warns_and_render_says_what_to_set(downstrea
     line = one_line_error(run_cli("-C", root, "matrix", "render"), 2)
     assert "set it to patchctl/patchctl@COMMIT (or your fork's), a commit that github.com has" in line
     # What the warning says to do, done: init again with --action (and --force, its files exist).
-    action = "patchctl/patchctl@" + head(REPO)
+    action = "patchctl/patchctl@" + "c0ffee00" * 5
     out = ok(*init, "--action", action, "--force")
     assert f"chose: workflows: action: {action} (--action)" in out
     ok("-C", root, "matrix", "render")

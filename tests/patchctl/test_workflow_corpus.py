@@ -19,7 +19,6 @@ import pytest
 from patchctl import git
 
 from .conftest import ok, run_cli
-from .matrix_fixtures import REPO
 from .test_adopt_ollama_layout import build_upstream, checkout
 from .tools import installed_tool
 from .workflow_corpus import CORPUS, materialize
@@ -134,7 +133,7 @@ def test_ollama_adopted_by_init_renders_and_checks_clean_beside_its_own_workflow
     root = materialize("ollama/ollama", tmp_path / "ollama")  # its workflows, and what they call
     shutil.copytree(layout, root, ignore=shutil.ignore_patterns(".git"), dirs_exist_ok=True)
     git.commit_all(root, "ollama's vendoring, laid out as the fixture has it")
-    action = "patchctl/patchctl@" + git.run(["rev-parse", "HEAD"], REPO).stdout.strip()
+    action = "patchctl/patchctl@" + "c0ffee00" * 5  # a commit this checkout does not hold: not judged
     out = ok("-C", root, "init", "--from", "makefile-sync", "--action", action)
     assert f"chose: workflows: action: {action} (--action)" in out
     assert "chose: canary: upstream llama.cpp, weekly, apply-only" in out

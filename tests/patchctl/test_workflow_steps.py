@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchctl import git
-
 from .actions_harness import FakeActionsCache, Harness, JobResult, run_steps_of
 from .conftest import Project, Repo, run_cli
 from .fixtures_sync import main_c, write_config
@@ -409,7 +407,9 @@ def test_a_new_downstream_gets_workflows_that_reference_only_what_it_has(tmp_pat
     actionlint, zizmor and `matrix check`, and its CI job runs green."""
     downstream = Repo(tmp_path / "downstream")
     downstream.commit({".gitignore": ".patchctl/\n"}, "a new repository")
-    published = "patchctl/patchctl@" + git.run(["rev-parse", "HEAD"], REPO).stdout.strip()
+    # Any commit (the harness runs this checkout for it), but not this checkout's HEAD: a developer's
+    # unpushed HEAD is a commit github.com does not have, which render refuses.
+    published = "patchctl/patchctl@" + "c0ffee00" * 5
     result = run_cli(
         "-C", str(downstream.path), "init", "--upstream-url", str(upstream.path), "--pin", upstream.head,
         "--action", published,
