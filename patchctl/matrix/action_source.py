@@ -15,7 +15,6 @@ not judged. `init` writes an action only where it knows github.com has it, and s
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import re
 from dataclasses import dataclass
@@ -52,6 +51,8 @@ def github_repository(url: str) -> str | None:
 
 def home_repository() -> str:
     """patchctl's repository on github.com, as its installed metadata's Source URL names it."""
+    import importlib.metadata  # asked by init and by a refused action only: off every command's start-up
+
     try:
         urls = importlib.metadata.metadata("patchctl").get_all("Project-URL") or []
     except importlib.metadata.PackageNotFoundError:
@@ -101,6 +102,8 @@ def installed_clone() -> Path | None:
 
 def pip_vcs_record() -> tuple[str, str] | None:
     """(url, commit) of pip's record of a git install of patchctl (PEP 610), or None."""
+    import importlib.metadata
+
     try:
         record = json.loads(importlib.metadata.distribution("patchctl").read_text("direct_url.json") or "{}")
     except (importlib.metadata.PackageNotFoundError, json.JSONDecodeError):
