@@ -4,7 +4,8 @@ patched upstream checkout into the repository, filtered by a `.rsync-filter` mer
 destination). Each rsync copy becomes a `vendor:` entry of the series, with its filter file as
 `filter:` and single files from elsewhere in the upstream as `files:`.
 
-Makefile expansion is bounded in depth, size and work (`MakeBudget`): the Makefile is untrusted.
+Makefile expansion is bounded in depth, size and work (`patchctl.project.makevars`): the Makefile is
+untrusted.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
 from ..errors import UsageError
 from ..project.config import VendorCopy, VendorFile
+from ..project.makevars import ExpansionBound, expand, parse_makefile
 from ..project.rsyncfilter import FilterError
 from ..project.rsyncfilter import load as load_filter
 from .layout import (
@@ -35,166 +36,6 @@ from .layout import (
 )
 
 # ------------------------------------------------------------------ makefile-sync
-
-
-@dataclass
-class _Makefile:
-    variables: dict[str, str]
-    lines: dict[str, tuple[int, str]]  # variable -> (line number, raw line)
-    rules: list[tuple[str, list[str], list[str]]]  # target, prerequisites, recipe lines
-
-
-def parse_makefile(text: str) -> _Makefile:
-    """Variables (last `=` wins, `?=` only when unset), and rules with their recipes."""
-    variables: dict[str, str] = {}
-    lines: dict[str, tuple[int, str]] = {}
-    rules: list[tuple[str, list[str], list[str]]] = []
-    logical: list[tuple[int, str]] = []
-    buffer, start = "", 0
-    for number, raw in enumerate(text.splitlines(), 1):
-        if not buffer:
-            start = number
-        if raw.endswith("\\"):
-            buffer += raw[:-1] + " "
-            continue
-        logical.append((start, buffer + raw))
-        buffer = ""
-    if buffer:
-        logical.append((start, buffer))
-    assign = re.compile(r"^(?:export\s+|override\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*(\?=|::=|:=|\+=|=)\s*(.*?)\s*$")
-    rule_re = re.compile(r"^([^\s:=#][^:=]*?)\s*::?(?!=)\s*([^=]*)$")
-    current: tuple[str, list[str], list[str]] | None = None
-    for number, line in logical:
-        if line.startswith("\t"):
-            if current is not None:
-                current[2].append(line.strip())
-            continue
-        current = None
-        stripped = line.split("#", 1)[0].rstrip() if not line.lstrip().startswith("\t") else line
-        if not stripped.strip():
-            continue
-        if match := assign.match(stripped):
-            var, op, value = match.groups()
-            if op == "?=" and var in variables:
-                continue
-            variables[var] = (variables.get(var, "") + " " + value).strip() if op == "+=" else value
-            lines[var] = (number, line)
-            continue
-        if match := rule_re.match(stripped):
-            target, prereqs = match.groups()
-            current = (target.strip(), prereqs.split(), [])
-            rules.append(current)
-    return _Makefile(variables, lines, rules)
-
-
-def _split_args(text: str) -> list[str]:
-    depth, parts, current = 0, [], ""
-    for char in text:
-        if char in "({":
-            depth += 1
-        elif char in ")}":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    parts.append(current)
-    return parts
-
-
-MAX_EXPANSION_DEPTH = 64  # make itself stops a variable that refers to itself; real Makefiles nest a few levels
-MAX_EXPANSION_BYTES = 1024 * 1024  # a value far past any URL, pin or path a vendoring Makefile holds
-MAX_EXPANSION_STEPS = 100_000  # references and calls in one expansion: `A2=$(A1)$(A1)` doubles at each level
-
-
-class ExpansionBound(Exception):  # noqa: N818 - a bound reached, not an error of the Makefile's syntax
-    """A Makefile whose expansion goes past a bound (a variable that refers to itself, or that
-    doubles at each level): `patchctl init` stops in one line."""
-
-
-def expand(text: str, variables: dict[str, str], target: str = "", prereqs: list[str] | None = None) -> str:
-    """Make's expansion of TEXT, for the variables and the few functions vendoring Makefiles
-    use; raises ValueError naming anything else, ExpansionBound past the bounds above."""
-    return _Expansion(variables, target, prereqs or []).expand(text, 0)
-
-
-@dataclass
-class _Expansion:
-    variables: dict[str, str]
-    target: str
-    prereqs: list[str]
-    steps: int = 0
-
-    def expand(self, text: str, depth: int) -> str:
-        out, i = "", 0
-        while i < len(text):
-            char = text[i]
-            if char != "$" or i + 1 >= len(text):
-                out += char
-                i += 1
-                continue
-            nxt = text[i + 1]
-            if nxt in "({":
-                close = ")" if nxt == "(" else "}"
-                level, j = 1, i + 2
-                while j < len(text) and level:
-                    level += {nxt: 1, close: -1}.get(text[j], 0)
-                    j += 1
-                if level:
-                    raise ValueError(f"unbalanced {text[i:]!r}")
-                out += self.call(text[i + 2 : j - 1], depth)
-                i = j
-            else:
-                auto = {"@": self.target, "<": self.prereqs[0] if self.prereqs else "", "^": " ".join(self.prereqs)}
-                if nxt in auto or nxt == "$":
-                    out += auto.get(nxt, "$")
-                elif nxt.isalnum():
-                    out += self.variable(nxt, depth)
-                else:
-                    raise ValueError(f"make variable ${nxt} is not supported")
-                i += 2
-            if len(out) > MAX_EXPANSION_BYTES:
-                raise ExpansionBound(f"expanding it gives more than {MAX_EXPANSION_BYTES:,} bytes")
-        return out
-
-    def variable(self, name: str, depth: int) -> str:
-        self.steps += 1
-        if depth >= MAX_EXPANSION_DEPTH:
-            raise ExpansionBound(
-                f"$({name}) nests more than {MAX_EXPANSION_DEPTH} levels deep (a variable that refers to itself?)"
-            )
-        if self.steps > MAX_EXPANSION_STEPS:
-            raise ExpansionBound(f"expanding $({name}) takes more than {MAX_EXPANSION_STEPS:,} steps")
-        return self.expand(self.variables.get(name, ""), depth + 1)
-
-    def call(self, body: str, depth: int) -> str:
-        def ex(value: str) -> str:
-            return self.expand(value, depth + 1)
-
-        function, _, rest = body.partition(" ")
-        if not rest and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", body):
-            return self.variable(body, depth)
-        self.steps += 1
-        if depth >= MAX_EXPANSION_DEPTH or self.steps > MAX_EXPANSION_STEPS:
-            raise ExpansionBound(f"$({function} ...) nests more than {MAX_EXPANSION_DEPTH} levels or takes too long")
-        args = _split_args(rest)
-        if function == "addprefix" and len(args) == 2:
-            return " ".join(ex(args[0]).strip() + w for w in ex(args[1]).split())
-        if function == "addsuffix" and len(args) == 2:
-            return " ".join(w + ex(args[0]).strip() for w in ex(args[1]).split())
-        if function in ("realpath", "abspath", "strip"):
-            return " ".join(w for a in args for w in ex(a).split())
-        if function in ("lastword", "firstword") and len(args) == 1:
-            items = ex(args[0]).split()
-            return (items[-1] if function == "lastword" else items[0]) if items else ""
-        if function == "notdir" and len(args) == 1:
-            return " ".join(posixpath.basename(w) for w in ex(args[0]).split())
-        if function == "dir" and len(args) == 1:
-            return " ".join(posixpath.dirname(w) + "/" for w in ex(args[0]).split())
-        if function == "wildcard" and len(args) == 1:
-            return ex(args[0])
-        raise ValueError(f"make function $({function} ...) is not supported")
 
 
 def _parse_rsync(words: list[str]) -> tuple[list[str], list[str], bool, list[str]]:

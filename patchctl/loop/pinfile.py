@@ -1,7 +1,9 @@
 """Moving a pin: the edits to matrix.yaml and the pin_files.
 
 Edits are made on the raw text, never by re-dumping YAML: only the 40-hex value on the
-`pin:` line changes, so comments, quoting, order and every other byte stay as they were.
+`pin:` line changes, so comments, quoting, order and every other byte stay as they were. A
+pin_files match that abbreviates the pin (at least 7 hex digits) is moved to the new pin
+abbreviated as long. An upstream's `version:` and manifests are `patchctl.loop.versionpin`'s.
 They are written together with the rest of a pin update through `patchctl.state.journal`.
 """
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..project.config import Config, Upstream
+from ..project.manifests import is_abbreviation
 from ..state.journal import FileChange
 
 __all__ = ["FileChange", "moved_upstreams", "pin_changes"]
@@ -64,7 +67,9 @@ def pin_changes(config: Config, upstream: str, new_pin: str) -> list[FileChange]
                 )
             pieces, last = [], 0
             for match in matches:
-                pieces += [text[last : match.start("pin")], new_pin]
+                # An abbreviated pin (Ollama's `FETCH_HEAD=ec98e2002`) stays as long as it was.
+                short = is_abbreviation(match.group("pin"), moved.pin)
+                pieces += [text[last : match.start("pin")], new_pin[: len(match.group("pin"))] if short else new_pin]
                 last = match.end("pin")
             texts[path] = "".join(pieces) + text[last:]
     changes = []

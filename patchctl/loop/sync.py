@@ -61,7 +61,7 @@ from ..state.sync_state import (
     save_state,
 )
 from ..upstream.store import Mirror, Store, settle_checkout
-from . import carry, health, pinfile
+from . import carry, health, pinfile, versionpin
 from .rangediff import old_series_head, range_diff
 
 if TYPE_CHECKING:
@@ -118,6 +118,8 @@ class SyncReport:
     range_diffs: dict[str, str] = json_field(omit_empty=True, default_factory=dict)
     health: list[health.HealthRow] = json_field(omit_empty=True, default_factory=list)  # the short table of `status`
     range_diff_note: str = json_field(omit_empty=True, default="")  # at a stop: RANGE_DIFF_AT_THE_END
+    # checksums of the downstream's manifests pin-sync could not remake (patchctl.loop.versionpin)
+    to_refresh: list[str] = json_field(omit_empty=True, default_factory=list)
     phase_seconds: dict[str, float] = json_field(digits=3, default_factory=dict)
 
     @property
@@ -196,10 +198,14 @@ def pin_sync(
     timer = _Timer(seconds)
     with timer.phase("resolve"):
         mirror = store.mirror(up.url, base=config.root)
-        target = (
-            store.branch_tip(mirror, up.branch) if latest else store.resolve_requested(mirror, config, name, to, "--to")
-        )
-    spec = f"--latest ({up.branch})" if latest else str(to)
+        # --latest of an upstream pinned by release is its newest tag, not its branch's tip
+        release = versionpin.latest_release(store, mirror, up) if latest else None
+        if release is not None:
+            target, spec = release
+        elif latest:
+            target, spec = store.branch_tip(mirror, up.branch), f"--latest ({up.branch})"
+        else:
+            target, spec = store.resolve_requested(mirror, config, name, to, "--to"), str(to)
     commits, note = upstream_commits(mirror.path, up.pin, target)
     if target == up.pin:
         # Sync trees without a state file are what a killed run left: nothing to continue from.
@@ -217,6 +223,7 @@ def pin_sync(
         )
 
     pinfile.pin_changes(config, name, target)  # a broken pin_files entry fails now, not after the gates
+    versionpin.check_manifests(config, store, name, target, spec)  # and a manifest it cannot move
     with timer.phase("vendor"):
         _refuse_vendored_edits(config, store, [s for s in series_list if s.vendor])
     state = SyncState(
@@ -399,6 +406,10 @@ def _run(
             report.range_diffs = range_diffs.result()
     with timer.phase("write"):
         changes = _changes(config, state, planned)
+        changes, refresh = versionpin.with_manifests(
+            config, store, state.upstream, state.target, state.target_spec, changes
+        )
+        report.to_refresh = [str(item) for item in refresh]
         report.files_changed = [worktree.display(config.root, c.path) for c in changes]
         if dry_run:
             report.state = "dry-run"
@@ -413,6 +424,7 @@ def _run(
         _remove_sync_root(config, store, worktree.sync_root(config.root, state.upstream), state)
     report.state = "synced"
     report.warnings = _drop_warnings(state, done=True)  # the files are gone now: say so in the past tense
+    report.warnings += [versionpin.refresh_warning(refresh)] if refresh else []
     report.warnings += [
         f"series {name} has no patch left: every command now refuses it (fail closed); remove it from "
         f"{config.path.name} or set allow_empty: true on it"
@@ -1299,7 +1311,7 @@ def _confine_outputs(config: Config, upstream: str | None) -> None:
     for name in names:
         paths.append(worktree.sync_root(config.root, name))
         for moved in pinfile.moved_upstreams(config, name):
-            paths += [config.root / entry.path for entry in moved.pin_files]
+            paths += [config.root / entry.path for entry in (*moved.pin_files, *moved.manifests)]
             for series in config.series_on(moved.name):
                 paths += [series.dir, worktree.sync_logs(config.root, name, series.name)]
     all_confined(config.root, paths)

@@ -99,6 +99,8 @@ def sync_markdown(payload: dict) -> str:
     if payload.get("files_changed"):
         verb = "would change" if state == "dry-run" else "changed"
         out += ["", f"### Files {verb}", ""] + [f"- {md_code(name)}" for name in payload["files_changed"]]
+    if payload.get("to_refresh"):
+        out += ["", "### Checksums to refresh", ""] + [f"- {md_prose(item)}" for item in payload["to_refresh"]]
     if payload.get("next_steps"):
         out += ["", "### Next steps", ""] + [f"- {md_prose(step)}" for step in payload["next_steps"]]
     return "\n".join(out) + "\n"

@@ -10,6 +10,10 @@
         auto_bump: false         # optional: listed for nightly auto-bumping
         pin_files:               # optional: other places that mirror the pin
           - {path: Makefile, pattern: 'LLAMA_VERSION\\?=(?P<pin>[0-9a-f]{40})'}
+        version: 1.4.6           # optional: the release the pin is, as the downstream names it
+        tag: v{version}          # optional: the upstream's tag for a version (default '{version}')
+        manifests:               # optional: the downstream's files that state it (patchctl.project.version_keys)
+          - {path: Makefile, format: openwrt}
         ci:                      # optional: where CI follows it instead (--upstream-source ci)
           url: https://github.com/OWNER/REPO
           branch: master
@@ -74,9 +78,11 @@ from .globs import any_match
 from .upstream_checks import env_name_problem, ref_name_problem, url_problem
 from .upstream_source import UPSTREAM_SOURCES
 from .validation import Validator, kind
+from .version_keys import VERSION_KEYS, read_version_keys
 from .yamlloc import KeyPath, LocatedDocument, format_keypath
 
 if TYPE_CHECKING:
+    from .manifests import Manifest
     from .rsyncfilter import RsyncFilter
 
 SCHEMA_VERSION = 1
@@ -111,6 +117,11 @@ class Upstream:
     ci: CiSource | None = None  # where CI follows this upstream (matrix.yaml `ci:`)
     # where `pin` lives in matrix.yaml: ("upstreams", NAME, "pin"), or (..., "ci", "pin") under --upstream-source ci
     pin_keypath: tuple[str, ...] = ()
+    # the release the downstream names the pin by, the upstream's tag for it, and the downstream's
+    # manifests that state them (patchctl.project.version_keys)
+    version: str | None = None
+    tag: str = "{version}"
+    manifests: tuple[Manifest, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -347,7 +358,7 @@ def _upstream(config: Config, name: str) -> Upstream:
     keypath: KeyPath = ("upstreams", name)
     _check_name(config, keypath, name)
     v = Validator(config.doc)
-    v.mapping(v.at(keypath), keypath, ("url", "branch", "pin", "tracks", "auto_bump", "pin_files", "ci"))
+    v.mapping(v.at(keypath), keypath, ("url", "branch", "pin", "tracks", "auto_bump", "pin_files", "ci", *VERSION_KEYS))
     pin = v.string(keypath, "pin")
     if not is_full_sha(pin):
         raise config.error(keypath + ("pin",), f"pin must be a full 40-hex lowercase commit id, got {pin!r}")
@@ -369,6 +380,11 @@ def _upstream(config: Config, name: str) -> Upstream:
         raise config.error(keypath + ("url",), problem)
     if (problem := ref_name_problem(branch)) is not None:
         raise config.error(keypath + ("branch",), f"{problem}: {branch!r}")
+    version, tag, manifests = read_version_keys(v, keypath, lambda at, path: _check_relative(config, at, path))
+    if v.at(keypath).get("tracks") is not None and (version is not None or manifests):
+        raise config.error(
+            keypath + ("tracks",), "a tracking upstream moves with the one it tracks: give that one the version"
+        )
     return Upstream(
         name=name,
         url=url,
@@ -379,6 +395,9 @@ def _upstream(config: Config, name: str) -> Upstream:
         pin_files=tuple(pin_files),
         ci=_ci_source(config, keypath, pin) if v.at(keypath).get("ci") is not None else None,
         pin_keypath=(*keypath, "pin"),
+        version=version,
+        tag=tag,
+        manifests=manifests,
     )
 
 

@@ -10,7 +10,7 @@ build. Each rule has an id; findings carry `file:line`.
     PC007  every patch has a subject
     PC008  every patch has a description (PC007 and PC008: unless the series sets allow_undescribed)
     PC009  the series applies strictly, in order, to a clean checkout of its pin
-    PC010  every pin_files entry equals the pin
+    PC010  every pin_files entry equals the pin (or abbreviates it), every manifest states it
     PC011  every `tracks` constraint holds
     PC012  no patch writes outside the tree
     PC013  no line past a hunk's declared counts (git apply would silently drop it)
@@ -23,7 +23,9 @@ from __future__ import annotations
 from ..errors import EnvironmentFailure
 from ..output import progress
 from ..output.findings import Finding
-from ..project.config import Config, Series
+from ..project import manifests
+from ..project.config import Config, Series, Upstream
+from ..project.manifests import formats, is_abbreviation
 from ..state import worktree
 from ..upstream.store import Store
 from .applier import Status, apply_series_to_index, unsafe_path_reason
@@ -49,7 +51,7 @@ RULES = {
     "PC007": "every patch has a subject",
     "PC008": "every patch has a description",
     "PC009": "the series applies strictly to its pin",
-    "PC010": "pin_files entries equal the pin",
+    "PC010": "pin_files entries and manifests state the pin",
     "PC011": "tracks constraints hold",
     "PC012": "no patch writes outside the tree",
     "PC013": "no line past a hunk's declared counts",
@@ -242,7 +244,7 @@ def _pin_findings(config: Config) -> list[Finding]:
                     )
                 )
             for match in matches:
-                if match.group("pin") != upstream.pin:
+                if match.group("pin") != upstream.pin and not is_abbreviation(match.group("pin"), upstream.pin):
                     line = text.count("\n", 0, match.start("pin")) + 1
                     found.append(
                         Finding(
@@ -253,4 +255,28 @@ def _pin_findings(config: Config) -> list[Finding]:
                             name,
                         )
                     )
+        found += _manifest_findings(config, name, upstream)
     return found
+
+
+def _manifest_findings(config: Config, name: str, upstream: Upstream) -> list[Finding]:
+    """PC010 for the manifests that state the pin (an OpenWrt Makefile, a conda-forge recipe, a DEPS file)."""
+    found = []
+    state = manifests.state_of(upstream.pin, upstream.version, upstream.tag)
+    for index, manifest in enumerate(upstream.manifests):
+        try:
+            text = formats.read_manifest(config.root, manifest)
+            wrong = formats.disagreements(manifest, text, state)
+        except manifests.ManifestError as exc:
+            where = config.doc.line_of(("upstreams", name, "manifests", index, "path"))
+            found.append(Finding(worktree.display(config.root, config.path), where, "PC010", str(exc), name))
+            continue
+        found += [
+            Finding(manifest.path, line, "PC010", f"{message} of {name} ({_stated(state)})", name)
+            for line, message in wrong
+        ]
+    return found
+
+
+def _stated(state: manifests.PinState) -> str:
+    return state.commit if state.version is None else f"{state.version}, tag {state.tag}, {state.commit[:12]}"

@@ -8,6 +8,7 @@ the raw YAML of each version of matrix.yaml the journal involves, without valida
     series.NAME.dir                    (export, pin-sync; default patches/NAME)
     series.NAME.vendor[].to            (vendor, pin-sync)
     upstreams.NAME.pin_files[].path    (pin-sync)
+    upstreams.NAME.manifests[].path    (pin-sync: an OpenWrt Makefile, a conda-forge recipe, a DEPS file)
     index.output, .github/workflows/   (matrix render)
     templates/, .pre-commit-config.yaml (init)
 
@@ -84,8 +85,9 @@ def managed_paths(config_file: Path, versions: Iterable[Path | bytes] = ()) -> M
                 dirs.add(_relative(copy.get("to")))
         upstreams = data.get("upstreams")
         for entry in upstreams.values() if isinstance(upstreams, dict) else []:
-            for pin_file in _list(entry.get("pin_files") if isinstance(entry, dict) else None):
-                files.add(_relative(pin_file.get("path")))
+            for key in ("pin_files", "manifests"):
+                for pin_file in _list(entry.get(key) if isinstance(entry, dict) else None):
+                    files.add(_relative(pin_file.get("path")))
         index = data.get("index")
         if isinstance(index, dict):
             files.add(_relative(index.get("output", DEFAULT_INDEX_OUTPUT)))
