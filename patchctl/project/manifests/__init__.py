@@ -10,8 +10,9 @@ builds, in its own format. An upstream's `manifests:` in matrix.yaml names them:
 Each format's module reads a manifest (`read`), says where it disagrees with the pin
 (`disagreements`, lint's PC010), rewrites it for a new pin (`moved`: only the values it states,
 in place, every other byte kept), and names its checksums and the archives they are the
-digests of (`checksums`); `formats` calls the right one. Nothing here runs git or writes a file: `patchctl.loop.versionpin`
-rebuilds archives from the upstream's mirror and writes through the journal.
+digests of (`checksums`); `formats` calls the right one. Nothing here runs git or writes a
+file: `patchctl.loop.versionpin` rebuilds archives from the upstream's mirror and writes
+through the journal.
 """
 
 from __future__ import annotations
