@@ -20,9 +20,9 @@ from .layout import (
     file_kind,
     has_patches,
     inside_path,
-    line_prefix,
     name_from_url,
     naming_of,
+    pin_pattern,
     read_text,
     regular_files,
     safe_name,
@@ -101,21 +101,19 @@ def detect_git_dir(root: Path, directory: str, url: str | None, pin: str | None,
             )
         file, number, variable, value, prefix = hex_first[0]
         where = f"{file}:{number}" + (f" ({variable})" if variable else "")
-        resolved, pin_note = expand_pin(value, url)
+        resolved = expand_pin(value, url, root, where)
         found.append(f"pin: {resolved} ({where})")
-        if pin_note:
-            notes.append(pin_note)
-        if FULL_RE.match(value) and value == resolved:
-            pattern = "^" + line_prefix(prefix) + "(?P<pin>[0-9a-f]{40})" + ("" if prefix else "$")
-            pin_files.append(PinFileEntry(file, pattern))
-            found.append(f"pin file: {where}")
+        if (pattern := pin_pattern(prefix, value, resolved)) is not None:
+            pin_files.append(PinFileEntry(file, pattern + ("" if prefix else "$")))
+            short = "" if value == resolved else f" (the pin abbreviated to {len(value)})"
+            found.append(f"pin file: {where}{short}")
         else:
             notes.append(f"{where}: holds {value!r}, not the full commit id: no pin_files entry")
         for other in hex_first[1:]:
             notes.append(f"{other[0]}:{other[1]}: {other[2] or 'value'} {other[3]!r} also looks like a pin: not used")
         pin = resolved
     else:
-        pin = checked_pin(pin, url)
+        pin = checked_pin(pin, url, root)
         found.append(f"pin: {pin} (--pin)")
     upstream = name or name_from_url(url)
     series = posixpath.basename(directory)

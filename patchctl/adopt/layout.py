@@ -13,13 +13,14 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import git
 from ..confined import Refused, Root, is_dotgit
 from ..errors import UsageError
 from ..project.config import VendorCopy
+from ..project.manifests import Manifest, is_abbreviation
 from ..series.patchset import FORMAT_PATCH_SLUG_MAX, PATCH_NAME_RE, STRICT_NAME_RE
+from .resolve import commit_of
 
-LAYOUTS = ("makefile-sync", "quilt", "git-dir")
+LAYOUTS = ("makefile-sync", "quilt", "git-dir", "openwrt", "conda-forge", "gclient")
 CONFIG_NAME = "matrix.yaml"
 PRE_COMMIT_NAME = ".pre-commit-config.yaml"
 TEMPLATES_DIR = "templates"
@@ -56,6 +57,11 @@ class Layout:
     found: list[str] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
     extra_files: dict[str, bytes] = field(default_factory=dict)  # e.g. a quilt `series` file
+    # the release the pin is, as the downstream names it; the upstream's tag for a version; the
+    # downstream's manifests that state it (an OpenWrt Makefile, a conda-forge recipe, a DEPS file)
+    version: str | None = None
+    tag_pattern: str = "{version}"
+    manifests: list[Manifest] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -131,20 +137,11 @@ def regular_files(root: Path, directory: str) -> list[str]:
     return [n for n in names if (info := confined.lstat(f"{directory}/{n}")) and stat.S_ISREG(info.st_mode)]
 
 
-def expand_pin(value: str, url: str) -> tuple[str, str | None]:
-    """VALUE as a full commit id when it is one or the upstream (a local repository) can
-    expand it; else VALUE unchanged and a note saying it must be expanded."""
-    if FULL_RE.match(value):
-        return value, None
-    local = local_repository(url)
-    if local is not None:
-        result = git.run(["rev-parse", "--verify", "--quiet", f"{value}^{{commit}}"], local, check=False)
-        if result.ok and FULL_RE.match(result.stdout.strip()):
-            return result.stdout.strip(), None
-    return value, (
-        f"pin {value!r} is not a full 40-hex commit id and the upstream is not a local repository to expand it: "
-        "replace it in matrix.yaml (git rev-parse it in a clone) or rerun with --pin"
-    )
+def expand_pin(value: str, url: str, root: Path, where: str) -> str:
+    """VALUE (read at WHERE) as the full commit id it names in the upstream at URL: a tag, a
+    branch or an abbreviated id is asked of the upstream (`patchctl.adopt.resolve`); one it
+    cannot answer stops init in one line, before a pin that does not load is written."""
+    return commit_of(url, value, root, where)
 
 
 def local_repository(url: str) -> Path | None:
@@ -154,11 +151,8 @@ def local_repository(url: str) -> Path | None:
     return None
 
 
-def checked_pin(pin: str, url: str) -> str:
-    resolved, note = expand_pin(pin, url)
-    if note is not None:
-        raise UsageError(f"--pin {pin!r}: {note.split(': ', 1)[0]} must be a full 40-hex commit id")
-    return resolved
+def checked_pin(pin: str, url: str, root: Path) -> str:
+    return expand_pin(pin, url, root, "--pin")
 
 
 def name_from_url(url: str) -> str:
@@ -180,6 +174,15 @@ def q(text: str) -> str:
 
 def flow(items: tuple[str, ...] | list[str]) -> str:
     return "[" + ", ".join(q(i) for i in items) + "]"
+
+
+def pin_pattern(prefix: str, stated: str, pin: str) -> str | None:
+    """The pin_files pattern of a line that holds STATED after PREFIX, when STATED is PIN or PIN
+    abbreviated (then the pattern takes as many hex digits, and pin-sync keeps the length)."""
+    if stated != pin and not is_abbreviation(stated, pin):
+        return None
+    tail = "" if stated == pin else "(?![0-9a-f])"
+    return "^" + line_prefix(prefix) + "(?P<pin>[0-9a-f]{" + str(len(stated)) + "})" + tail
 
 
 def line_prefix(prefix: str) -> str:

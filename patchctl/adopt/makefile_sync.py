@@ -28,10 +28,10 @@ from .layout import (
     expand_pin,
     has_patches,
     inside_path,
-    line_prefix,
     local_repository,
     name_from_url,
     naming_of,
+    pin_pattern,
     read_text,
 )
 
@@ -100,18 +100,20 @@ def _detect_makefile_sync(root: Path, file: str, url_override: str | None, pin_o
     raw_pin = pin_override or value("FETCH_HEAD")
     if not raw_pin:
         raise UsageError(f"{file}: no FETCH_HEAD= line: give --pin")
-    pin, pin_note = expand_pin(raw_pin, url)
-    found.append(f"pin: {pin} (" + ("--pin" if pin_override else f"{file}: FETCH_HEAD") + ")")
-    if pin_note:
-        notes.append(pin_note)
+    where = "--pin" if pin_override else f"{file}: FETCH_HEAD"
+    pin = expand_pin(raw_pin, url, root, where)
+    found.append(f"pin: {pin} ({where})")
     pin_files: list[PinFileEntry] = []
-    if "FETCH_HEAD" in make.lines and FULL_RE.match(value("FETCH_HEAD")) and value("FETCH_HEAD") == pin:
-        line = make.lines["FETCH_HEAD"][1]
-        prefix = line[: line.index(pin)]
-        pin_files.append(PinFileEntry(file, "^" + line_prefix(prefix) + "(?P<pin>[0-9a-f]{40})"))
-        found.append(f"pin file: {file}:{make.lines['FETCH_HEAD'][0]} (FETCH_HEAD)")
+    stated = value("FETCH_HEAD")
+    line = make.lines["FETCH_HEAD"][1] if "FETCH_HEAD" in make.lines else ""
+    if stated and stated in line and (pattern := pin_pattern(line[: line.index(stated)], stated, pin)) is not None:
+        pin_files.append(PinFileEntry(file, pattern))
+        found.append(
+            f"pin file: {file}:{make.lines['FETCH_HEAD'][0]} (FETCH_HEAD"
+            + (")" if stated == pin else f", the pin abbreviated to {len(stated)})")
+        )
     else:
-        notes.append(f"{file}: FETCH_HEAD is not the full commit id: no pin_files entry (write the full id there)")
+        notes.append(f"{file}: FETCH_HEAD is not the pin (nor the pin abbreviated): no pin_files entry")
     patch_dir = ""
     for name, raw in var.items():
         match = re.search(r"\$\(wildcard\s+(\S+?)/\*\.(?:patch|diff)\s*\)", raw)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .. import git
 from ..confined import Refused, Root
 from ..errors import UsageError
+from ..output.escape import shell_word
 from ..project.upstream_checks import SDIST_BRANCH, is_sdist_url
 from ..series.patchset import PatchFile
+from .conda_forge import detect_conda_forge
+from .gclient import detect_gclient
 from .git_dir import detect_git_dir
 from .layout import (
     CONFIG_NAME,
@@ -29,14 +31,15 @@ from .layout import (
     Plan,
     checked_pin,
     flow,
-    local_repository,
     name_from_url,
     q,
     read_text,
     regular_files,
 )
 from .makefile_sync import detect_makefile_sync
+from .openwrt import detect_openwrt
 from .quilt import detect_quilt, quilt_lines
+from .resolve import default_branch
 
 # ------------------------------------------------------------------ entry point
 
@@ -47,18 +50,22 @@ def plan(
     layout: str | None,
     *,
     path: str | None = None,
+    file: str | None = None,
     upstream_url: str | None = None,
     pin: str | None = None,
     name: str | None = None,
     action: str | None = None,
     home: str = "patchctl/patchctl",
+    prefix: str = "",
 ) -> Plan:
     """The files `patchctl init` writes in ROOT (nothing is written here). ACTION is the `uses:` of
     patchctl's action for the rendered workflows (OWNER/REPO@COMMIT); None: unknown, left to set.
-    HOME is patchctl's repository on github.com, named in the comment that says how to set it."""
+    HOME is patchctl's repository on github.com, named in the comment that says how to set it.
+    PREFIX: ROOT relative to the top of its work tree ('' at the top): pre-commit reads its
+    config at the top only, so in a subdirectory its hooks (`patchctl -C PREFIX ...`) are printed."""
     root = Path(root)
     if layout is None:
-        detected = _new_repository(upstream_url, pin, name)
+        detected = _new_repository(root, upstream_url, pin, name)
     elif layout == "makefile-sync":
         detected = detect_makefile_sync(root, path or "Makefile.sync", upstream_url, pin)
     elif layout == "quilt":
@@ -67,14 +74,23 @@ def plan(
         if not path:
             raise UsageError("--from git-dir needs the patch directory: patchctl init --from git-dir DIR")
         detected = detect_git_dir(root, path, upstream_url, pin, name)
+    elif layout == "openwrt":
+        detected = detect_openwrt(root, path, upstream_url, pin, name)
+    elif layout == "conda-forge":
+        detected = detect_conda_forge(root, path, upstream_url, pin, name)
+    elif layout == "gclient":
+        detected = detect_gclient(root, path, file, upstream_url, pin, name)
     else:
         raise UsageError(f"unknown layout {layout!r} (choose: {', '.join(LAYOUTS)})")
-    if detected.url and (local := local_repository(detected.url)) is not None:
-        head = git.run(["symbolic-ref", "--quiet", "--short", "HEAD"], local, check=False)
-        if head.ok and head.stdout.strip():
-            detected.branch = head.stdout.strip()
-    elif is_sdist_url(detected.url):
+    if is_sdist_url(detected.url):
         detected.branch = SDIST_BRANCH
+    elif detected.url:
+        branch, note = default_branch(detected.url, root)
+        detected.branch = branch or detected.branch
+        if note:
+            detected.unmapped.append(f"{note}: `{detected.branch}` written; set the branch pin-sync --latest follows")
+        else:
+            detected.found.append(f"branch: {branch} (the upstream's HEAD)")
     if detected.dir:
         total, detected.undescribed, detected.upstream_statuses = _undescribed(root, detected)
         detected.patch_count = total
@@ -102,8 +118,8 @@ def plan(
     files.update(detected.extra_files)
     for template in sorted(Path(templates).glob("*.j2")):
         files[f"{TEMPLATES_DIR}/{template.name}"] = template.read_bytes()
-    snippet = pre_commit_snippet(detected)
-    exists = (root / PRE_COMMIT_NAME).exists() or (root / PRE_COMMIT_NAME).is_symlink()
+    snippet = pre_commit_snippet(detected, prefix)
+    exists = bool(prefix) or (root / PRE_COMMIT_NAME).exists() or (root / PRE_COMMIT_NAME).is_symlink()
     if not exists:
         files[PRE_COMMIT_NAME] = snippet.encode()
     return Plan(files, tuple(detected.found), tuple(detected.unmapped), snippet, not exists, tuple(chosen))
@@ -112,13 +128,13 @@ def plan(
 # ------------------------------------------------------------------ new repository
 
 
-def _new_repository(url: str | None, pin: str | None, name: str | None) -> Layout:
+def _new_repository(root: Path, url: str | None, pin: str | None, name: str | None) -> Layout:
     if (url is None) != (pin is None):
         raise UsageError("give both --upstream-url and --pin (or neither, for a matrix.yaml to fill in)")
     if url is None:
         return Layout("", "", "", "", "", "format-patch")
     upstream = name or name_from_url(url)
-    layout = Layout(upstream, url, checked_pin(pin, url), upstream, f"patches/{upstream}", "format-patch")
+    layout = Layout(upstream, url, checked_pin(pin, url, root), upstream, f"patches/{upstream}", "format-patch")
     layout.allow_empty = True
     return layout
 
@@ -221,6 +237,15 @@ def render_config(layout: Layout, source: str | None, action: str | None, home: 
         f"    branch: {q(layout.branch)}  # the branch `pin-sync --latest` and the canary follow",
         f"    pin: {q(layout.pin)}  # the commit the series apply to: a full 40-hex commit id",
     ]
+    if layout.version is not None:
+        out.append(f"    version: {q(layout.version)}  # the release the pin is, as the downstream names it")
+        out.append(f"    tag: {q(layout.tag_pattern)}  # the upstream's tag for a version")
+    if layout.manifests:
+        out.append("    # the downstream's files that state the release: lint (PC010) checks them, pin-sync moves them")
+        out.append("    manifests:")
+        for manifest in layout.manifests:
+            var = f", var: {q(manifest.var)}" if manifest.var else ""
+            out.append(f"      - {{path: {q(manifest.path)}, format: {manifest.format}{var}}}")
     if layout.pin_files:
         out.append("    # other places that hold the same pin; lint (PC010) checks them, pin-sync moves them")
         out.append("    pin_files:")
@@ -268,12 +293,16 @@ def render_config(layout: Layout, source: str | None, action: str | None, home: 
     return "\n".join(out)
 
 
-def pre_commit_snippet(layout: Layout) -> str:
-    """A .pre-commit-config.yaml running the installed patchctl (a `local` repo: no rev to pin)."""
-    files = r"^(matrix\.yaml|templates/.*"
+def pre_commit_snippet(layout: Layout, prefix: str = "") -> str:
+    """A .pre-commit-config.yaml running the installed patchctl (a `local` repo: no rev to pin);
+    for a matrix.yaml in the subdirectory PREFIX, its commands run there (`-C PREFIX`)."""
+    files = r"^" + (re.escape(prefix) + "/" if prefix else "") + r"(matrix\.yaml|templates/.*"
     if layout.dir:
         files += "|" + re.escape(layout.dir) + "/.*"
+    for manifest in layout.manifests:
+        files += "|" + re.escape(manifest.path)
     files += ")$"
+    patchctl = f"patchctl -C {shell_word(prefix)}" if prefix else "patchctl"
     lines = [
         "# patchctl's checks before each commit (https://pre-commit.com), run by the installed patchctl.",
         "repos:",
@@ -281,7 +310,7 @@ def pre_commit_snippet(layout: Layout) -> str:
         "    hooks:",
         "      - id: patchctl-lint",
         "        name: patchctl lint",
-        "        entry: patchctl lint --no-apply",
+        f"        entry: {patchctl} lint --no-apply",
         "        language: system",
         "        pass_filenames: false",
         f"        files: {q(files)}",
@@ -290,7 +319,7 @@ def pre_commit_snippet(layout: Layout) -> str:
         lines += [
             "      - id: patchctl-export-check",
             "        name: patchctl export --check",
-            f"        entry: patchctl export --check {layout.series}",
+            f"        entry: {patchctl} export --check {layout.series}",
             "        language: system",
             "        pass_filenames: false",
             f"        files: {q(files)}",
@@ -299,7 +328,7 @@ def pre_commit_snippet(layout: Layout) -> str:
         lines += [
             "      - id: patchctl-vendor-check",
             "        name: patchctl vendor --check",
-            "        entry: patchctl vendor --check",
+            f"        entry: {patchctl} vendor --check",
             "        language: system",
             "        pass_filenames: false",
             "        always_run: true  # an edit anywhere in a vendored directory counts",

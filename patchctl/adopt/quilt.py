@@ -36,7 +36,7 @@ def detect_quilt(root: Path, directory: str | None, url: str | None, pin: str | 
             notes.append(f"{directory}/series: {words[0]} is listed but missing")
     package = name or _debian_package(root) or root.resolve().name
     upstream = safe_name(package)
-    layout = Layout(upstream, url, checked_pin(pin, url), upstream, directory, "quilt")
+    layout = Layout(upstream, url, checked_pin(pin, url, root), upstream, directory, "quilt")
     layout.found = [
         f"series: {directory}/series ({len(entries)} patch(es))",
         f"upstream: {url} (--upstream-url)",

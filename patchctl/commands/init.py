@@ -7,13 +7,14 @@ from pathlib import Path
 import click
 
 from .. import templates_dir
+from ..adopt import gitignore
 from ..adopt.layout import CONFIG_NAME, LAYOUTS, PRE_COMMIT_NAME
 from ..adopt.plan import plan
 from ..app import AppContext, pass_app
 from ..errors import UsageError
 from ..matrix.action_source import choose_action, home_repository, installed_clone
 from ..output.escape import log_line
-from ..state import journal
+from ..state import journal, statehome
 
 
 @click.command("init")
@@ -22,9 +23,15 @@ from ..state import journal
     "--from",
     "layout",
     type=click.Choice(LAYOUTS),
-    help="Adopt an existing layout without moving a file: makefile-sync, quilt [DIR], git-dir DIR.",
+    help="Adopt an existing layout without moving a file: makefile-sync, quilt [DIR], git-dir DIR, "
+    "openwrt [DIR], conda-forge [DIR], gclient DIR.",
 )
-@click.option("--file", "file", metavar="PATH", help="--from makefile-sync: the Makefile (default Makefile.sync).")
+@click.option(
+    "--file",
+    "file",
+    metavar="PATH",
+    help="--from makefile-sync: the Makefile (default Makefile.sync); --from gclient: the DEPS file (default DEPS).",
+)
 @click.option("--upstream-url", "upstream_url", metavar="URL", help="The upstream URL (or a local path), if not found.")
 @click.option("--pin", metavar="SHA", help="The full commit id the series applies to, if not found or to replace it.")
 @click.option("--name", metavar="NAME", help="The upstream's name (default: from its URL or the package).")
@@ -57,6 +64,14 @@ def init_cmd(
                      copies with their .rsync-filter rules (--file PATH, default Makefile.sync)
       quilt [DIR]    DIR/series (default debian/patches); needs --upstream-url and --pin
       git-dir DIR    format-patch files in DIR; the pin from a Makefile variable or a version file
+      openwrt [DIR]  an OpenWrt package: DIR/Makefile (default .) and DIR/patches; the upstream
+                     and its tag from PKG_SOURCE_URL, PKG_SOURCE_VERSION and PKG_VERSION
+      conda-forge [DIR]  a feedstock's recipe (default recipe/): meta.yaml or recipe.yaml, the
+                     upstream and its tag from `source:`, the patches it lists
+      gclient DIR    a patch directory whose upstream a gclient DEPS fetches (--file PATH)
+    Tags and abbreviated commits are resolved by asking the upstream, and the branch is the
+    one its HEAD names. An OpenWrt Makefile, a recipe or a DEPS becomes a `manifests:` entry:
+    pin-sync moves its version and checksums with the pin.
     It prints one line per thing found and per thing it could not map, and says which
     patchctl action the workflows call (`chose:`, or a warning when github.com is not known to
     have this patchctl's commit: then name one with --action). matrix.yaml gets an apply-only
@@ -69,24 +84,29 @@ def init_cmd(
       patchctl init --from makefile-sync
       patchctl init --from quilt --upstream-url ../pkg-orig --pin <sha>
       patchctl init --from git-dir patches/llama.cpp
+      patchctl init --from openwrt admin/btop
+      patchctl init --from conda-forge
       patchctl init --from makefile-sync --action patchctl/patchctl@<sha>
     """
-    if directory is not None and layout not in ("quilt", "git-dir"):
-        raise UsageError("DIR is for --from quilt or --from git-dir")
-    if file is not None and layout != "makefile-sync":
-        raise UsageError("--file is for --from makefile-sync")
+    if directory is not None and layout not in ("quilt", "git-dir", "openwrt", "conda-forge", "gclient"):
+        raise UsageError("DIR is for --from quilt, git-dir, openwrt, conda-forge or gclient")
+    if file is not None and layout not in ("makefile-sync", "gclient"):
+        raise UsageError("--file is for --from makefile-sync or --from gclient")
     root = Path(app.directory or ".").resolve()
     chosen = choose_action(action, installed_clone())
+    top, prefix = statehome.work_tree(root)
     result = plan(
         root,
         templates_dir(),
         layout,
         path=file if layout == "makefile-sync" else directory,
+        file=file,
         upstream_url=upstream_url,
         pin=pin,
         name=name,
         action=chosen.action,
         home=home_repository(),
+        prefix=prefix,
     )
     existing = [p for p in result.files if (root / p).exists() or (root / p).is_symlink()]
     if existing and not force:
@@ -103,6 +123,14 @@ def init_cmd(
         click.echo(log_line(f"patchctl: warning: {chosen.said}"), err=True)
     for path in result.files:
         click.echo(log_line(f"wrote {path}"))
-    if not result.pre_commit_written:
+    added, warning = gitignore.settle(top, prefix, list(result.files), app.directory or ".")
+    if added:
+        click.echo(log_line(added))
+    if warning:
+        click.echo(log_line(f"patchctl: warning: {warning}"), err=True)
+    if prefix:
+        click.echo(f"pre-commit reads {top / PRE_COMMIT_NAME} only: add these hooks to it:")
+        click.echo(result.pre_commit, nl=False)
+    elif not result.pre_commit_written:
         click.echo(f"{PRE_COMMIT_NAME} exists; add these hooks to it:")
         click.echo(result.pre_commit, nl=False)

@@ -277,7 +277,7 @@ def canary(
         Path(work_dir).mkdir(parents=True, exist_ok=True)
     logs = Path(work_dir) / "logs" if work_dir else worktree.canary_logs(config.root, name)
     if not work_dir:
-        logs = confined_path(config.root, logs)
+        logs = confined_path(worktree.state_owner(config.root), logs)
     # Trees are scratch: a temporary directory removed at the end, whatever happens.
     scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="patchctl-canary-"))
     report = CanaryReport(

@@ -117,7 +117,7 @@ def run_gates(
     read_series(series)  # fail closed: a missing or empty series directory is an error here too
     tree = (tree or worktree.applied_tree(config.root, series.name)).resolve()
     check_tree(tree, series)
-    log_dir = log_dir or confined_path(config.root, worktree.gate_logs(config.root, series.name))
+    log_dir = log_dir or confined_path(worktree.state_owner(config.root), worktree.gate_logs(config.root, series.name))
     log_dir.mkdir(parents=True, exist_ok=True)
     results: list[GateResult] = []
     with tempfile.TemporaryDirectory(prefix="patchctl-gate-") as out:

@@ -1307,14 +1307,16 @@ def _confine_outputs(config: Config, upstream: str | None) -> None:
     """Refuse before the first write when anything a sync of UPSTREAM (of every upstream when
     None) writes or removes leads out of the repository through a symlink."""
     names = [upstream] if upstream is not None else sorted(config.upstreams)
-    paths = [worktree.state_dir(config.root)]
+    paths, state = [], [worktree.state_dir(config.root)]
     for name in names:
-        paths.append(worktree.sync_root(config.root, name))
+        state.append(worktree.sync_root(config.root, name))
         for moved in pinfile.moved_upstreams(config, name):
             paths += [config.root / entry.path for entry in (*moved.pin_files, *moved.manifests)]
             for series in config.series_on(moved.name):
-                paths += [series.dir, worktree.sync_logs(config.root, name, series.name)]
+                paths.append(series.dir)
+                state.append(worktree.sync_logs(config.root, name, series.name))
     all_confined(config.root, paths)
+    all_confined(worktree.state_owner(config.root), state)
 
 
 def _mirror_of(config: Config, store: Store, upstream: str) -> Mirror:

@@ -274,7 +274,8 @@ def find_config(directory: Path | None = None, config_file: Path | None = None) 
     nearest matrix.yaml in DIR (default: the working directory) or a parent, the way git finds
     `.git`; the walk stops at the root of the git repository it starts in (or the filesystem's).
     patchctl's own trees under `.patchctl/` are git work trees too: the walk goes on past them
-    to the project that holds them (`patchctl export` right after a commit in the tree)."""
+    to the project that holds them (`patchctl export` right after a commit in the tree), also
+    to a matrix.yaml in a subdirectory DIR, whose trees are in `.patchctl/projects/DIR/`."""
     start = Path(directory or ".")
     if config_file is not None:
         path = Path(config_file)
@@ -291,11 +292,27 @@ def find_config(directory: Path | None = None, config_file: Path | None = None) 
         if candidate.is_file():
             return candidate
         if (folder / ".git").exists() and ".patchctl" not in folder.parts:
+            if (inside := _project_of_tree(folder, here)) is not None:
+                return inside
             raise ConfigError(
                 f"no {DEFAULT_CONFIG_NAME} in {here} or any parent up to the repository root {folder} "
                 "(use -C DIR or --config FILE)"
             )
     raise ConfigError(f"no {DEFAULT_CONFIG_NAME} in {here} or any parent (use -C DIR or --config FILE)")
+
+
+def _project_of_tree(top: Path, here: Path) -> Path | None:
+    """The matrix.yaml whose trees HERE is in, when HERE is under TOP/.patchctl/projects/DIR/
+    (where a matrix.yaml in the subdirectory DIR keeps them: patchctl.state.worktree)."""
+    try:
+        parts = here.relative_to(top / ".patchctl" / "projects").parts
+    except ValueError:
+        return None
+    for end in range(len(parts) - 1, 0, -1):
+        candidate = top.joinpath(*parts[:end]) / DEFAULT_CONFIG_NAME
+        if parts[end] in ("trees", "sync", "gates", "logs") and candidate.is_file():
+            return candidate
+    return None
 
 
 def load(path: Path) -> Config:

@@ -102,7 +102,8 @@ def plan(config: Config, names: tuple[str, ...], into: Path | None, rev: str | N
     if not selected:
         raise UsageError("matrix.yaml defines no series to apply")
     if into is None:
-        trees = [confined_path(config.root, worktree.applied_tree(config.root, s.name)) for s in selected]
+        owner = worktree.state_owner(config.root)
+        trees = [confined_path(owner, worktree.applied_tree(config.root, s.name)) for s in selected]
         return [ApplyJob([s], s.upstream, tree, rev_option=rev) for s, tree in zip(selected, trees)]
     upstreams = {s.upstream for s in selected}
     if len(upstreams) > 1:

@@ -47,6 +47,17 @@ def home(root: Path) -> Path:
     return base if prefix == "" else base / PROJECTS / _key(prefix, Path(prefix).name)
 
 
+def work_tree(root: Path) -> tuple[Path, str]:
+    """(the top of the work tree holding ROOT, ROOT relative to it: '' at the top); (ROOT, '')
+    when ROOT is in no git repository."""
+    root = Path(root).resolve()
+    for folder in (root, *root.parents):
+        if kind_of(folder / ".git") is not None:
+            prefix = root.relative_to(folder).as_posix()
+            return folder, "" if prefix == "." else prefix
+    return root, ""
+
+
 def ensure(root: Path) -> Path:
     """`home(ROOT)`, created. Anything but a directory on the way (a file, a symlink) is one line, exit 3."""
     state = home(root)

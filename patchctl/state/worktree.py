@@ -7,7 +7,9 @@
     .patchctl/logs/pin-sync/UPSTREAM/SERIES logs of a pin-sync's builds and gates
     .patchctl/logs/canary/UPSTREAM          logs of a canary's compiles (without --work-dir)
 
-These are the trees a user edits and the logs a user reads. The state that recovery acts on
+(With matrix.yaml in a subdirectory DIR of its repository, `.patchctl/` above is
+`.patchctl/projects/DIR` at the top of the work tree: see `state_dir`.) These are the trees a
+user edits and the logs a user reads. The state that recovery acts on
 (the journal, the lock, a stopped pin-sync's `state.json`) lives in the repository's git
 directory, where no checkout can plant it (`patchctl.state.statehome`).
 
@@ -32,6 +34,7 @@ from ..paths import atomic_write_text
 from . import statehome
 
 STATE_DIR = ".patchctl"
+PROJECTS_DIR = "projects"  # `.patchctl/projects/DIR`: the trees of a matrix.yaml in the subdirectory DIR
 MAX_STATE_BYTES = 16 * 1024 * 1024  # journals, markers and sync states are a few KiB
 MARKER_NAME = "patchctl-applied.json"
 MARKER_VERSION = 1
@@ -39,8 +42,18 @@ SYNC_STATE_NAME = "state.json"
 
 
 def state_dir(root: Path) -> Path:
-    """`.patchctl/` in the work tree of the repository at ROOT: its trees and logs."""
-    return root / STATE_DIR
+    """`.patchctl/` in the work tree of the repository at ROOT (matrix.yaml's directory): its
+    trees and logs. A matrix.yaml in a subdirectory DIR of its repository (a feedstock's
+    `recipe/`) keeps them in `.patchctl/projects/DIR` at the top of the work tree, out of DIR,
+    which a downstream's build may copy whole (conda-build copies the recipe's directory)."""
+    top, prefix = statehome.work_tree(root)
+    return root / STATE_DIR if not prefix else top / STATE_DIR / PROJECTS_DIR / prefix
+
+
+def state_owner(root: Path) -> Path:
+    """The directory `.patchctl/` is in: ROOT, or the top of its work tree (`state_dir`)."""
+    top, prefix = statehome.work_tree(root)
+    return root if not prefix else top
 
 
 def applied_tree(root: Path, series: str) -> Path:

@@ -4,7 +4,7 @@ place in the text, checksums and the archives they digest, and the GitHub URL fo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 FORMATS = ("openwrt", "conda-forge", "gclient")
 VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,99}$")
@@ -68,13 +68,17 @@ class Checksum:
     why: str = ""
 
 
-@dataclass
-class Reading:
-    """What a manifest states, as its format module read it."""
+@dataclass(frozen=True)
+class Source:
+    """Where a manifest says the sources come from, for `init`: a git URL and the revision."""
 
-    version: Literal | None = None
-    revision: Literal | None = None  # a literal commit or tag the sources are fetched at
-    notes: list[str] = field(default_factory=list)
+    url: str  # the upstream's git repository ('' when none can be told)
+    revision: str  # a tag or a commit ('' when none)
+    tag_pattern: str | None  # 'v{version}' when the revision follows PKG_VERSION
+    version: str
+    where: str  # FILE:LINE of the line that says so
+    kind: str  # git | github-archive | github-release | unknown
+    problem: str = ""
 
 
 def tag_for(pattern: str, version: str) -> str:

@@ -21,6 +21,7 @@ from .base import (
     Literal,
     ManifestError,
     PinState,
+    Source,
     github_archive_ref,
     github_prefix,
     github_repo,
@@ -166,17 +167,6 @@ def _evaluate(expression: str, values: dict[str, str], path: str) -> str:
 # ------------------------------------------------------------------ init
 
 
-@dataclass(frozen=True)
-class Source:
-    url: str  # the upstream's git repository
-    revision: str  # a tag or a commit
-    tag_pattern: str | None
-    version: str
-    where: str
-    kind: str  # git | github-archive | unknown
-    problem: str = ""
-
-
 def source(recipe: Recipe) -> Source:
     version = recipe.version.value if recipe.version else ""
     git_url = recipe.source.get("git_url") or recipe.source.get("git")
@@ -271,3 +261,36 @@ def checksums(recipe: Recipe) -> list[Checksum]:
     if repo is None or ref is None:
         return [Checksum(sha, None, refresh, f"{url} is not a GitHub tarball")]
     return [Checksum(sha, Archive("github", github_prefix(repo[1], ref), "gz", url), refresh)]
+
+
+def patch_paths(recipe: Recipe) -> list[str]:
+    """The patch files the recipe's `source: patches:` lists (relative to the recipe), in order."""
+    inside, listing, paths = False, False, []
+    for line in recipe.text.splitlines():
+        if line and not line.startswith((" ", "\t", "#")):
+            inside, listing = line.split("#", 1)[0].rstrip() == "source:", False
+            continue
+        if not inside:
+            continue
+        key = _KEY_RE.match(line)
+        if key is not None:
+            listing = key.group("key") == "patches" and not key.group("rest").strip()
+            continue
+        item = re.match(r"^\s*-\s+['\"]?([^'\"#\s]+\.(?:patch|diff))['\"]?\s*(?:#.*)?$", line)
+        if listing and item is not None:
+            paths.append(item.group(1))
+    return paths
+
+
+def package_name(recipe: Recipe) -> str:
+    """The recipe's name: its `name` variable, or `package: name:` (`recipe: name:` in v1)."""
+    if "name" in recipe.variables:
+        return recipe.variables["name"].value
+    for block in ("package", "recipe"):
+        for key, literal in _block_values(recipe.text, block):
+            if key == "name":
+                try:
+                    return recipe.expand(literal.value)
+                except ManifestError:
+                    return ""
+    return ""

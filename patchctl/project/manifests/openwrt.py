@@ -31,6 +31,7 @@ from .base import (
     Literal,
     ManifestError,
     PinState,
+    Source,
     github_archive_ref,
     github_prefix,
     github_repo,
@@ -95,19 +96,6 @@ class Package:
 
 def read(path: str, text: str) -> Package:
     return Package(path, text, parse_makefile(text))
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where the package's sources come from, for `init`: a git URL and the revision."""
-
-    url: str  # the upstream's git repository ('' when none can be told)
-    revision: str  # a tag or a commit ('' when none)
-    tag_pattern: str | None  # 'v{version}' when the revision follows PKG_VERSION
-    version: str
-    where: str  # FILE:LINE of the line that says so
-    kind: str  # git | github-archive | github-release | unknown
-    problem: str = ""
 
 
 def source(package: Package) -> Source:
