@@ -35,6 +35,9 @@ def patchctl_entry(top: Path) -> bytes | None:
     """The new bytes of TOP/.gitignore with `.patchctl/` in it, or None when git ignores it already."""
     old = Root(top).read_bytes(GITIGNORE, MAX_GITIGNORE_BYTES) or b""
     if _in_git(top):
+        # git applies a rule for directories (`!/**/`) only to a directory it sees: made first
+        # (apply makes it anyway), so that check-ignore answers for the directory it will be.
+        Root(top).mkdirs(ENTRY.rstrip("/"))
         if git.run(["check-ignore", "--quiet", "--", ENTRY], top, check=False).returncode == 0:
             return None
     elif any(line.strip() in (b".patchctl", b".patchctl/", b"/.patchctl", b"/.patchctl/") for line in old.splitlines()):

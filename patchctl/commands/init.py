@@ -123,7 +123,7 @@ def init_cmd(
         click.echo(log_line(f"patchctl: warning: {chosen.said}"), err=True)
     for path in result.files:
         click.echo(log_line(f"wrote {path}"))
-    added, warning = gitignore.settle(top, prefix, list(result.files), app.directory or ".")
+    added, warning = gitignore.settle(top, prefix, list(result.files), str(app.directory or "."))
     if added:
         click.echo(log_line(added))
     if warning:
