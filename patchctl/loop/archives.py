@@ -22,7 +22,6 @@ import io
 import os
 import shutil
 import subprocess
-import tarfile
 import tempfile
 from pathlib import Path
 
@@ -71,12 +70,17 @@ def _openwrt_tar(repo: Path, commit: str, tar: bytes, subdir: str) -> bytes:
     if not subdir or "/" in subdir or subdir in (".", ".."):
         raise CannotRebuild(f"not a directory name: {subdir!r}")
     seconds = git.run(["show", "-s", "--format=%ct", commit], repo).stdout.strip()
+    import tarfile  # here: only a manifest's checksum needs it (start-up, tests/patchctl/test_startup.py)
+
     with tempfile.TemporaryDirectory(prefix="patchctl-archive-") as work:
         top = Path(work) / subdir
         top.mkdir(mode=0o755)
         with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
             # The "data" filter makes what a user's `tar -x` under umask 022 makes: 644 and 755.
-            archive.extractall(top, filter="data")
+            try:
+                archive.extractall(top, filter="data")
+            except tarfile.FilterError as exc:
+                raise CannotRebuild(f"the tree holds what a safe extraction refuses ({exc})") from None
         for path in [top, *top.rglob("*")]:
             if not path.is_symlink():
                 os.chmod(path, 0o755 if path.is_dir() or path.stat().st_mode & 0o111 else 0o644)
