@@ -81,8 +81,11 @@ def pin_sync_cmd(
     series: strict apply of the re-exported series at the target, its build steps and
     its gates in a clean checkout of it. Only when all pass are patches/, `pin:` in
     matrix.yaml and every pin_files entry written (also for upstreams that `tracks`
-    this one), all together or not at all; the report then has a range-diff per
-    series. Exit 1 when it stops at a conflict or a failing gate. With --wait it
+    this one), and for an upstream pinned by release (`version:`) its manifests (an
+    OpenWrt Makefile, a conda-forge recipe, a DEPS file: version and checksums, a
+    checksum that cannot be remade here listed to refresh), all together or not at
+    all; with `version:`, --latest is the newest fitting tag. The report then has a
+    range-diff per series. Exit 1 when it stops at a conflict or a failing gate. With --wait it
     asks instead at each stop, and goes on in the same run when you press Enter:
     no new run per stop (see "Waiting at a stop" below).
 
