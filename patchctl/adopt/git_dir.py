@@ -10,6 +10,8 @@ from pathlib import Path
 
 from ..confined import Root
 from ..errors import UsageError
+from ..project.manifests.openwrt import is_package_makefile
+from .conda_forge import detect_conda_forge
 from .layout import (
     FULL_RE,
     HEX_RE,
@@ -28,6 +30,7 @@ from .layout import (
     safe_name,
     unique,
 )
+from .openwrt import detect_openwrt
 
 # ------------------------------------------------------------------ git-dir
 
@@ -63,10 +66,30 @@ def _version_files(root: Path, directory: str) -> list[str]:
     return names
 
 
+def _manifest_beside(root: Path, directory: str, url: str | None, pin: str | None, name: str | None) -> Layout | None:
+    """The layout of an OpenWrt package or a conda-forge recipe whose patches DIRECTORY holds:
+    their Makefile or recipe names the release (a PKG_VERSION is no commit id to pin)."""
+    beside = posixpath.dirname(directory) or "."
+    makefile = read_text(root, posixpath.normpath(f"{beside}/Makefile"))
+    if posixpath.basename(directory) == "patches" and makefile is not None and is_package_makefile(makefile):
+        layout = detect_openwrt(root, beside, url, pin, name)
+    elif any(file_kind(root, f"{beside}/{recipe}") == "regular file" for recipe in ("meta.yaml", "recipe.yaml")):
+        layout = detect_conda_forge(root, beside, url, pin, name)
+        if layout.dir != directory:
+            return None
+    else:
+        return None
+    kind = "OpenWrt package Makefile" if layout.manifests[0].format == "openwrt" else "conda-forge recipe"
+    layout.found.insert(0, f"{directory} belongs to the {kind} {layout.manifests[0].path}: read as its layout")
+    return layout
+
+
 def detect_git_dir(root: Path, directory: str, url: str | None, pin: str | None, name: str | None) -> Layout:
     directory = inside_path(root, directory.strip("/"), "--from git-dir DIR")
     if file_kind(root, directory) != "directory":
         raise UsageError(f"{directory}: no such directory (--from git-dir DIR)")
+    if (manifest := _manifest_beside(root, directory, url, pin, name)) is not None:
+        return manifest
     found: list[str] = []
     notes: list[str] = []
     pin_files: list[PinFileEntry] = []

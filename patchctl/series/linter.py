@@ -269,7 +269,8 @@ def _manifest_findings(config: Config, name: str, upstream: Upstream) -> list[Fi
             wrong = formats.disagreements(manifest, text, state)
         except manifests.ManifestError as exc:
             where = config.doc.line_of(("upstreams", name, "manifests", index, "path"))
-            found.append(Finding(worktree.display(config.root, config.path), where, "PC010", str(exc), name))
+            message = str(exc).removeprefix(f"{manifest.where}: ")  # the finding says where already
+            found.append(Finding(worktree.display(config.root, config.path), where, "PC010", message, name))
             continue
         found += [
             Finding(manifest.path, line, "PC010", f"{message} of {name} ({_stated(state)})", name)

@@ -502,3 +502,85 @@ def test_gclient_deps_init_and_pin_sync_move_electrons_vars_in_place(tmp_path: P
     git.commit_all(root, "adopt")
     assert run_cli("-C", root, "pin-sync", "--to", second).exit_code == 0
     assert (root / "DEPS").read_text() == deps.replace("65b32af46e9d7fab2e4ff657751205b3865f4920", second)
+
+
+def test_git_dir_on_an_openwrt_packages_patches_reads_its_makefile(tmp_path: Path) -> None:
+    """The issue's adoption ran `init --from git-dir` on an OpenWrt package's patches/ and got an
+    upstream named PKG_VERSION and a URL with `$(PKG_VERSION)` in it: the Makefile beside them is
+    read as the package's, whatever --from says."""
+    case = DOWNSTREAMS["openwrt-btop"]
+    upstream = synthesized_upstream(case, tmp_path)
+    root = checkout(case.fixture, tmp_path / "packages")
+    out = ok("-C", root, "init", "--from", "git-dir", "admin/btop/patches", "--upstream-url", upstream.url)
+    assert "found: admin/btop/patches belongs to the OpenWrt package Makefile admin/btop/Makefile" in out
+    (up,) = load_project(root / "matrix.yaml").upstreams.values()
+    assert (up.name, up.version, up.pin) == ("btop", "1.4.6", upstream.tags["v1.4.6"])
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ("version: 1.10", "version: must be a string: quote it ('1.1'), YAML reads 1.1 as a number"),
+        ("version: '1.0'\n    tag: release", "tag: must hold {version} once (e.g. 'v{version}'), got 'release'"),
+        ("tag: v{version}", "tag: a tag pattern needs a `version:` to fill it in"),
+        ("version: 'a b'", "version: not a version"),
+        ("manifests: [{path: Makefile, format: debian}]", "format: unknown format 'debian' (choose: openwrt"),
+        ("manifests: [{path: DEPS, format: gclient}]", "a gclient manifest needs `var:`"),
+        ("manifests: [{path: ../Makefile, format: openwrt}]", "path must be relative to the config's directory"),
+        ("manifests: [{path: Makefile, format: openwrt, var: x}]", "`var:` is only for gclient, not openwrt"),
+    ],
+)
+def test_release_keys_are_validated_in_one_line(tmp_path: Path, keys: str, message: str) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "matrix.yaml").write_text(
+        f"version: 1\nupstreams:\n  up:\n    url: /nowhere\n    pin: {'a' * 40}\n    {keys}\nseries: {{}}\n"
+    )
+    result = run_cli("-C", root, "lint", "--no-apply")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert re.match(r"patchctl: error: \S+matrix\.yaml:\d+: upstreams\.up\.", result.stderr)
+
+
+def test_a_deps_file_is_parsed_never_run(tmp_path: Path) -> None:
+    """DEPS is Python syntax from the checkout: a call other than Var() or Str() is a value
+    patchctl does not read, named with its line; nothing of it runs."""
+    root = tmp_path / "electron"
+    git.init_repo(root)
+    (root / "patches" / "evil").mkdir(parents=True)
+    (root / "patches" / "evil" / "a.patch").write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-x\n+y\n")
+    marker = tmp_path / "PWNED"
+    (root / "DEPS").write_text(
+        "vars = {'v': '" + "b" * 40 + "'}\n"
+        f"deps = {{'src/third_party/evil': {{'url': __import__('os').system('touch {marker}') or 'x@' + Var('v')}}}}\n"
+    )
+    git.commit_all(root, "a hostile DEPS")
+    result = run_cli("-C", root, "init", "--from", "gclient", "patches/evil")
+    assert result.exit_code == 2 and not marker.exists() and not (root / "matrix.yaml").exists()
+    assert result.stderr.count("\n") == 1 and "no patches/config.json entry and no DEPS dependency named like it" in (
+        result.stderr
+    )
+    (root / "DEPS").write_text("vars = {\n")
+    result = run_cli("-C", root, "init", "--from", "gclient", "patches/evil")
+    assert result.exit_code == 2 and result.stderr.startswith("patchctl: error: DEPS:1: not a DEPS file gclient reads")
+
+
+def test_a_manifest_reached_through_a_link_is_refused(tmp_path: Path) -> None:
+    case = DOWNSTREAMS["openwrt-btop"]
+    root, _, _ = adopt(case, tmp_path)
+    outside = tmp_path / "outside-Makefile"
+    outside.write_bytes((root / case.manifest).read_bytes())
+    (root / case.manifest).unlink()
+    (root / case.manifest).symlink_to(outside)
+    result = run_cli("-C", root, "lint", "--no-apply")
+    assert result.exit_code == 1 and "PC010" in result.stdout and "link" in result.stdout, result.output
+    result = run_cli("-C", root, "pin-sync", "--latest")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert "refusing to write admin/btop/Makefile: admin/btop/Makefile is a symlink" in result.stderr
+    assert (
+        outside.read_bytes()
+        == (Path(__file__).parent / "fixtures/downstreams/openwrt-btop" / case.manifest).read_bytes()
+    )

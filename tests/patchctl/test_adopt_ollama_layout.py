@@ -197,3 +197,24 @@ def test_the_fixture_is_what_the_makefiles_own_rsync_copies(tmp_path: Path) -> N
         marker.unlink()
     ok("-C", root, "init", "--from", "makefile-sync")
     assert "up to date" in ok("-C", root, "vendor", "--check")
+
+
+def test_a_short_fetch_head_moves_with_the_pin_as_short(tmp_path: Path) -> None:
+    """Ollama's Makefile.sync named its pin abbreviated (`FETCH_HEAD=ec98e2002`): init expands it
+    through the upstream and keeps the line as a 9-digit pin_files entry; pin-sync writes the new
+    pin there abbreviated as long, beside the full pin in matrix.yaml."""
+    upstream = tmp_path / "llama.cpp"
+    pin = build_upstream(upstream)
+    root = checkout(tmp_path / "ollama", upstream, pin[:9])
+    out = ok("-C", root, "init", "--from", "makefile-sync")
+    assert f"found: pin: {pin} (Makefile.sync: FETCH_HEAD)" in out
+    assert "found: pin file: Makefile.sync:3 (FETCH_HEAD, the pin abbreviated to 9)" in out
+    git.commit_all(root, "adopt patchctl")
+    (upstream / "ggml/src/ggml-cuda/fattn.cu").write_text("// new upstream kernel\n")
+    new = git.commit_all(upstream, "upstream moves")
+    result = run_cli("-C", root, "pin-sync", "--to", new)
+    assert result.exit_code == 0, result.output
+    text = (root / "Makefile.sync").read_text()
+    assert f"FETCH_HEAD={new[:9]}\n" in text and pin[:9] not in text
+    assert yaml.safe_load((root / "matrix.yaml").read_text())["upstreams"]["llama.cpp"]["pin"] == new
+    assert "lint: no findings" in ok("-C", root, "lint", "--no-apply")
