@@ -3,7 +3,7 @@
 
 At the start of a pin-sync, `target_release` tells the version the target is (the tag named by
 `--to`, else the one tag on the target commit that fits `tag:`; `--latest` takes the newest such
-tag, `latest_tag`) and `check_manifests` reads every manifest, so that a manifest patchctl cannot
+tag, `latest_release`) and `check_manifests` reads every manifest, so that a manifest patchctl cannot
 move stops the sync before anything is replayed. At the end, `with_manifests` adds their edits
 to pin-sync's others (one journaled write): matrix.yaml's `version:`, then each manifest's
 values, then its checksums. A checksum is remade only when this machine first remakes the one
@@ -63,12 +63,14 @@ def latest_release(store: Store, mirror: Mirror, upstream: Upstream) -> tuple[st
 
 def _latest_tag(repo: Path, upstream: Upstream) -> str:
     listed = git.run(["for-each-ref", "--format=%(refname:strip=2)", "refs/tags"], repo).stdout.split()
-    prerelease_ok = bool(_PRERELEASE_RE.search(upstream.version))
+    current = upstream.version or ""
+    prerelease_ok = bool(_PRERELEASE_RE.search(current))
     candidates = [
         (_version_key(version), tag)
         for tag in listed
         if (version := version_of_tag(upstream.tag, tag)) is not None
         and (prerelease_ok or not _PRERELEASE_RE.search(version))
+        and version[:1].isdigit() == current[:1].isdigit()  # `{version}` fits any tag: `list` is none
     ]
     if not candidates:
         raise UsageError(
