@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
-from ..confined import Root
+from ..confined import Refused, Root
+from ..errors import UsageError
 
 ENTRY = ".patchctl/"
 GITIGNORE = ".gitignore"
@@ -32,8 +33,20 @@ class Hidden:
 
 
 def patchctl_entry(top: Path) -> bytes | None:
-    """The new bytes of TOP/.gitignore with `.patchctl/` in it, or None when git ignores it already."""
+    """The new bytes of TOP/.gitignore with `.patchctl/` in it, or None when git ignores it
+    already. Asked before init writes anything: a `.gitignore` or `.patchctl` that is a link or
+    no regular file stops init in one line (UsageError) with nothing written."""
+    try:
+        return _with_entry(top)
+    except Refused as exc:
+        raise UsageError(f"{exc}: init adds `{ENTRY}` there") from None
+
+
+def _with_entry(top: Path) -> bytes | None:
+    if Root(top).kind(GITIGNORE) == "directory":  # (Root.read_bytes does not refuse one in one line)
+        raise Refused(f"refusing to read {GITIGNORE}: it is a directory, not a regular file")
     old = Root(top).read_bytes(GITIGNORE, MAX_GITIGNORE_BYTES) or b""
+    Root(top).check_replaceable(GITIGNORE, "write")
     if _in_git(top):
         # git applies a rule for directories (`!/**/`) only to a directory it sees: made first
         # (apply makes it anyway), so that check-ignore answers for the directory it will be.
@@ -48,15 +61,14 @@ def patchctl_entry(top: Path) -> bytes | None:
     return old + ENTRY.encode() + newline
 
 
-def settle(top: Path, prefix: str, written: list[str], shown_root: str) -> tuple[str, str]:
+def settle(top: Path, prefix: str, written: list[str], shown_root: str, entry: bytes | None) -> tuple[str, str]:
     """After init wrote WRITTEN (relative to the directory SHOWN_ROOT, which is PREFIX in the
-    work tree TOP): `.patchctl/` added to TOP/.gitignore (written after the journaled files, as
-    it may lie above their directory), and a warning naming the written files the ignore rules
-    hide, with the command that adds them. ('', '') when there is nothing to say."""
+    work tree TOP): ENTRY (`patchctl_entry`'s) written to TOP/.gitignore (after the journaled
+    files, as it may lie above their directory), and a warning naming the written files the
+    ignore rules hide, with the command that adds them. ('', '') when there is nothing to say."""
     added = ""
-    new = patchctl_entry(top)
-    if new is not None:
-        Root(top).write_bytes(GITIGNORE, new)
+    if entry is not None:
+        Root(top).write_bytes(GITIGNORE, entry)
         added = f"added {ENTRY} to {top / GITIGNORE}"
     found = hidden(top, [f"{prefix}/{path}" if prefix else path for path in written])
     if not found:

@@ -119,6 +119,8 @@ def inside_path(root: Path, path: str, what: str) -> str:
 
 def read_text(root: Path, path: str) -> str | None:
     """The text of the repository file PATH (read through `Root`: no link, bounded), or None."""
+    if file_kind(root, path) == "directory":  # (Root.read_bytes does not refuse one in one line)
+        raise UsageError(f"{path} is a directory, not the file init reads there")
     data = Root(root).read_bytes(path, MAX_LAYOUT_FILE_BYTES)
     return None if data is None else data.decode("utf-8", errors="replace")
 

@@ -112,6 +112,7 @@ def init_cmd(
     if existing and not force:
         raise UsageError(f"refusing to overwrite {', '.join(existing)} (use --force)")
     # The journal refuses a link or `.git` on the way to any of them before its first byte.
+    ignore = gitignore.patchctl_entry(top)  # a .gitignore it cannot write stops init before the first byte
     journal.commit(root / CONFIG_NAME, [journal.FileChange(root / p, data) for p, data in result.files.items()])
     for line in result.found:
         click.echo(log_line(f"found: {line}"))
@@ -123,7 +124,7 @@ def init_cmd(
         click.echo(log_line(f"patchctl: warning: {chosen.said}"), err=True)
     for path in result.files:
         click.echo(log_line(f"wrote {path}"))
-    added, warning = gitignore.settle(top, prefix, list(result.files), str(app.directory or "."))
+    added, warning = gitignore.settle(top, prefix, list(result.files), str(app.directory or "."), ignore)
     if added:
         click.echo(log_line(added))
     if warning:

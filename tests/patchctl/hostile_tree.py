@@ -65,7 +65,8 @@ MANAGED = (
     "backend/index.yaml",
 )
 # In the fresh directory `init` writes these.
-MANAGED_BY_INIT = ("matrix.yaml", "templates", ".pre-commit-config.yaml")
+# init also adds `.patchctl/` to .gitignore, and makes the (empty) `.patchctl/` git is asked about
+MANAGED_BY_INIT = ("matrix.yaml", "templates", ".pre-commit-config.yaml", ".gitignore", ".patchctl")
 
 # Every command, in an order that reaches deep: a tree applied before export and the gate,
 # a stopped sync (if any) before --continue and --abort. ("init" runs in the fresh directory.)

@@ -584,3 +584,19 @@ def test_a_manifest_reached_through_a_link_is_refused(tmp_path: Path) -> None:
         outside.read_bytes()
         == (Path(__file__).parent / "fixtures/downstreams/openwrt-btop" / case.manifest).read_bytes()
     )
+
+
+@pytest.mark.parametrize("what", ["a link out", "a directory"])
+def test_a_gitignore_init_cannot_write_stops_it_before_the_first_byte(tmp_path: Path, what: str) -> None:
+    root = tmp_path / "project"
+    git.init_repo(root)
+    outside = tmp_path / "outside"
+    outside.write_text("theirs\n")
+    if what == "a link out":
+        (root / ".gitignore").symlink_to(outside)
+    else:
+        (root / ".gitignore").mkdir()
+    result = run_cli("-C", root, "init")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert "init adds `.patchctl/` there" in result.stderr
+    assert not (root / "matrix.yaml").exists() and outside.read_text() == "theirs\n"

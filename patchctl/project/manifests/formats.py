@@ -15,6 +15,8 @@ def read_manifest(root: Path, manifest: Manifest) -> str:
     """The text of MANIFEST (relative to ROOT, matrix.yaml's directory), read through `Root`:
     no link followed, bounded; ManifestError when it is missing or unreadable."""
     try:
+        if Root(root).kind(manifest.path) == "directory":  # (Root.read_bytes does not refuse one in one line)
+            raise Refused(f"refusing to read {manifest.path}: it is a directory, not a regular file")
         data = Root(root).read_bytes(manifest.path, MAX_MANIFEST_BYTES)
     except Refused as exc:
         raise ManifestError(f"{manifest.where}: {exc}") from None
