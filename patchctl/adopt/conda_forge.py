@@ -12,8 +12,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..project.manifests import Manifest, ManifestError, conda
-from .layout import Layout, file_kind, inside_path, read_text
-from .openwrt import release_layout
+from .layout import Layout, file_kind, inside_path, read_text, release_layout
 
 
 def detect_conda_forge(root: Path, directory: str | None, url: str | None, pin: str | None, name: str | None) -> Layout:

@@ -16,8 +16,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..project.manifests import HEX40_RE, Manifest, ManifestError, Source
 from ..project.manifests import gclient as deps_file
-from .layout import Layout, file_kind, inside_path, read_text
-from .openwrt import release_layout
+from .layout import Layout, file_kind, inside_path, read_text, release_layout
 
 CONFIG_JSON = "patches/config.json"
 

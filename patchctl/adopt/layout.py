@@ -16,7 +16,8 @@ from pathlib import Path
 from ..confined import Refused, Root, is_dotgit
 from ..errors import UsageError
 from ..project.config import VendorCopy
-from ..project.manifests import Manifest, is_abbreviation
+from ..project.manifests import HEX40_RE, Manifest, Source, is_abbreviation
+from ..project.manifests.formats import checksums
 from ..series.patchset import FORMAT_PATCH_SLUG_MAX, PATCH_NAME_RE, STRICT_NAME_RE
 from .resolve import commit_of
 
@@ -194,3 +195,64 @@ def line_prefix(prefix: str) -> str:
 
 def unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+def release_layout(
+    root: Path,
+    *,
+    found_source: Source,
+    what: str,
+    url: str | None,
+    pin: str | None,
+    name: str,
+    manifest: Manifest,
+    manifest_text: str,
+    patch_dir: str,
+    version_where: str,
+) -> Layout:
+    """The layout of a downstream that names its upstream in a manifest (an OpenWrt Makefile, a
+    conda-forge recipe): upstream, pin and release from FOUND_SOURCE, the manifest to move."""
+    found: list[str] = []
+    notes: list[str] = []
+    upstream_url = url or found_source.url
+    if not upstream_url:
+        raise UsageError(
+            f"{found_source.where}: {found_source.problem or 'no upstream'}; patchctl cannot tell the upstream's git "
+            f"repository from {what}: give --upstream-url URL and --pin SHA"
+        )
+    found.append(f"upstream: {upstream_url} ({'--upstream-url' if url else found_source.where})")
+    if pin is not None:
+        commit = checked_pin(pin, upstream_url, root)
+        found.append(f"pin: {commit} (--pin)")
+    elif not found_source.revision:
+        raise UsageError(f"{found_source.where}: no revision to pin: give --pin SHA")
+    else:
+        commit = expand_pin(found_source.revision, upstream_url, root, found_source.where)
+        shown = "" if found_source.revision == commit else f" = {found_source.revision}"
+        found.append(f"pin: {commit}{shown} ({found_source.where})")
+    version = None
+    if found_source.tag_pattern is not None and found_source.version and not HEX40_RE.match(found_source.revision):
+        version = found_source.version
+        found.append(f"version: {version} ({version_where}), the upstream's tag {found_source.tag_pattern!r}")
+    elif not HEX40_RE.match(found_source.revision):
+        notes.append(
+            f"{found_source.where}: the revision {found_source.revision!r} does not follow the version: no `version:`; "
+            "pin-sync moves the manifest's commit only"
+        )
+    found.append(f"manifest: {manifest.path} ({manifest.format}): pin-sync moves it with the pin")
+    for checksum in checksums(manifest, manifest_text):
+        if checksum.archive is None:
+            notes.append(
+                f"{manifest.path}:{checksum.literal.line}: {checksum.literal.name}: {checksum.why}: pin-sync lists "
+                "it to refresh after each bump"
+            )
+    naming, naming_notes, extra = naming_of(root, patch_dir)
+    safe = safe_name(name)
+    layout = Layout(safe, upstream_url, commit, safe, patch_dir, naming)
+    layout.version, layout.tag_pattern = version, found_source.tag_pattern or "{version}"
+    layout.manifests = [manifest]
+    layout.found = [*found, f"patches: {patch_dir}", f"naming: {naming}"]
+    layout.unmapped = notes + naming_notes
+    layout.extra_files = extra
+    layout.allow_empty = not has_patches(root, patch_dir)
+    return layout
