@@ -30,7 +30,16 @@ from patchctl import git
 from patchctl.matrix.sources import load_project
 
 from .conftest import ok, run_cli
-from .downstreams import Upstream, applied, build_upstream, checkout, insert_lines, patches_of, pristine_files
+from .downstreams import (
+    FIXTURES,
+    Upstream,
+    applied,
+    build_upstream,
+    checkout,
+    insert_lines,
+    patches_of,
+    pristine_files,
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class Downstream:
     version_line: Callable[[str], str]  # the manifest's line that states VERSION
     reset_line: str  # the release/build-number line after the bump
     checksum: str  # the checksum's name in the manifest
+    patches_from: str = ""  # the fixture whose patches it shares, when it keeps none of its own
 
 
 def _btop_next(files: dict[str, str], _: Path) -> dict[str, str]:
@@ -105,6 +115,19 @@ DOWNSTREAMS = {
         "  number: 0\n",
         "sha256",
     ),
+    "conda-snappy-v1": Downstream(
+        "conda-snappy-v1",
+        ("--from", "conda-forge"),
+        "recipe/recipe.yaml",
+        "recipe/patches",
+        ("1.2.2", "1.2.2"),
+        ("1.2.3", "1.2.3"),
+        _snappy_next,
+        lambda version: f"  version: {version}\n",
+        "  number: 0\n",
+        "sha256",
+        patches_from="conda-snappy",
+    ),
     "conda-snappy": Downstream(
         "conda-snappy",
         ("--from", "conda-forge"),
@@ -122,7 +145,7 @@ DOWNSTREAMS = {
 
 def synthesized_upstream(case: Downstream, tmp_path: Path) -> Upstream:
     fixture = tmp_path / "fixture-files"
-    shutil.copytree(Path(__file__).parent / "fixtures" / "downstreams" / case.fixture, fixture)
+    shutil.copytree(FIXTURES / (case.patches_from or case.fixture), fixture)
     old = pristine_files(patches_of(fixture, case.patch_dir))
     return build_upstream(tmp_path / "upstream", [(case.old[0], old), (case.new[0], case.next_release(old, fixture))])
 
@@ -130,7 +153,14 @@ def synthesized_upstream(case: Downstream, tmp_path: Path) -> Upstream:
 def adopt(case: Downstream, tmp_path: Path, edit: Callable[[Path, Upstream], None] | None = None):
     """(checkout, upstream, init's output): the fixture adopted with `init` as a maintainer would."""
     upstream = synthesized_upstream(case, tmp_path)
-    root = checkout(case.fixture, tmp_path / case.fixture, (lambda r: edit(r, upstream)) if edit else None)
+
+    def prepare(root: Path) -> None:
+        if case.patches_from:
+            shutil.copytree(FIXTURES / case.patches_from / case.patch_dir, root / case.patch_dir)
+        if edit is not None:
+            edit(root, upstream)
+
+    root = checkout(case.fixture, tmp_path / case.fixture, prepare)
     result = run_cli("-C", root, "init", *case.init, "--upstream-url", upstream.url)
     assert result.exit_code == 0, result.output
     git.run(["add", "--all", "--force", "--", "matrix.yaml", "templates", ".pre-commit-config.yaml"], root)
@@ -245,7 +275,7 @@ NATIVE_FORM = pytest.mark.xfail(
 
 
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=NATIVE_FORM) if n == "conda-snappy" else n for n in sorted(DOWNSTREAMS)]
+    "name", [pytest.param(n, marks=NATIVE_FORM) if n.startswith("conda-snappy") else n for n in sorted(DOWNSTREAMS)]
 )
 def test_export_check_passes_right_after_adoption_and_a_noop_export_writes_nothing(tmp_path: Path, name: str) -> None:
     case = DOWNSTREAMS[name]
@@ -298,15 +328,15 @@ def _expected_url(case: Downstream, recipe: str) -> str:
     version = case.new[1]
     if case.fixture == "conda-sentencepiece":
         return f"https://github.com/google/sentencepiece/archive/refs/tags/v{version}.tar.gz"
-    return f"https://github.com/google/snappy/archive/{version}.tar.gz"
+    return f"https://github.com/google/snappy/archive/{version}.tar.gz"  # both snappy recipes
 
 
-@pytest.mark.parametrize("name", ["openwrt-btop", "conda-sentencepiece", "conda-snappy"])
+@pytest.mark.parametrize("name", ["openwrt-btop", "conda-sentencepiece", "conda-snappy", "conda-snappy-v1"])
 def test_a_github_tarball_checksum_this_machine_remakes_is_remade(tmp_path: Path, name: str) -> None:
     """With the checksum of the synthesized upstream's own tarball in the manifest (what the
     downstream has with the real one), pin-sync remakes it first, then writes the new release's."""
     case = DOWNSTREAMS[name]
-    prefix = {"openwrt-btop": "btop", "conda-sentencepiece": "sentencepiece", "conda-snappy": "snappy"}[name]
+    prefix = {"openwrt-btop": "btop", "conda-sentencepiece": "sentencepiece"}.get(name, "snappy")
 
     def consistent(root: Path, upstream: Upstream) -> None:
         manifest = root / case.manifest
@@ -600,3 +630,19 @@ def test_a_gitignore_init_cannot_write_stops_it_before_the_first_byte(tmp_path: 
     assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
     assert "init adds `.patchctl/` there" in result.stderr
     assert not (root / "matrix.yaml").exists() and outside.read_text() == "theirs\n"
+
+
+def test_a_v1_recipe_version_yaml_would_read_as_a_number_is_quoted_when_moved() -> None:
+    """rattler-build's `context:` is YAML: `version: 1.9` moved to 1.10 unquoted would be read
+    as the number 1.1. The new value gets quotes where the old had none and YAML would misread it."""
+    from patchctl.project.manifests import Manifest, PinState
+    from patchctl.project.manifests.formats import moved
+
+    recipe = (FIXTURES / "conda-snappy-v1" / "recipe" / "recipe.yaml").read_text()
+    text = recipe.replace("version: 1.2.2", "version: 1.9")
+    manifest = Manifest("recipe/recipe.yaml", "conda-forge")
+    after = moved(manifest, text, PinState("a" * 40, "1.9", "1.9"), PinState("b" * 40, "1.10", "1.10"))
+    assert yaml.safe_load(after)["context"]["version"] == "1.10"
+    assert '  version: "1.10"\n' in after and after.count("\n") == text.count("\n")
+    again = moved(manifest, after, PinState("b" * 40, "1.10", "1.10"), PinState("c" * 40, "1.11.0", "1.11.0"))
+    assert '  version: "1.11.0"\n' in again  # quoted stays quoted, whatever the value

@@ -225,7 +225,7 @@ def moved(recipe: Recipe, old: PinState, new: PinState) -> str:
                 f"{recipe.where(recipe.version)}: version is {recipe.version.value!r}, not {old.version!r} as "
                 "matrix.yaml pins it: make them agree before pin-sync moves them"
             )
-        edits[recipe.version] = new.version
+        edits[recipe.version] = _as_written(recipe, recipe.version, new.version)
     rev = recipe.source.get("git_rev") or recipe.source.get("rev") or recipe.source.get("tag")
     if rev is not None and "{{" not in rev.value:
         if rev.value == old.commit:
@@ -241,6 +241,15 @@ def moved(recipe: Recipe, old: PinState, new: PinState) -> str:
     if recipe.build_number is not None and (version_moves or (rev is not None and rev in edits)):
         edits[recipe.build_number] = "0"
     return replace_literals(recipe.text, edits)
+
+
+def _as_written(recipe: Recipe, literal: Literal, value: str) -> str:
+    """VALUE for the place of LITERAL: a plain YAML scalar that YAML would read as a number
+    (`1.10`, `2`) gets quotes, so that the version stays the string it is."""
+    quoted = recipe.text[literal.start - 1 : literal.start] in ("'", '"')
+    if recipe.v1 and not quoted and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", value):
+        return f'"{value}"'
+    return value
 
 
 def checksums(recipe: Recipe) -> list[Checksum]:
