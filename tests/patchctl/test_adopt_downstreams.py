@@ -646,3 +646,64 @@ def test_a_v1_recipe_version_yaml_would_read_as_a_number_is_quoted_when_moved() 
     assert '  version: "1.10"\n' in after and after.count("\n") == text.count("\n")
     again = moved(manifest, after, PinState("b" * 40, "1.10", "1.10"), PinState("c" * 40, "1.11.0", "1.11.0"))
     assert '  version: "1.11.0"\n' in again  # quoted stays quoted, whatever the value
+
+
+# The source lines of real package Makefiles (openwrt/packages at 0521bb5679, each package's
+# PKG_* assignments as written there) and what init maps them to.
+_OPENWRT_SOURCES = {
+    "libs/cjson": (
+        "PKG_NAME:=cJSON\nPKG_VERSION:=1.7.19\nPKG_SOURCE:=$(PKG_NAME)-$(PKG_VERSION).tar.gz\n"
+        "PKG_SOURCE_URL:=https://codeload.github.com/DaveGamble/cJSON/tar.gz/v$(PKG_VERSION)?\n",
+        ("github-archive", "https://github.com/DaveGamble/cJSON", "v1.7.19", "v{version}", "cJSON-1.7.19"),
+    ),
+    "libs/gperftools": (
+        "PKG_NAME:=gperftools\nPKG_VERSION:=2.17.2\nPKG_SOURCE:=$(PKG_NAME)-$(PKG_VERSION).tar.gz\n"
+        "PKG_SOURCE_URL:=https://codeload.github.com/gperftools/gperftools/tar.gz/$(PKG_NAME)-$(PKG_VERSION)?\n",
+        (
+            "github-archive",
+            "https://github.com/gperftools/gperftools",
+            "gperftools-2.17.2",
+            "gperftools-{version}",
+            "gperftools-gperftools-2.17.2",
+        ),
+    ),
+    "utils/mktorrent": (
+        "PKG_NAME:=mktorrent\nPKG_VERSION:=1.1\nPKG_SOURCE_PROTO:=git\nPKG_SOURCE:=$(PKG_NAME)-$(PKG_VERSION).tar.xz\n"
+        "PKG_SOURCE_URL:=https://github.com/Rudde/$(PKG_NAME)\n"
+        "PKG_SOURCE_VERSION:=b20ef699b4ee5ded2f078ead776c7deac969e19a\n",
+        (
+            "git",
+            "https://github.com/Rudde/mktorrent",
+            "b20ef699b4ee5ded2f078ead776c7deac969e19a",
+            None,
+            "mktorrent-1.1",
+        ),
+    ),
+    "lang/lua/luasocket": (
+        "PKG_NAME:=luasocket\nPKG_VERSION:=3.1.0\nPKG_SOURCE_PROTO:=git\nPKG_SOURCE_VERSION:=v$(PKG_VERSION)\n"
+        "PKG_SOURCE_URL:=https://github.com/lunarmodules/luasocket\n",
+        ("git", "https://github.com/lunarmodules/luasocket", "v3.1.0", "v{version}", "luasocket-3.1.0"),
+    ),
+    "net/mptcpd": (
+        "PKG_NAME:=mptcpd\nPKG_VERSION:=0.14\nPKG_SOURCE:=$(PKG_NAME)-$(PKG_VERSION).tar.gz\n"
+        "PKG_SOURCE_URL:=https://github.com/multipath-tcp/mptcpd/releases/download/v$(PKG_VERSION)\n",
+        ("github-release", "https://github.com/multipath-tcp/mptcpd", "v0.14", "v{version}", None),
+    ),
+}
+
+
+@pytest.mark.parametrize("package", sorted(_OPENWRT_SOURCES))
+def test_openwrt_source_lines_map_to_the_upstream_and_its_tag(package: str) -> None:
+    from patchctl.project.manifests import openwrt
+
+    lines, (kind, url, revision, pattern, archive_top) = _OPENWRT_SOURCES[package]
+    text = f"include $(TOPDIR)/rules.mk\n\n{lines}PKG_HASH:={'0' * 64}\n\ninclude $(INCLUDE_DIR)/package.mk\n"
+    makefile = openwrt.read(
+        f"{package}/Makefile", text.replace("PKG_HASH", "PKG_MIRROR_HASH") if kind == "git" else text
+    )
+    source = openwrt.source(makefile)
+    assert (source.kind, source.url, source.revision, source.tag_pattern) == (kind, url, revision, pattern)
+    (checksum,) = openwrt.checksums(makefile)
+    assert (checksum.archive.prefix if checksum.archive else None) == archive_top
+    name = package.rsplit("/", 1)[1]
+    assert checksum.refresh.startswith(f"make package/{name}/download V=s ")
