@@ -68,10 +68,6 @@ class Recipe:
         return self.expand(literal.value, **overrides) if literal else ""
 
 
-def is_recipe_name(name: str) -> bool:
-    return name in ("meta.yaml", "recipe.yaml")
-
-
 def read(path: str, text: str) -> Recipe:
     v1 = path.endswith("recipe.yaml") or bool(re.search(r"^context:\s*$", text, re.M))
     recipe = Recipe(path, text, v1)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from .base import HEX40_RE, Literal, ManifestError, PinState, is_abbreviation, replace_literals
+from .base import Literal, ManifestError, PinState, is_abbreviation, replace_literals
 
 MAX_DEPS_BYTES = 4 * 1024 * 1024
 
@@ -171,7 +171,3 @@ def moved(deps: Deps, var: str, old: PinState, new: PinState) -> str:
             f"{old.commit[:12]} nor its tag"
         )
     return replace_literals(deps.text, {literal: value})
-
-
-def is_commit(value: str) -> bool:
-    return bool(HEX40_RE.match(value))
