@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from patchctl import git
-from patchctl.series.exporter import format_patch_slug
+from patchctl.series.naming import format_patch_slug
 from patchctl.series.patchset import PatchFile, parse_message, title_from_name
 
 from .conftest import Project, Repo, make_patch
