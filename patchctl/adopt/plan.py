@@ -18,6 +18,7 @@ from ..confined import Refused, Root
 from ..errors import UsageError
 from ..project.upstream_checks import SDIST_BRANCH, is_sdist_url
 from ..series.patchset import PatchFile
+from .electron import detect_electron
 from .git_dir import detect_git_dir
 from .layout import (
     CONFIG_NAME,
@@ -39,6 +40,15 @@ from .makefile_sync import detect_makefile_sync
 from .quilt import detect_quilt, quilt_lines
 
 # ------------------------------------------------------------------ entry point
+
+NAMING_NOTES = {
+    "format-patch": "NNNN-slug.patch in name order, as git format-patch names them",
+    "strict": "NNNN-slug.patch in name order, no gaps, lower-case",
+    "quilt": "any names, in the order of DIR/series",
+    "openwrt": "OpenWrt's NNN-slug.patch in name order (a new patch: the next number in its band)",
+    "electron": "Electron's underscore_slug.patch, in the order of DIR/.patches",
+    "any": "any names, in the order of list: (name order without one)",
+}
 
 
 def plan(
@@ -63,6 +73,8 @@ def plan(
         detected = detect_makefile_sync(root, path or "Makefile.sync", upstream_url, pin)
     elif layout == "quilt":
         detected = detect_quilt(root, path, upstream_url, pin, name)
+    elif layout == "electron":
+        detected = detect_electron(root, path or "patches", upstream_url, pin, name)
     elif layout == "git-dir":
         if not path:
             raise UsageError("--from git-dir needs the patch directory: patchctl init --from git-dir DIR")
@@ -126,11 +138,10 @@ def _new_repository(url: str | None, pin: str | None, name: str | None) -> Layou
 def _undescribed(root: Path, layout: Layout) -> tuple[int, int, int]:
     """(patches, those without a subject or a description, those with a well-formed
     `Upstream-Status:` header) in the layout's patch directory."""
-    listed = layout.extra_files.get(f"{layout.dir}/series")
-    if layout.naming == "quilt" and listed is None:
-        listed = (read_text(root, f"{layout.dir}/series") or "").encode()
-    if layout.naming == "quilt" and listed is not None:
-        names = [words[0] for words in quilt_lines(listed.decode(errors="replace"))]
+    if layout.names is not None:
+        names = layout.names
+    elif layout.naming == "quilt":
+        names = [words[0] for words in quilt_lines(read_text(root, f"{layout.dir}/series") or "")]
     else:
         names = [n for n in regular_files(root, layout.dir) if n.endswith(".patch")]
     count = with_status = 0
@@ -232,8 +243,16 @@ def render_config(layout: Layout, source: str | None, action: str | None, home: 
         f"  {q(layout.series)}:",
         f"    upstream: {q(layout.upstream)}  # the upstream whose pin the patches apply to",
         f"    dir: {q(layout.dir)}  # the patch files, relative to this file",
-        f"    naming: {layout.naming}  # format-patch: NNNN-slug.patch in name order; strict: no gaps,"
-        " lower-case; quilt: the order of DIR/series",
+        f"    naming: {layout.naming}  # {NAMING_NOTES[layout.naming]}",
+    ]
+    if layout.list_path is not None:
+        out.append(
+            f"    list: {{kind: {layout.list_kind}, path: {q(layout.list_path)}}}  # the order: your own list, "
+            "edited in place"
+        )
+    if layout.form != "own":
+        out.append(f"    form: {layout.form}  # export writes every patch exactly as your own exporter does")
+    out += [
         "    exclude: []  # paths no patch may touch (lint PC004); [] allows every path",
     ]
     if layout.allow_empty:

@@ -22,7 +22,7 @@ from ..state import journal
     "--from",
     "layout",
     type=click.Choice(LAYOUTS),
-    help="Adopt an existing layout without moving a file: makefile-sync, quilt [DIR], git-dir DIR.",
+    help="Adopt an existing layout without moving a file: makefile-sync, quilt [DIR], git-dir DIR, electron [DIR].",
 )
 @click.option("--file", "file", metavar="PATH", help="--from makefile-sync: the Makefile (default Makefile.sync).")
 @click.option("--upstream-url", "upstream_url", metavar="URL", help="The upstream URL (or a local path), if not found.")
@@ -57,6 +57,10 @@ def init_cmd(
                      copies with their .rsync-filter rules (--file PATH, default Makefile.sync)
       quilt [DIR]    DIR/series (default debian/patches); needs --upstream-url and --pin
       git-dir DIR    format-patch files in DIR; the pin from a Makefile variable or a version file
+      electron [DIR] an Electron-style patch directory (DIR/.patches, patches/config.json);
+                     needs --upstream-url and --pin
+    The downstream's own patch list (quilt series, .patches, a recipe's patches:) stays the
+    one list: init writes none beside it, and sets naming, list and form from the files.
     It prints one line per thing found and per thing it could not map, and says which
     patchctl action the workflows call (`chose:`, or a warning when github.com is not known to
     have this patchctl's commit: then name one with --action). matrix.yaml gets an apply-only
@@ -70,9 +74,10 @@ def init_cmd(
       patchctl init --from quilt --upstream-url ../pkg-orig --pin <sha>
       patchctl init --from git-dir patches/llama.cpp
       patchctl init --from makefile-sync --action patchctl/patchctl@<sha>
+      patchctl init --from electron patches/nan --upstream-url ../nan --pin <sha>
     """
-    if directory is not None and layout not in ("quilt", "git-dir"):
-        raise UsageError("DIR is for --from quilt or --from git-dir")
+    if directory is not None and layout not in ("quilt", "git-dir", "electron"):
+        raise UsageError("DIR is for --from quilt, --from git-dir or --from electron")
     if file is not None and layout != "makefile-sync":
         raise UsageError("--file is for --from makefile-sync")
     root = Path(app.directory or ".").resolve()
