@@ -65,6 +65,14 @@ BUMPS = {
         "e14bdcd1f72d62bca1d541b66da43130384ec213",
         "675cefebca42410733da8a454c8d9391fcebfbc2",
     ),
+    "squirrel.mac": Bump(
+        "squirrel.mac",
+        "patches/squirrel.mac",
+        "ea095423804d195870a7371bda11a6aed1402fc3",
+        "Squirrel/Squirrel.Mac",
+        "0e5d146ba13101a1302d59ea6e6e0b3cace4ae38",
+        "8d808803bc89ec0e2aa1450474856dfee3b00c6b",
+    ),
 }
 
 
@@ -150,11 +158,14 @@ def _keep(line: str, kept: set[str], sections: set[str]) -> bool:
 def skeleton_entry(old_text: str | None, new_text: str | None, kept: set[str], sections: set[str]) -> dict:
     old_real = old_text.split("\n") if old_text is not None else None
     new_real = new_text.split("\n") if new_text is not None else None
-    entry: dict = {"old_eol": bool(old_text and old_text.endswith("\n")), "new_eol": bool(new_text and new_text.endswith("\n"))}
+    entry: dict = {
+        "old_eol": bool(old_text and old_text.endswith("\n")),
+        "new_eol": bool(new_text and new_text.endswith("\n")),
+    }
     for real, eol in ((old_real, entry["old_eol"]), (new_real, entry["new_eol"])):
         if real is not None and eol:
             real.pop()
-    entry["old"] = _old_tokens(old_real, kept, sections) if old_real is not None else None
+    entry["old"] = _fresh_tokens(old_real, kept, sections) if old_real is not None else None
     if new_real is None:
         entry["new"] = None
     elif old_real is None:
@@ -169,10 +180,6 @@ def skeleton_entry(old_text: str | None, new_text: str | None, kept: set[str], s
                 tokens += _fresh_tokens(new_real[b1:b2], kept, sections)
         entry["new"] = tokens
     return entry
-
-
-def _old_tokens(lines: list[str], kept: set[str], sections: set[str]) -> list:
-    return _fresh_tokens(lines, kept, sections)
 
 
 def _fresh_tokens(lines: list[str], kept: set[str], sections: set[str]) -> list:

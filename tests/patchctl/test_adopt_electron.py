@@ -29,7 +29,9 @@ from .electron_fixture import FIXTURES, build_upstream
 
 # Per fixture: the series, and how Electron's maintainers handled each patch in the bump:
 # `carried` ones were kept (resolved to their post-bump version where the replay stops), every
-# other one was dropped; `added`: a patch they added in the same change (exported here).
+# other one was dropped where the replay stopped at it; `after_sync`: the list pin-sync leaves
+# (a patch that still applies cleanly is carried: Electron dropped one such by hand, `removed`);
+# `added`: a patch they added in the same change (exported here).
 CASES = {
     "nan": {
         "series": "nan",
@@ -38,7 +40,18 @@ CASES = {
             "fix_replace_deprecated_get_setprototype.patch",
             "fix_replace_usage_of_removed_writeutf8_with_writeutf8v2.patch",
         ],
+        "after_sync": [
+            "fix_correct_usages_of_v8_returnvalue_void_set_nonempty_for_new.patch",
+            "fix_replace_deprecated_get_setprototype.patch",
+            "fix_replace_usage_of_removed_writeutf8_with_writeutf8v2.patch",
+        ],
         "added": "test_use_v8_version_check_instead_of_node_version_check.patch",
+    },
+    "squirrel.mac": {
+        "series": "squirrel.mac",
+        "carried": ["build_add_gn_config.patch"],
+        "after_sync": ["build_add_gn_config.patch", "use_uttype_class_instead_of_deprecated_uttypeconformsto.patch"],
+        "removed": "use_uttype_class_instead_of_deprecated_uttypeconformsto.patch",
     },
 }
 
@@ -103,21 +116,37 @@ def test_a_real_bump_keeps_their_list_and_their_canonical_form(tmp_path: Path, n
     stops = resolve_like_electron(root, series, new, after, case["carried"])
     assert stops, "the bump stopped nowhere: nothing was resolved as Electron did"
     listed = (directory / ".patches").read_text()
-    assert listed.split() == case["carried"]
-    assert sorted(p.name for p in directory.glob("*.patch")) == sorted(case["carried"])  # exactly the files present
+    assert listed.split() == case["after_sync"]
+    assert sorted(p.name for p in directory.glob("*.patch")) == sorted(case["after_sync"])  # exactly the files present
     for patch in case["carried"]:  # each as Electron's exporter wrote it on the new upstream
         assert (directory / patch).read_bytes() == (after / patch).read_bytes(), patch
     assert f"pin: {new}" in (root / "matrix.yaml").read_text()
     assert electron_check.stale(clone(upstream, tmp_path / "check"), new, directory, tmp_path) == []
     git.commit_all(root, "bump")
 
-    # The patch Electron added with the bump, made as a commit in the applied tree and exported:
-    # it joins .patches under the name Electron's exporter gives it, in its canonical form.
+    # What Electron did by hand in the same change: a patch added (made as a commit in the applied
+    # tree and exported: it joins .patches under the name Electron's exporter gives it) or one
+    # removed (its commit dropped: it leaves .patches).
     ok("-C", root, "apply", series)
     tree = root / ".patchctl" / "trees" / series
-    git.run(["am", "--keep-non-patch", "-q", str(after / case["added"])], tree)
+    if "added" in case:
+        git.run(["am", "--keep-non-patch", "-q", str(after / case["added"])], tree)
+        written = f"wrote   {case['added']}"
+    else:
+        position = case["after_sync"].index(case["removed"])
+        git.run(
+            [
+                "rebase",
+                "-q",
+                "--onto",
+                f"HEAD~{len(case['after_sync']) - position}",
+                f"HEAD~{len(case['after_sync']) - position - 1}",
+            ],
+            tree,
+        )
+        written = f"deleted {case['removed']}"
     out = ok("-C", root, "export", series)
-    assert f"wrote   {case['added']}" in out and "wrote   .patches" in out
+    assert written in out and "wrote   .patches" in out
     assert (directory / ".patches").read_bytes() == (after / ".patches").read_bytes()
     assert files_of(directory) == files_of(after)
     assert electron_check.stale(clone(upstream, tmp_path / "check2"), new, directory, tmp_path) == []
@@ -136,7 +165,7 @@ def test_without_the_canonical_form_electrons_check_calls_the_carried_patches_st
     after = FIXTURES / "nan" / "after" / "patches" / "nan"
     resolve_like_electron(root, "nan", new, after, case["carried"])
     directory = root / "patches" / "nan"
-    assert (directory / ".patches").read_text().split() == case["carried"]  # the list is kept in step either way
+    assert (directory / ".patches").read_text().split() == case["after_sync"]  # the list is kept in step either way
     assert electron_check.stale(clone(upstream, tmp_path / "check"), new, directory, tmp_path) != []
 
 
@@ -159,8 +188,8 @@ def resolve_like_electron(root: Path, series: str, target: str, after: Path, car
         stops.append(patch)
         assert len(stops) < 40, stops
         git.run(["reset", "-q", "--hard"], tree)
-        if patch in carried:  # Electron's own post-bump version of it
-            git.run(["apply", "--index", "-3", str(after / patch)], tree)
+        if patch in carried:  # Electron's own post-bump version of it, with its message
+            git.run(["am", "-3", "--keep-non-patch", "-q", str(after / patch)], tree)
             options = []
         else:
             options = [] if stopped[0]["classification"] == "conflict" else ["--drop"]
