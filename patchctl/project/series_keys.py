@@ -22,14 +22,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .validation import Validator, kind
 from .yamlloc import KeyPath, format_keypath
 
-if TYPE_CHECKING:
-    from .config import Config
-
+Config = Any  # project.config's Config (which imports this module): the one reading matrix.yaml
 NAMINGS = ("format-patch", "strict", "quilt", "openwrt", "electron", "any")
 LIST_KINDS = ("quilt", "electron", "conda-forge", "none")
 # The list file a kind reads when `list:` gives no path (relative to the series directory).
