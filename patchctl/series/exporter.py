@@ -654,9 +654,14 @@ def _rewritten(
     if old is None or plainform.is_mail(old):
         return _in_style(series, tree, commit, data, style, dropped, batch)
     message = batch.message(commit) if _message_changed(old, commit, batch) else None
-    diff = data.decode("utf-8", errors="surrogateescape")
-    diff = diff[diff.index("diff --git ") :] if diff.startswith("diff --git ") else diff.partition("\ndiff --git ")[2]
-    diff = "diff --git " + diff if not diff.startswith("diff --git ") else diff
+    # The diff alone, as format-patch writes it (full index lines, no renames): not cut out of
+    # the mail, whose message may hold a line that reads as a diff's first.
+    pathspec = ["--", "."] + [f":(exclude,literal){p}" for p in dropped] if dropped else []
+    diff = git.run(
+        [*FORMAT_PATCH_CONFIG, "diff-tree", "-p", "--full-index", "--no-renames", "--binary", "--no-color"]
+        + [f"{commit}^", commit, *pathspec],
+        tree,
+    ).stdout
     return plainform.render(old, diff, message) or plainform.with_preamble(old, diff, message)
 
 

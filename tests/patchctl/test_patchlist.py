@@ -253,3 +253,19 @@ def test_a_list_edit_lands_on_top_of_a_pending_edit_of_the_same_file(feedstock) 
     text = changes[0].new.decode()
     assert '{% set version = "1.3.0" %}' in text
     assert rendered_patches(text, unix=True, win=True) == ["patches/0001-tune-main.patch", "patches/0004-last.patch"]
+
+
+def test_a_list_file_that_is_a_link_is_refused_in_one_line(tmp_path: Path, upstream: Repo) -> None:
+    root = tmp_path / "p"
+    directory = root / "patches" / "up"
+    directory.mkdir(parents=True)
+    (directory / "0001-One.patch").write_text(make_patch(upstream, upstream.head, {"src/main.c": "one\n"}, "One"))
+    (directory / ".patches").symlink_to("/etc/passwd")
+    (root / "matrix.yaml").write_text(
+        f"version: 1\nupstreams:\n  up: {{url: {upstream.path}, branch: main, pin: {upstream.head}}}\n"
+        "series:\n  up:\n    upstream: up\n    naming: electron\n"
+    )
+    for command in (["apply"], ["lint", "--no-apply"], ["export", "up", "--check"]):
+        result = run_cli("-C", root, *command)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, (command, result.output)
+        assert "patches/up/.patches" in result.stderr and "Traceback" not in result.output
