@@ -104,11 +104,6 @@ def names(series: Series) -> list[str] | None:
     return None if listed is None else listed.names
 
 
-def entry_line(listed: ListFile, name: str) -> int:
-    """The 1-based line of NAME's entry in LISTED (1 when it has none)."""
-    return next((e.line + 1 for e in listed.entries if e.name == name), 1)
-
-
 def render(series: Series, names: list[str], renamed: dict[str, str] | None = None, data: bytes | None = None) -> bytes:
     """SERIES' list file with its patches replaced by NAMES (in order), edited in place
     (RENAMED: old name -> new name, so that a renamed patch keeps its line); DATA: the file's
@@ -118,8 +113,9 @@ def render(series: Series, names: list[str], renamed: dict[str, str] | None = No
     renamed = renamed or {}
     lines = list(listed.lines)
     newline = _newline(lines)
-    if lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += newline
+    unterminated = bool(lines) and not lines[-1].endswith(("\n", "\r"))
+    if unterminated:
+        lines[-1] += newline  # while lines move and land after it; taken off again below
     ours = [e for e in listed.entries if e.name is not None]
     # 1. renames: the new name in the old line
     current: dict[int, str] = {}  # line index -> the name it now holds
@@ -173,6 +169,8 @@ def render(series: Series, names: list[str], renamed: dict[str, str] | None = No
     out += inserts.get(len(lines), [])
     if listed.kind == "conda-forge":
         out = _without_empty_guards(out)
+    if unterminated and out and out[-1] == lines[-1]:
+        out[-1] = out[-1][: -len(newline)]  # the file's last line, still last: as it was
     return "".join(out).encode("utf-8", errors="surrogateescape")
 
 

@@ -269,3 +269,23 @@ def test_a_list_file_that_is_a_link_is_refused_in_one_line(tmp_path: Path, upstr
         result = run_cli("-C", root, *command)
         assert result.exit_code == 2 and result.stderr.count("\n") == 1, (command, result.output)
         assert "patches/up/.patches" in result.stderr and "Traceback" not in result.output
+
+
+def test_a_quilt_series_edit_keeps_comments_options_and_a_missing_final_newline(tmp_path: Path, upstream: Repo) -> None:
+    root = tmp_path / "q"
+    directory = root / "patches"
+    directory.mkdir(parents=True)
+    for name in ("a.patch", "b.diff", "c.patch"):
+        (directory / name).write_text("")
+    (directory / "series").write_text("# order matters\na.patch -p1\n\nb.diff # the build fix\nc.patch")
+    (root / "matrix.yaml").write_text(
+        f"version: 1\nupstreams:\n  up: {{url: {upstream.path}, branch: main, pin: {upstream.head}}}\n"
+        "series:\n  up:\n    upstream: up\n    dir: patches\n    naming: quilt\n"
+    )
+    series = load(root / "matrix.yaml").series["up"]
+    assert patchlist.names(series) == ["a.patch", "b.diff", "c.patch"]
+    text = patchlist.render(series, ["a2.patch", "new.patch", "c.patch"], {"a.patch": "a2.patch"}).decode()
+    assert text == "# order matters\na2.patch -p1\nnew.patch\n\nc.patch"
+    # Reordered: each patch's whole line moves (its options and comment with it), the rest stays.
+    reordered = patchlist.render(series, ["c.patch", "a.patch", "b.diff"]).decode()
+    assert reordered == "# order matters\nc.patch\n\na.patch -p1\nb.diff # the build fix"
