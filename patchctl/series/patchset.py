@@ -304,9 +304,10 @@ def _starts_diff(lines: list[str], n: int) -> bool:
 
 def title_from_name(name: str) -> str:
     """A subject for a patch that has none: its file name without number and extension,
-    words separated by spaces (`0003-fix-the-foo.patch` -> `fix the foo`)."""
+    words separated by spaces (`0003-fix-the-foo.patch` -> `fix the foo`, OpenWrt's
+    `100_fix-foo.patch` -> `fix foo`)."""
     stem = re.sub(r"\.(?:patch|diff)$", "", name)
-    stem = re.sub(r"^\d{4}-", "", stem)
+    stem = re.sub(r"^\d+[-_]", "", stem)
     return re.sub(r"[-_]+", " ", stem).strip() or name
 
 

@@ -236,3 +236,34 @@ def test_the_electron_preset_agrees_with_electrons_exporter(tmp_path: Path, upst
     check = tmp_path / "check"
     git.run(["clone", "-q", str(upstream.path), str(check)], tmp_path)
     assert electron_check.stale(check, upstream.head, root / "patches" / "up", tmp_path) == []
+
+
+def test_where_the_names_are_the_order_a_new_patch_never_sorts_out_of_place(package: Path) -> None:
+    """No number is free between 010 and 011: the new patch shares 011, and the old 011 is
+    renumbered only when its name would sort before the new one (the names are the order)."""
+    ok("-C", package, "apply")
+    tree = Repo(package / ".patchctl" / "trees" / "upstream")
+    first, second = tree.git("rev-list", "--reverse", "HEAD~2..HEAD").split()
+    tree.git("reset", "-q", "--hard", first)
+    tree.commit({"include/util.h": "fixed\n"}, "Fix the musl build\n\nmusl lacks it.")
+    tree.git("cherry-pick", second)
+    ok("-C", package, "export", "upstream")
+    git.commit_all(package, "a new patch")
+    ok("-C", package, "apply")
+    commits = tree.git("rev-list", "--reverse", "HEAD~3..HEAD").split()
+    tree.git("reset", "-q", "--hard", commits[0])
+    tree.commit({"CMakeLists.txt": "project(up2)\n"}, "Zap the cache\n\nIt goes stale.")
+    tree.git("cherry-pick", *commits[1:])
+    out = ok("-C", package, "export", "upstream")
+    assert "wrote   011-zap-the-cache.patch" in out
+    assert "renamed 011-fix-the-musl-build.patch -> 012-fix-the-musl-build.patch" in out
+    names = sorted(patch_files(package))
+    assert names == [
+        "010-musl.patch",
+        "011-zap-the-cache.patch",
+        "012-fix-the-musl-build.patch",
+        "100-allow-redefine.patch",
+    ]
+    ok("-C", package, "apply", "--force")  # name order is the commits' order: the series applies as exported
+    subjects = tree.git("log", "--reverse", "--format=%s", "HEAD~4..HEAD").splitlines()
+    assert subjects == ["musl", "Zap the cache", "Fix the musl build", "allow redefine"]
