@@ -6,14 +6,16 @@ export gives a new patch, or an old one the commits were reordered past.
   it and git's own slug;
 * `strict`: the same, four digits, a lower-case slug, no gaps;
 * `openwrt`: OpenWrt's `NNN-<slug>.patch`, three digits in bands (0xx upstream backports,
-  1xx, 2xx ...: the package's own convention): a new patch takes the next free number in the
-  band of the patch before it, so that its neighbours keep their names;
+  1xx, 2xx ...: the package's own convention): a new patch takes the number after the patch
+  before it (`011-…` after `010-…`, `101-…` after `100-…`), so that it stays in that patch's
+  band and its neighbours keep their names; where that number is taken it is shared;
 * `electron`: Electron's `<slug>.patch`, no number (the order is `.patches`'): the slug is
   what Electron's exporter derives from the subject (`fix: add foo` -> `fix_add_foo.patch`);
 * `quilt`, `any`: any names; a new patch gets a lower-case hyphenated slug.
 
 An existing file keeps its name verbatim (capitals, gaps, long slugs) whenever the order
-allows it.
+allows it. Where no list file gives the order, the names are the order: a file whose name would
+no longer sort after the patch before it (a new patch took the number it had) is renumbered.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ _NUMBERED_RE = re.compile(r"^(?P<number>\d+)-(?P<slug>.+)\.patch$")
 OPENWRT_NAME_RE = re.compile(r"^(?P<number>\d{3})[-_](?P<slug>[A-Za-z0-9][A-Za-z0-9._+-]*)\.patch$")
 ELECTRON_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*\.patch$")
 NUMBERED_NAMINGS = ("format-patch", "strict", "openwrt")
-OPENWRT_BAND = 100
 
 
 def expected(naming: str) -> str:
@@ -99,13 +100,15 @@ class Namer:
         self.taken = {p.name for p in existing}
         self.width = 3 if self.naming == "openwrt" else number_width(existing)
         self.last = 0  # the number of the last patch named
-        self._numbers = sorted(n for p in existing if (n := number_of(self.naming, p.name)) is not None)
+        self.previous = ""  # the last name given
+        self.by_name = series.patch_list.path is None  # the names are the order: each must sort after the one before
 
     def name(self, old: PatchFile | None, subject: str) -> str:
         """The name of the next patch: OLD's (its file, when it matched one) when the order
         allows, else a new one from SUBJECT."""
         name = self._name(old, subject)
         self.taken.add(name)
+        self.previous = name
         return name
 
     def _name(self, old: PatchFile | None, subject: str) -> str:
@@ -116,11 +119,13 @@ class Namer:
         number = number_of(self.naming, old.name) if old is not None else None
         if number is None and old is not None and (match := _NUMBERED_RE.match(old.name)):
             number = int(match["number"])  # a number of another width: kept where the order allows
-        if old is not None and number is not None and number >= self.last:
-            # Kept verbatim: gaps, capitals, any number width and a number shared with the patch before.
+        in_order = not self.by_name or old is None or old.name > self.previous
+        if old is not None and number is not None and number >= self.last and in_order:
+            # Kept verbatim: gaps, capitals, any number width and a number shared with the patch before
+            # (where the names are the order, only while it still sorts after that patch's name).
             self.last = number
             return old.name
-        number = self._next_number()
+        number = self.last + 1  # the next one after the patch before it, in its band while the band has room
         self.last = number
         if old is not None and (match := _NUMBERED_RE.match(old.name)):
             slug = match["slug"]
@@ -129,19 +134,6 @@ class Namer:
         else:
             slug = slugify(subject)
         return f"{number:0{self.width}d}-{slug}.patch"
-
-    def _next_number(self) -> int:
-        """The number after the last one; under `openwrt`, the next one in the last patch's
-        band that is free and sorts before the next existing patch, when there is one."""
-        if self.naming != "openwrt" or self.last == 0:
-            return self.last + 1
-        band_end = (self.last // OPENWRT_BAND + 1) * OPENWRT_BAND
-        following = next((n for n in self._numbers if n > self.last), band_end)
-        used = {n for n in self._numbers} | {n for name in self.taken if (n := number_of("openwrt", name)) is not None}
-        for number in range(self.last + 1, min(band_end, following)):
-            if number not in used:
-                return number
-        return self.last + 1
 
     def _unique(self, name: str) -> str:
         stem = name.removesuffix(".patch")
