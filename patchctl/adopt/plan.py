@@ -42,12 +42,12 @@ from .quilt import detect_quilt, quilt_lines
 # ------------------------------------------------------------------ entry point
 
 NAMING_NOTES = {
-    "format-patch": "NNNN-slug.patch in name order, as git format-patch names them",
-    "strict": "NNNN-slug.patch in name order, no gaps, lower-case",
+    "format-patch": "NNNN-slug.patch, as git format-patch names them",
+    "strict": "NNNN-slug.patch, no gaps, lower-case",
     "quilt": "any names, in the order of DIR/series",
-    "openwrt": "OpenWrt's NNN-slug.patch in name order (a new patch: the next number in its band)",
+    "openwrt": "OpenWrt's NNN-slug.patch (a new patch: the next number in its band)",
     "electron": "Electron's underscore_slug.patch, in the order of DIR/.patches",
-    "any": "any names, in the order of list: (name order without one)",
+    "any": "any names",
 }
 
 
@@ -243,7 +243,12 @@ def render_config(layout: Layout, source: str | None, action: str | None, home: 
         f"  {q(layout.series)}:",
         f"    upstream: {q(layout.upstream)}  # the upstream whose pin the patches apply to",
         f"    dir: {q(layout.dir)}  # the patch files, relative to this file",
-        f"    naming: {layout.naming}  # {NAMING_NOTES[layout.naming]}",
+        f"    naming: {layout.naming}  # {NAMING_NOTES[layout.naming]}"
+        + (
+            "; in name order (no list file)"
+            if layout.list_path is None and layout.naming not in ("quilt", "electron")
+            else ""
+        ),
     ]
     if layout.list_path is not None:
         out.append(
@@ -292,6 +297,8 @@ def pre_commit_snippet(layout: Layout) -> str:
     files = r"^(matrix\.yaml|templates/.*"
     if layout.dir:
         files += "|" + re.escape(layout.dir) + "/.*"
+    if layout.list_path and not layout.list_path.startswith(f"{layout.dir}/"):
+        files += "|" + re.escape(layout.list_path)  # the downstream's own list, elsewhere (a recipe's meta.yaml)
     files += ")$"
     lines = [
         "# patchctl's checks before each commit (https://pre-commit.com), run by the installed patchctl.",

@@ -289,3 +289,30 @@ def test_a_quilt_series_edit_keeps_comments_options_and_a_missing_final_newline(
     # Reordered: each patch's whole line moves (its options and comment with it), the rest stays.
     reordered = patchlist.render(series, ["c.patch", "a.patch", "b.diff"]).decode()
     assert reordered == "# order matters\nc.patch\n\na.patch -p1\nb.diff # the build fix"
+
+
+def test_init_takes_a_recipes_patches_list_as_the_one_list(feedstock) -> None:
+    root, upstream = feedstock
+    (root / "matrix.yaml").unlink()
+    git.commit_all(root, "no matrix.yaml yet")
+    out = ok(
+        "-C",
+        root,
+        "init",
+        "--from",
+        "git-dir",
+        "recipe/patches",
+        "--upstream-url",
+        upstream.path,
+        "--pin",
+        upstream.head,
+    )
+    assert "found: order: recipe/meta.yaml (4 patch(es), kept as the one list)" in out
+    series = yaml.safe_load((root / "matrix.yaml").read_text())["series"]["recipe"]
+    assert series["list"] == {"kind": "conda-forge", "path": "recipe/meta.yaml"}
+    assert "recipe/meta\\.yaml" in (root / ".pre-commit-config.yaml").read_text()  # an edit of the list runs the hooks
+    assert (root / "recipe" / "meta.yaml").read_text() == RECIPE and not (
+        root / "recipe" / "patches" / "series"
+    ).exists()
+    git.commit_all(root, "adopt")
+    ok("-C", root, "export", "--check", "recipe")
