@@ -29,7 +29,6 @@ the base and the result must equal the work tree's HEAD on every non-excluded pa
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ from .applier import (
     is_clean,
     series_tree_at_once,
 )
+from .formatting import FORMAT_PATCH_ARGS, FORMAT_PATCH_CONFIG, Formatted, format_patch, pathspec_without
 from .naming import Namer
 from .patchset import (
     MalformedPatch,
@@ -60,75 +60,6 @@ from .patchset import (
     is_excluded,
     read_series,
 )
-
-FORMAT_PATCH_CONFIG = [
-    "-c",
-    "diff.noprefix=false",
-    "-c",
-    "diff.mnemonicPrefix=false",
-    "-c",
-    "diff.relative=false",
-    "-c",
-    "diff.renames=false",
-    "-c",
-    "diff.algorithm=myers",
-    "-c",
-    "diff.indentHeuristic=true",
-    "-c",
-    "diff.context=3",
-    "-c",
-    "diff.interHunkContext=0",
-    "-c",
-    "diff.suppressBlankEmpty=false",
-    "-c",
-    "diff.orderFile=/dev/null",
-    "-c",
-    "core.quotePath=true",
-    "-c",
-    "core.abbrev=12",
-    "-c",
-    "format.signature=",
-    "-c",
-    "diff.statGraphWidth=0",
-    "-c",
-    "diff.statNameWidth=0",
-    "-c",
-    "format.numbered=false",
-    "-c",
-    "format.coverLetter=false",
-    "-c",
-    "format.thread=false",
-    "-c",
-    "format.signOff=false",
-    "-c",
-    "format.useAutoBase=false",
-    "-c",
-    "format.forceInBodyFrom=false",
-    "-c",
-    "i18n.commitEncoding=UTF-8",
-    "-c",
-    "i18n.logOutputEncoding=UTF-8",
-]
-FORMAT_PATCH_ARGS = [
-    "format-patch",
-    "-1",
-    "--stdout",
-    "--zero-commit",
-    "--no-signature",
-    "--full-index",
-    "--no-renames",
-    "--diff-algorithm=myers",
-    "--no-stat",
-    "--subject-prefix=PATCH",
-    "--no-numbered",
-    "--no-attach",
-    "--no-thread",
-    "--binary",
-    "--no-color",
-    "--no-add-header",
-    "--no-to",
-    "--no-cc",
-]
 
 
 @dataclass(frozen=True)
@@ -278,14 +209,10 @@ def plan_export(
     if series.form.canonical:
         return _plan_canonical(series, tree, base, check=check)
     result = ExportResult(series.name, base)
-    existing = read_series(series, allow_empty_dir=not check)
-    by_title: dict[str, list[PatchFile]] = {}
-    for patch in existing:
-        by_title.setdefault(patch.title, []).append(patch)
-    namer = Namer(series, existing)
+    existing, by_title, namer = _existing(series, check)
     style = patchstyle.series_style(existing)
     planned: list[GeneratedPatch] = []
-    batch = _Formatted(tree, base)
+    batch = Formatted(tree, base)
     # (index in planned, commit, style, dropped paths, the file it rewrites)
     restyled: list[tuple[int, str, patchstyle.PatchStyle, list[str], PatchFile | None]] = []
     commits = _commits(tree, base)
@@ -344,6 +271,16 @@ def plan_export(
     return planned, _finish(series, existing, planned, result)
 
 
+def _existing(series: Series, check: bool) -> tuple[list[PatchFile], dict[str, list[PatchFile]], Namer]:
+    """The series on disk, its files by title (a commit takes the next file of its subject), and
+    the namer that keeps their names."""
+    existing = read_series(series, allow_empty_dir=not check)
+    by_title: dict[str, list[PatchFile]] = {}
+    for patch in existing:
+        by_title.setdefault(patch.title, []).append(patch)
+    return existing, by_title, Namer(series, existing)
+
+
 def _finish(
     series: Series, existing: list[PatchFile], planned: list[GeneratedPatch], result: ExportResult
 ) -> ExportResult:
@@ -370,21 +307,17 @@ def _plan_canonical(
     """`plan_export` under a canonical `form:`: each commit as the downstream's tool writes it,
     an existing file kept only when it holds exactly those bytes."""
     result = ExportResult(series.name, base)
-    existing = read_series(series, allow_empty_dir=not check)
-    by_title: dict[str, list[PatchFile]] = {}
-    for patch in existing:
-        by_title.setdefault(patch.title, []).append(patch)
-    namer = Namer(series, existing)
+    existing, by_title, namer = _existing(series, check)
     planned: list[GeneratedPatch] = []
     with canonical.formatter(series) as form:
-        batch = _Formatted(tree, base, form.config)
+        batch = Formatted(tree, base, form.config)
         for commit in _commits(tree, base):
             subject, dropped, empty = _subject_and_dropped(series, tree, commit, batch)
             result.dropped_hunks += [DroppedHunk(subject, path) for path in dropped]
             if empty:
                 (result.dropped_commits if dropped else result.empty_commits).append(subject)
                 continue
-            raw = (batch.patch(commit, list(form.args)) if not dropped else None) or _format_patch(
+            raw = (batch.patch(commit, list(form.args)) if not dropped else None) or format_patch(
                 tree, commit, dropped, list(form.args), form.config
             )
             data = form.finish(raw)
@@ -404,7 +337,7 @@ def _plan_canonical(
 
 def _known_file(
     series: Series,
-    batch: _Formatted,
+    batch: Formatted,
     commit: str,
     by_title: dict[str, list[PatchFile]],
     replayed: Mapping[str, tuple[str, bool]],
@@ -428,7 +361,7 @@ def _known_file(
 
 def _want_formatted(
     series: Series,
-    batch: _Formatted,
+    batch: Formatted,
     commits: list[str],
     by_title: dict[str, list[PatchFile]],
     replayed: Mapping[str, tuple[str, bool]],
@@ -453,7 +386,7 @@ def _want_formatted(
 
 
 def _same_patch(
-    series: Series, tree: Path, commit: str, old: PatchFile, fresh: PatchFile, batch: _Formatted | None = None
+    series: Series, tree: Path, commit: str, old: PatchFile, fresh: PatchFile, batch: Formatted | None = None
 ) -> bool:
     """Whether OLD says what the commit says: the same message, and applied strictly to the
     commit's parent it gives the commit's tree on every non-excluded path. The message of a
@@ -646,7 +579,7 @@ def _rewritten(
     data: bytes,
     style: patchstyle.PatchStyle,
     dropped: list[str],
-    batch: _Formatted,
+    batch: Formatted,
     old: PatchFile | None,
 ) -> bytes:
     """COMMIT's patch (DATA, in patchctl's own conventions, without the DROPPED paths) as the
@@ -656,16 +589,15 @@ def _rewritten(
     message = batch.message(commit) if _message_changed(old, commit, batch) else None
     # The diff alone, as format-patch writes it (full index lines, no renames): not cut out of
     # the mail, whose message may hold a line that reads as a diff's first.
-    pathspec = ["--", "."] + [f":(exclude,literal){p}" for p in dropped] if dropped else []
     diff = git.run(
         [*FORMAT_PATCH_CONFIG, "diff-tree", "-p", "--full-index", "--no-renames", "--binary", "--no-color"]
-        + [f"{commit}^", commit, *pathspec],
+        + [f"{commit}^", commit, *pathspec_without(dropped)],
         tree,
     ).stdout
     return plainform.render(old, diff, message) or plainform.with_preamble(old, diff, message)
 
 
-def _message_changed(old: PatchFile, commit: str, batch: _Formatted) -> bool:
+def _message_changed(old: PatchFile, commit: str, batch: Formatted) -> bool:
     """Whether COMMIT's message is not the one OLD's file gives (as `apply` commits it)."""
     message = batch.message(commit)
     return message is None or message.rstrip("\n") != commit_message(old).rstrip("\n")
@@ -678,13 +610,13 @@ def _in_style(
     data: bytes,
     style: patchstyle.PatchStyle,
     dropped: list[str],
-    batch: _Formatted | None = None,
+    batch: Formatted | None = None,
 ) -> bytes:
     """COMMIT's patch (DATA, in patchctl's own conventions, without the DROPPED paths) written in STYLE."""
     if style == patchstyle.PATCHCTL_STYLE:
         return data
     args = _style_args(style)
-    styled = (batch.patch(commit, args) if batch is not None and not dropped else None) or _format_patch(
+    styled = (batch.patch(commit, args) if batch is not None and not dropped else None) or format_patch(
         tree, commit, dropped, args
     )
     return patchstyle.abbreviate_index_lines(styled, style.index_length or patchstyle.FULL_INDEX)
@@ -697,7 +629,7 @@ def _style_args(style: patchstyle.PatchStyle) -> list[str]:
 
 
 def _format_commit(
-    series: Series, tree: Path, commit: str, batch: _Formatted | None = None
+    series: Series, tree: Path, commit: str, batch: Formatted | None = None
 ) -> tuple[bytes | None, str, list[str]]:
     """COMMIT as a patch without its excluded paths: (bytes or None when nothing is left,
     subject, dropped paths)."""
@@ -705,11 +637,11 @@ def _format_commit(
     if empty:
         return None, subject, dropped
     data = batch.patch(commit, FORMAT_PATCH_ARGS) if batch is not None and not dropped else None
-    return data or _format_patch(tree, commit, dropped, FORMAT_PATCH_ARGS), subject, dropped
+    return data or format_patch(tree, commit, dropped, FORMAT_PATCH_ARGS), subject, dropped
 
 
 def _subject_and_dropped(
-    series: Series, tree: Path, commit: str, batch: _Formatted | None
+    series: Series, tree: Path, commit: str, batch: Formatted | None
 ) -> tuple[str, list[str], bool]:
     """COMMIT's subject, the excluded paths it changes, and whether nothing else is left."""
     listed = batch.listing(commit) if batch is not None else None
@@ -722,120 +654,3 @@ def _subject_and_dropped(
         subject, paths = listed
     dropped = sorted(p for p in paths if is_excluded(p, series.exclude))
     return subject.strip(), dropped, len(dropped) == len(paths)  # nothing left: only excluded paths, or empty
-
-
-# A mail's first line as format-patch writes it without --zero-commit: the commit it is of.
-_FROM_LINE_RE = re.compile(rb"^From (?P<commit>[0-9a-f]{40}(?:[0-9a-f]{24})?) Mon Sep 17 00:00:00 2001\n", re.MULTILINE)
-_HEADER_RE = re.compile(r"(?P<commit>[0-9a-f]{40}(?:[0-9a-f]{24})?)\x01(?P<subject>.*)", re.DOTALL)
-
-
-class _Formatted:
-    """What `_format_commit` and `_in_style` ask git of each commit of BASE..HEAD (its subject
-    and paths; its patch with some format-patch options), asked once for the whole range: a
-    `git log` and a `git format-patch` per set of options, instead of a process per commit.
-    Where the output does not split into exactly one answer per commit, the caller asks
-    commit by commit, as before (None)."""
-
-    def __init__(self, tree: Path, base: str, config: tuple[str, ...] | list[str] = ()):
-        self.tree, self.base = tree, base
-        self.config = list(config) if config else FORMAT_PATCH_CONFIG  # `git -c` settings format-patch runs with
-        self._listing: dict[str, tuple[str, list[str]]] | None = None
-        self._messages: dict[str, str] | None = None
-        self._patches: dict[tuple[str, ...], dict[str, bytes] | None] = {}
-        self._wanted: dict[tuple[str, ...], list[str]] = {}  # options -> the only commits to format with them
-
-    def want(self, args: list[str], commit: str) -> None:
-        """Format with ARGS only the commits named so (before the first `patch` with ARGS), not
-        the whole range."""
-        self._wanted.setdefault(tuple(args), []).append(commit)
-
-    def listing(self, commit: str) -> tuple[str, list[str]] | None:
-        if self._listing is None:
-            self._listing = self._read_listing() or {}
-        return self._listing.get(commit)
-
-    def _read_listing(self) -> dict[str, tuple[str, list[str]]] | None:
-        # -z: per commit a NUL, "<commit>\x01<subject>", a NUL, then its paths (the first after a
-        # newline), each NUL-ended.
-        out = git.run(
-            ["log", "-z", "--format=%x00%H%x01%s", "--name-only", "--no-renames", f"{self.base}..HEAD"],
-            self.tree,
-            check=False,
-        )
-        if not out.ok:
-            return None
-        tokens = out.stdout.split("\0")
-        listing: dict[str, tuple[str, list[str]]] = {}
-        at = 0
-        while at < len(tokens) - 1:
-            header = _HEADER_RE.fullmatch(tokens[at + 1]) if tokens[at] == "" else None
-            if header is None or header["commit"] in listing:
-                return None
-            at += 2
-            paths: list[str] = []
-            while at < len(tokens) and tokens[at] != "":
-                paths.append(tokens[at] if paths else tokens[at].removeprefix("\n"))
-                at += 1
-            listing[header["commit"]] = (header["subject"], paths)
-        return listing
-
-    def message(self, commit: str) -> str | None:
-        """COMMIT's message as git holds it (all commits of the range asked in one `git log`)."""
-        if self._messages is None:
-            out = git.run(["log", "-z", "--format=%H%x01%B", f"{self.base}..HEAD"], self.tree, check=False)
-            found = (_HEADER_RE.fullmatch(token) for token in out.stdout.split("\0")) if out.ok else iter(())
-            self._messages = {m["commit"]: m["subject"] for m in found if m is not None}
-        return self._messages.get(commit)
-
-    def patch(self, commit: str, args: list[str]) -> bytes | None:
-        """What `git format-patch ARGS COMMIT` (ARGS holding -1 and --stdout) prints for COMMIT."""
-        key = tuple(args)
-        if key not in self._patches:
-            self._patches[key] = self._format_range(args, self._wanted.get(key))
-        patches = self._patches[key]
-        return patches.get(commit) if patches is not None else None
-
-    def _format_range(self, args: list[str], commits: list[str] | None = None) -> dict[str, bytes] | None:
-        # The range's mails (or those of COMMITS alone, --no-walk) name their commits (the zero id
-        # is written back after the split), and git puts a blank line between two mails of one
-        # --stdout: each mail is then byte for byte the one `-1` prints.
-        zero = "--zero-commit" in args
-        ranged = [arg for arg in args if arg not in ("-1", "--zero-commit")]
-        revisions = ["--no-walk", *commits] if commits else [f"{self.base}..HEAD"]
-        out = git.run([*self.config, *ranged, *revisions], self.tree, check=False, binary=True)
-        if not out.ok:
-            return None
-        text: bytes = out.stdout  # type: ignore[assignment]
-        starts = list(_FROM_LINE_RE.finditer(text))
-        if text and (not starts or starts[0].start() != 0):
-            return None
-        expected = set(commits) if commits else None
-        patches: dict[str, bytes] = {}
-        for number, start in enumerate(starts):
-            last = number == len(starts) - 1
-            mail = text[start.start() : len(text) if last else starts[number + 1].start()]
-            if not last:
-                if not mail.endswith(b"\n\n"):
-                    return None
-                mail = mail[:-1]
-            commit = start["commit"].decode()
-            # (a message may hold a line like a mail's first: a commit of the range, or no split)
-            if commit in patches or commit not in (expected if expected is not None else self._range()):
-                return None
-            if zero:
-                mail = b"From " + b"0" * len(commit) + mail[5 + len(commit) :]
-            patches[commit] = mail
-        return patches
-
-    def _range(self) -> set[str]:
-        if self._listing is None:
-            self._listing = self._read_listing() or {}
-        return set(self._listing)
-
-
-def _format_patch(
-    tree: Path, commit: str, dropped: list[str], args: list[str], config: tuple[str, ...] | list[str] = ()
-) -> bytes:
-    pathspec = ["--", "."] + [f":(exclude,literal){p}" for p in dropped] if dropped else []
-    settings = list(config) if config else FORMAT_PATCH_CONFIG
-    return git.run([*settings, *args, commit, *pathspec], tree, binary=True).stdout

@@ -72,7 +72,7 @@ class ListFile:
         return [e.name for e in self.entries if e.name is not None]
 
     def shown(self, root: Path | None) -> str:
-        return _shown(root, self.path)
+        return shown(root, self.path)
 
 
 def read(series: Series, data: bytes | None = None) -> ListFile | None:
@@ -86,7 +86,7 @@ def read(series: Series, data: bytes | None = None) -> ListFile | None:
         data = _read_bytes(series, spec.path)
     if data is None:
         if spec.kind == "conda-forge":
-            raise ConfigError(f"{spec.where}: {_shown(series.root, spec.path)}: no such file")
+            raise ConfigError(f"{spec.where}: {shown(series.root, spec.path)}: no such file")
         return ListFile(spec.path, spec.kind, exists=False)
     text = data.decode("utf-8", errors="surrogateescape")
     listed = ListFile(spec.path, spec.kind, text.splitlines(keepends=True))
@@ -190,11 +190,11 @@ def problems(series: Series) -> list[tuple[int, str]]:
         listed_names.add(entry.name)
         if root.kind(series.dir / entry.name) is None:
             found.append(
-                (entry.line + 1, f"lists {entry.text!r}, which is not a file in {_shown(series.root, series.dir)}")
+                (entry.line + 1, f"lists {entry.text!r}, which is not a file in {shown(series.root, series.dir)}")
             )
     for name in sorted(root.listdir(series.dir) or []):
         if name.endswith((".patch", ".diff")) and name not in listed_names and (series.dir / name) != listed.path:
-            found.append((1, f"does not list {name}, a patch file in {_shown(series.root, series.dir)}"))
+            found.append((1, f"does not list {name}, a patch file in {shown(series.root, series.dir)}"))
     return found
 
 
@@ -276,7 +276,7 @@ def _series_name(series: Series, listed: ListFile, index: int, text: str) -> str
     if directory in (".", "") or base.startswith(directory + "/"):
         raise ConfigError(
             f"{listed.shown(series.root)}:{index + 1}: {text!r} lies in a subdirectory of the series directory "
-            f"{_shown(series.root, series.dir)}: patchctl reads one directory (make `dir:` that subdirectory)"
+            f"{shown(series.root, series.dir)}: patchctl reads one directory (make `dir:` that subdirectory)"
         )
     return None
 
@@ -361,10 +361,10 @@ def _read_bytes(series: Series, path: Path) -> bytes | None:
         return _root(series).read_bytes(path, MAX_LIST_BYTES)
     except TooLarge:
         raise ListUnreadable(
-            f"{_shown(series.root, path)}: larger than {MAX_LIST_BYTES:,} bytes; not a patch list"
+            f"{shown(series.root, path)}: larger than {MAX_LIST_BYTES:,} bytes; not a patch list"
         ) from None
     except Refused as exc:
-        raise UsageError(f"{_shown(series.root, path)}: {exc}") from None
+        raise UsageError(f"{shown(series.root, path)}: {exc}") from None
 
 
 def _relative_dir(series: Series, path: Path) -> str:
@@ -372,7 +372,8 @@ def _relative_dir(series: Series, path: Path) -> str:
     return posixpath.normpath(Path(path).relative_to(root).as_posix())
 
 
-def _shown(root: Path | None, path: Path) -> str:
+def shown(root: Path | None, path: Path) -> str:
+    """PATH relative to ROOT (the repository), as messages name it; PATH itself outside it."""
     if root is not None:
         try:
             return Path(path).relative_to(root).as_posix()

@@ -200,13 +200,7 @@ def _where(series: Series) -> str:
 
 
 def _shown(series: Series | None, path: Path) -> str:
-    root = series.root if series is not None else None
-    if root is not None:
-        try:
-            return Path(path).relative_to(root).as_posix()
-        except ValueError:
-            pass
-    return str(path)
+    return patchlist.shown(series.root if series is not None else None, path)
 
 
 def _did_you_mean(series: Series) -> str:
