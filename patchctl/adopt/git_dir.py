@@ -20,10 +20,8 @@ from .layout import (
     checked_pin,
     expand_pin,
     file_kind,
-    has_patches,
     inside_path,
     name_from_url,
-    naming_of,
     pin_pattern,
     read_text,
     regular_files,
@@ -31,6 +29,8 @@ from .layout import (
     unique,
 )
 from .openwrt import detect_openwrt
+from .patchorder import apply_order
+from .patchorder import detect as detect_order
 
 # ------------------------------------------------------------------ git-dir
 
@@ -142,10 +142,10 @@ def detect_git_dir(root: Path, directory: str, url: str | None, pin: str | None,
     series = posixpath.basename(directory)
     if series in ("patches", "patch"):
         series = posixpath.basename(posixpath.dirname(directory)) or upstream
-    naming, naming_notes, extra = naming_of(root, directory)
-    layout = Layout(safe_name(upstream), url, pin, safe_name(series), directory, naming, "master", pin_files)
-    layout.found = found + [f"patches: {directory}", f"naming: {naming}"]
-    layout.unmapped = notes + naming_notes
-    layout.extra_files = extra
-    layout.allow_empty = not has_patches(root, layout.dir)
+    order = detect_order(root, directory)
+    layout = Layout(safe_name(upstream), url, pin, safe_name(series), directory, order.naming, "master", pin_files)
+    layout.found = found + [f"patches: {directory}", f"naming: {order.naming}", *order.found]
+    layout.unmapped = notes + order.notes
+    apply_order(layout, order)
+    layout.allow_empty = not order.names
     return layout

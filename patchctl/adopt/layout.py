@@ -18,10 +18,11 @@ from ..errors import UsageError
 from ..project.config import VendorCopy
 from ..project.manifests import HEX40_RE, Manifest, Source, is_abbreviation
 from ..project.manifests.formats import checksums
-from ..series.patchset import FORMAT_PATCH_SLUG_MAX, PATCH_NAME_RE, STRICT_NAME_RE
+from .patchorder import apply_order
+from .patchorder import detect as detect_order
 from .resolve import commit_of
 
-LAYOUTS = ("makefile-sync", "quilt", "git-dir", "openwrt", "conda-forge", "gclient")
+LAYOUTS = ("makefile-sync", "quilt", "git-dir", "electron", "openwrt", "conda-forge", "gclient")
 CONFIG_NAME = "matrix.yaml"
 PRE_COMMIT_NAME = ".pre-commit-config.yaml"
 TEMPLATES_DIR = "templates"
@@ -57,7 +58,11 @@ class Layout:
     patch_count: int = 0
     found: list[str] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
-    extra_files: dict[str, bytes] = field(default_factory=dict)  # e.g. a quilt `series` file
+    extra_files: dict[str, bytes] = field(default_factory=dict)
+    list_kind: str = "none"  # where the order lives (`list:`), when naming does not imply it
+    list_path: str | None = None
+    form: str = "own"
+    names: list[str] | None = None  # the patch names in order, when a list was read
     # the release the pin is, as the downstream names it; the upstream's tag for a version; the
     # downstream's manifests that state it (an OpenWrt Makefile, a conda-forge recipe, a DEPS file)
     version: str | None = None
@@ -79,28 +84,10 @@ class Plan:
 
 
 def naming_of(root: Path, directory: str) -> tuple[str, list[str], dict[str, bytes]]:
-    """The `naming:` the directory's files follow, notes, and a `series` file to add when
-    only `quilt` (with a series file written in name order) describes them."""
-    if file_kind(root, f"{directory}/series") == "regular file":
-        return "quilt", [], {}
-    names = [n for n in regular_files(root, directory) if n.endswith((".patch", ".diff"))]
-    if not names:
-        return "format-patch", [f"{directory}: no *.patch file (allow_empty: true until the first one)"], {}
-    numbers = [int(n[:4]) for n in names if PATCH_NAME_RE.match(n)]
-    well_named = all(
-        (m := PATCH_NAME_RE.match(n)) and len(m["slug"]) <= FORMAT_PATCH_SLUG_MAX and n.endswith(".patch")
-        for n in names
-    )
-    if well_named and len(set(numbers)) == len(numbers) and 0 not in numbers:
-        if all(STRICT_NAME_RE.match(n) for n in names) and sorted(numbers) == list(range(1, len(numbers) + 1)):
-            return "strict", [], {}
-        return "format-patch", [], {}
-    series = "".join(f"{n}\n" for n in names).encode()
-    return (
-        "quilt",
-        [f"{directory}: names are not NNNN-slug.patch with unique numbers: naming quilt, a series file lists them"],
-        {f"{directory}/series": series},
-    )
+    """The `naming:` the directory's files follow and notes (`patchorder.detect`); no file is
+    ever added beside them (the last item, kept for the callers, is always empty)."""
+    order = detect_order(root, directory)
+    return order.naming, order.notes, {}
 
 
 def has_patches(root: Path, directory: str) -> bool:
@@ -246,13 +233,13 @@ def release_layout(
                 f"{manifest.path}:{checksum.literal.line}: {checksum.literal.name}: {checksum.why}: pin-sync lists "
                 "it to refresh after each bump"
             )
-    naming, naming_notes, extra = naming_of(root, patch_dir)
+    order = detect_order(root, patch_dir)
     safe = safe_name(name)
-    layout = Layout(safe, upstream_url, commit, safe, patch_dir, naming)
+    layout = Layout(safe, upstream_url, commit, safe, patch_dir, order.naming)
     layout.version, layout.tag_pattern = version, found_source.tag_pattern or "{version}"
     layout.manifests = [manifest]
-    layout.found = [*found, f"patches: {patch_dir}", f"naming: {naming}"]
-    layout.unmapped = notes + naming_notes
-    layout.extra_files = extra
-    layout.allow_empty = not has_patches(root, patch_dir)
+    layout.found = [*found, f"patches: {patch_dir}", f"naming: {order.naming}", *order.found]
+    layout.unmapped = notes + order.notes
+    apply_order(layout, order)
+    layout.allow_empty = not order.names
     return layout

@@ -19,6 +19,7 @@ from ..output.escape import shell_word
 from ..project.upstream_checks import SDIST_BRANCH, is_sdist_url
 from ..series.patchset import PatchFile
 from .conda_forge import detect_conda_forge
+from .electron import detect_electron
 from .gclient import detect_gclient
 from .git_dir import detect_git_dir
 from .layout import (
@@ -42,6 +43,15 @@ from .quilt import detect_quilt, quilt_lines
 from .resolve import default_branch
 
 # ------------------------------------------------------------------ entry point
+
+NAMING_NOTES = {
+    "format-patch": "NNNN-slug.patch, as git format-patch names them",
+    "strict": "NNNN-slug.patch, no gaps, lower-case",
+    "quilt": "any names, in the order of DIR/series",
+    "openwrt": "OpenWrt's NNN-slug.patch (a new patch: the next number in its band)",
+    "electron": "Electron's underscore_slug.patch, in the order of DIR/.patches",
+    "any": "any names",
+}
 
 
 def plan(
@@ -70,6 +80,8 @@ def plan(
         detected = detect_makefile_sync(root, path or "Makefile.sync", upstream_url, pin)
     elif layout == "quilt":
         detected = detect_quilt(root, path, upstream_url, pin, name)
+    elif layout == "electron":
+        detected = detect_electron(root, path or "patches", upstream_url, pin, name)
     elif layout == "git-dir":
         if not path:
             raise UsageError("--from git-dir needs the patch directory: patchctl init --from git-dir DIR")
@@ -142,11 +154,10 @@ def _new_repository(root: Path, url: str | None, pin: str | None, name: str | No
 def _undescribed(root: Path, layout: Layout) -> tuple[int, int, int]:
     """(patches, those without a subject or a description, those with a well-formed
     `Upstream-Status:` header) in the layout's patch directory."""
-    listed = layout.extra_files.get(f"{layout.dir}/series")
-    if layout.naming == "quilt" and listed is None:
-        listed = (read_text(root, f"{layout.dir}/series") or "").encode()
-    if layout.naming == "quilt" and listed is not None:
-        names = [words[0] for words in quilt_lines(listed.decode(errors="replace"))]
+    if layout.names is not None:
+        names = layout.names
+    elif layout.naming == "quilt":
+        names = [words[0] for words in quilt_lines(read_text(root, f"{layout.dir}/series") or "")]
     else:
         names = [n for n in regular_files(root, layout.dir) if n.endswith(".patch")]
     count = with_status = 0
@@ -257,8 +268,21 @@ def render_config(layout: Layout, source: str | None, action: str | None, home: 
         f"  {q(layout.series)}:",
         f"    upstream: {q(layout.upstream)}  # the upstream whose pin the patches apply to",
         f"    dir: {q(layout.dir)}  # the patch files, relative to this file",
-        f"    naming: {layout.naming}  # format-patch: NNNN-slug.patch in name order; strict: no gaps,"
-        " lower-case; quilt: the order of DIR/series",
+        f"    naming: {layout.naming}  # {NAMING_NOTES[layout.naming]}"
+        + (
+            "; in name order (no list file)"
+            if layout.list_path is None and layout.naming not in ("quilt", "electron")
+            else ""
+        ),
+    ]
+    if layout.list_path is not None:
+        out.append(
+            f"    list: {{kind: {layout.list_kind}, path: {q(layout.list_path)}}}  # the order: your own list, "
+            "edited in place"
+        )
+    if layout.form != "own":
+        out.append(f"    form: {layout.form}  # export writes every patch exactly as your own exporter does")
+    out += [
         "    exclude: []  # paths no patch may touch (lint PC004); [] allows every path",
     ]
     if layout.allow_empty:
@@ -299,8 +323,11 @@ def pre_commit_snippet(layout: Layout, prefix: str = "") -> str:
     files = r"^" + (re.escape(prefix) + "/" if prefix else "") + r"(matrix\.yaml|templates/.*"
     if layout.dir:
         files += "|" + re.escape(layout.dir) + "/.*"
-    for manifest in layout.manifests:
-        files += "|" + re.escape(manifest.path)
+    outside = [manifest.path for manifest in layout.manifests]
+    if layout.list_path and not layout.list_path.startswith(f"{layout.dir}/"):
+        outside.append(layout.list_path)  # the downstream's own list, elsewhere (a recipe's meta.yaml)
+    for path in dict.fromkeys(outside):
+        files += "|" + re.escape(path)
     files += ")$"
     patchctl = f"patchctl -C {shell_word(prefix)}" if prefix else "patchctl"
     lines = [

@@ -24,7 +24,7 @@ from ..state import journal, statehome
     "layout",
     type=click.Choice(LAYOUTS),
     help="Adopt an existing layout without moving a file: makefile-sync, quilt [DIR], git-dir DIR, "
-    "openwrt [DIR], conda-forge [DIR], gclient DIR.",
+    "electron [DIR], openwrt [DIR], conda-forge [DIR], gclient DIR.",
 )
 @click.option(
     "--file",
@@ -64,11 +64,15 @@ def init_cmd(
                      copies with their .rsync-filter rules (--file PATH, default Makefile.sync)
       quilt [DIR]    DIR/series (default debian/patches); needs --upstream-url and --pin
       git-dir DIR    format-patch files in DIR; the pin from a Makefile variable or a version file
+      electron [DIR] an Electron-style patch directory (DIR/.patches, patches/config.json);
+                     needs --upstream-url and --pin
       openwrt [DIR]  an OpenWrt package: DIR/Makefile (default .) and DIR/patches; the upstream
                      and its tag from PKG_SOURCE_URL, PKG_SOURCE_VERSION and PKG_VERSION
       conda-forge [DIR]  a feedstock's recipe (default recipe/): meta.yaml or recipe.yaml, the
                      upstream and its tag from `source:`, the patches it lists
       gclient DIR    a patch directory whose upstream a gclient DEPS fetches (--file PATH)
+    The downstream's own patch list (quilt series, .patches, a recipe's patches:) stays the
+    one list: init writes none beside it, and sets naming, list and form from the files.
     Tags and abbreviated commits are resolved by asking the upstream, and the branch is the
     one its HEAD names. An OpenWrt Makefile, a recipe or a DEPS becomes a `manifests:` entry:
     pin-sync moves its version and checksums with the pin.
@@ -87,9 +91,10 @@ def init_cmd(
       patchctl init --from openwrt admin/btop
       patchctl init --from conda-forge
       patchctl init --from makefile-sync --action patchctl/patchctl@<sha>
+      patchctl init --from electron patches/nan --upstream-url ../nan --pin <sha>
     """
-    if directory is not None and layout not in ("quilt", "git-dir", "openwrt", "conda-forge", "gclient"):
-        raise UsageError("DIR is for --from quilt, git-dir, openwrt, conda-forge or gclient")
+    if directory is not None and layout not in ("quilt", "git-dir", "electron", "openwrt", "conda-forge", "gclient"):
+        raise UsageError("DIR is for --from quilt, git-dir, electron, openwrt, conda-forge or gclient")
     if file is not None and layout not in ("makefile-sync", "gclient"):
         raise UsageError("--file is for --from makefile-sync or --from gclient")
     root = Path(app.directory or ".").resolve()

@@ -48,7 +48,7 @@ from ..paths import remove_tree
 from ..project.config import Config, Series
 from ..series.applier import PatchOutcome, Status, commit_worktree, is_clean, seed_three_way_objects
 from ..series.apply_job import ApplyJob, apply_job
-from ..series.patchset import QUILT_SERIES_FILE, PatchFile, read_series, series_digest
+from ..series.patchset import PatchFile, read_series, series_digest
 from ..state import treeswap, worktree
 from ..state.sync_state import (
     OtherVersionState,
@@ -1223,7 +1223,10 @@ def _strict_apply(
 
 
 def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.FileChange]:
+    from ..series.exporter import with_list_updates
+
     changes: list[pinfile.FileChange] = []
+    lists = []  # each series' own list: edited last, on what the pin edits leave of the same file
     for name, (patches_plan, export_result, vendored) in planned.items():
         directory = config.get_series(name).dir
         for patch in patches_plan:
@@ -1231,11 +1234,11 @@ def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.Fi
             if not (target.exists() and target.read_bytes() == patch.data):
                 changes.append(pinfile.FileChange(target, patch.data))
         changes += [pinfile.FileChange(directory / gone, None) for gone in export_result.removed]
-        if export_result.quilt_series is not None:
-            changes.append(pinfile.FileChange(directory / QUILT_SERIES_FILE, export_result.quilt_series))
+        if export_result.list_update is not None:
+            lists.append((config.get_series(name), export_result.list_update))
         changes += vendored
     changes += pinfile.pin_changes(config, state.upstream, state.target)
-    return changes
+    return with_list_updates(changes, lists)
 
 
 # ---------------------------------------------------------------- history
@@ -1314,6 +1317,7 @@ def _confine_outputs(config: Config, upstream: str | None) -> None:
             paths += [config.root / entry.path for entry in (*moved.pin_files, *moved.manifests)]
             for series in config.series_on(moved.name):
                 paths.append(series.dir)
+                paths += [series.patch_list.path] if series.patch_list.path is not None else []
                 state.append(worktree.sync_logs(config.root, name, series.name))
     all_confined(config.root, paths)
     all_confined(worktree.state_owner(config.root), state)

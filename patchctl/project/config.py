@@ -23,7 +23,9 @@
         upstream: NAME
         dir: patches/NAME
         exclude: ['*.md', 'docs/**']   # source-only policy (this is the default)
-        naming: format-patch     # format-patch (default) | strict | quilt, see below
+        naming: format-patch     # format-patch (default) | strict | quilt | openwrt | electron | any, see below
+        list: {kind: quilt, path: debian/patches/series}  # where the order lives (series_keys.py)
+        form: own                # own (default) | electron | {format_patch: [OPTIONS]} (series_keys.py)
         allow_empty: false       # a series with no patch (or no directory) is an error unless true
         allow_crlf: false
         allow_binary: false
@@ -56,7 +58,10 @@ Upstreams without `ci:` are the same under both; `--upstream-url` still wins ove
   a slug of at most 52 characters of `[A-Za-z0-9._-]`; applied in name order; numbering
   gaps are allowed, duplicate numbers are not;
 * `strict`: the same with a lower-case slug, numbered 0001, 0002, ... without gaps;
-* `quilt`: any file names, applied in the order of the `series` file in the series' directory.
+* `quilt`: any file names, applied in the order of the `series` file in the series' directory;
+* `openwrt`: `NNN-<slug>.patch` (three digits, in bands 0xx, 1xx, ...), in name order;
+* `electron`: `<slug>.patch` with an underscore slug, in the order of the directory's `.patches`;
+* `any`: any file names, in the order of `list:` (name order without one).
 
 The CI build rows (`include:`, `includeDarwin:`, `index:`, `canary:`, `backends:`) are
 validated by `patchctl.matrix`. Every error names the file, the key path and the line.
@@ -75,6 +80,7 @@ from ..git import is_full_sha
 from . import yamlloc
 from .gate_env import pass_env_problem
 from .globs import any_match
+from .series_keys import NAMINGS, PatchForm, PatchList, parse_form, parse_list
 from .upstream_checks import env_name_problem, ref_name_problem, url_problem
 from .upstream_source import UPSTREAM_SOURCES
 from .validation import Validator, kind
@@ -90,7 +96,6 @@ DEFAULT_CONFIG_NAME = "matrix.yaml"
 DEFAULT_EXCLUDE = ("*.md", "docs/**")
 UPSTREAM_URL_ENV = "PATCHCTL_UPSTREAM_URL"
 RUNNERS = ("local", "docker")
-NAMINGS = ("format-patch", "strict", "quilt")
 UPSTREAM_STATUS_POLICIES = ("optional", "required")
 
 # Sections that belong to the CI build matrix; `patchctl.matrix` validates them.
@@ -197,6 +202,9 @@ class Series:
     # `required`: lint refuses a patch without a well-formed `Upstream-Status:` header (PC014).
     upstream_status: str = "optional"
     vendor: tuple[VendorCopy, ...] = ()
+    # Where the order lives (the downstream's own list, edited in place) and how export writes a file.
+    patch_list: PatchList = PatchList()
+    form: PatchForm = PatchForm()
     # Where `dir:` (or the series, when it has no `dir:`) is in matrix.yaml, as FILE:LINE: KEYPATH,
     # for errors about the directory; and the repository root its files must stay inside.
     where: str = ""
@@ -450,6 +458,8 @@ def _series(config: Config, name: str) -> Series:
             "allow_undescribed",
             "upstream_status",
             "naming",
+            "list",
+            "form",
             "build",
             "gates",
             "vendor",
@@ -539,6 +549,8 @@ def _series(config: Config, name: str) -> Series:
         allow_undescribed=v.boolean(keypath, "allow_undescribed", False),
         upstream_status=upstream_status,
         vendor=_vendor(config, v, keypath),
+        patch_list=parse_list(config, v, keypath, naming, directory, _check_relative),
+        form=parse_form(config, v, keypath),
         where=f"{config.doc.path}:{config.doc.line_of(keypath + ('dir',))}: {format_keypath(keypath + ('dir',))}",
         root=config.root,
     )

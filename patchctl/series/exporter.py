@@ -10,13 +10,16 @@ says. Churn is avoided on purpose:
 
 * an existing patch (matched by subject, or by the title its file name gives a header-less
   patch) keeps its file name verbatim: numbering gaps, capitals and long format-patch slugs
-  stay; it is renumbered only when the commits were reordered past it. A new patch gets the
-  number after the one before it (after the highest, for patches added at the end); under
-  `naming: quilt` it gets a slug name and its place in the `series` file;
+  stay; it is renumbered only when the commits were reordered past it. A new patch is named
+  as the series' `naming:` says (`patchctl.series.naming`) and takes its place in the
+  downstream's own list (`patchctl.series.patchlist`), edited in place;
 * an existing patch's file is kept byte for byte (its From, Date, Subject and any DEP-3 or
   quilt header included) unless its change or its message really changed: applied to
   the commit's parent it must give the commit's tree, whatever its hunk order, offsets,
-  index lines or diff algorithm;
+  index lines or diff algorithm. A file that is not a mail is rewritten in its own form
+  (`patchctl.series.plainform`): no made-up author, date or subject;
+* under a canonical `form:` (`patchctl.series.canonical`) every patch is written exactly as
+  the downstream's own tool writes it, and kept only when it already is;
 * hunks on excluded paths (the source-only policy) are dropped and reported, and a
   commit left empty by that is dropped and reported too.
 
@@ -26,7 +29,6 @@ the base and the result must equal the work tree's HEAD on every non-excluded pa
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,95 +42,24 @@ from ..output.jsonout import json_field
 from ..project.config import Config, Series
 from ..state import journal, worktree
 from ..state.journal import FileChange
-from . import patchstyle
+from . import canonical, patchlist, patchstyle, plainform
 from .applier import (
     IndexBuilder,
     PatchOutcome,
     apply_series_to_index,
+    commit_message,
     is_clean,
     series_tree_at_once,
 )
+from .formatting import FORMAT_PATCH_ARGS, FORMAT_PATCH_CONFIG, Formatted, format_patch, pathspec_without
+from .naming import Namer
 from .patchset import (
-    FORMAT_PATCH_SLUG_MAX,
-    QUILT_SERIES_FILE,
     MalformedPatch,
     PatchFile,
     hunk_fingerprint,
     is_excluded,
-    quilt_names,
     read_series,
-    render_quilt_series,
-    slugify,
 )
-
-FORMAT_PATCH_CONFIG = [
-    "-c",
-    "diff.noprefix=false",
-    "-c",
-    "diff.mnemonicPrefix=false",
-    "-c",
-    "diff.relative=false",
-    "-c",
-    "diff.renames=false",
-    "-c",
-    "diff.algorithm=myers",
-    "-c",
-    "diff.indentHeuristic=true",
-    "-c",
-    "diff.context=3",
-    "-c",
-    "diff.interHunkContext=0",
-    "-c",
-    "diff.suppressBlankEmpty=false",
-    "-c",
-    "diff.orderFile=/dev/null",
-    "-c",
-    "core.quotePath=true",
-    "-c",
-    "core.abbrev=12",
-    "-c",
-    "format.signature=",
-    "-c",
-    "diff.statGraphWidth=0",
-    "-c",
-    "diff.statNameWidth=0",
-    "-c",
-    "format.numbered=false",
-    "-c",
-    "format.coverLetter=false",
-    "-c",
-    "format.thread=false",
-    "-c",
-    "format.signOff=false",
-    "-c",
-    "format.useAutoBase=false",
-    "-c",
-    "format.forceInBodyFrom=false",
-    "-c",
-    "i18n.commitEncoding=UTF-8",
-    "-c",
-    "i18n.logOutputEncoding=UTF-8",
-]
-FORMAT_PATCH_ARGS = [
-    "format-patch",
-    "-1",
-    "--stdout",
-    "--zero-commit",
-    "--no-signature",
-    "--full-index",
-    "--no-renames",
-    "--diff-algorithm=myers",
-    "--no-stat",
-    "--subject-prefix=PATCH",
-    "--no-numbered",
-    "--no-attach",
-    "--no-thread",
-    "--binary",
-    "--no-color",
-    "--no-add-header",
-    "--no-to",
-    "--no-cc",
-]
 
 
 @dataclass(frozen=True)
@@ -139,6 +70,19 @@ class DroppedHunk:
 
 def _renames_json(renamed: list[tuple[str, str]]) -> list[dict[str, str]]:
     return [{"from": old, "to": new} for old, new in renamed]
+
+
+@dataclass(frozen=True)
+class ListUpdate:
+    """The series' list file (PATH) made to name NAMES, in order (RENAMED: old -> new name)."""
+
+    path: Path
+    names: tuple[str, ...]
+    renamed: tuple[tuple[str, str], ...]
+
+    def change(self, series: Series, pending: bytes | None = None) -> FileChange:
+        """The write, edited on PENDING (the file's bytes another pending edit made) when given."""
+        return FileChange(self.path, patchlist.render(series, list(self.names), dict(self.renamed), pending))
 
 
 @dataclass
@@ -155,8 +99,8 @@ class ExportResult:
     dropped_commits: list[str] = field(default_factory=list)
     empty_commits: list[str] = field(default_factory=list)  # change nothing (e.g. taken upstream): dropped
     check_only: bool = False
-    # naming: quilt: the new `series` file when the list of patches changed
-    quilt_series: bytes | None = json_field(omit=True, default=None)
+    # the downstream's own list file, edited, when the list of patches changed
+    list_update: ListUpdate | None = json_field(omit=True, default=None)
 
     @property
     def removed(self) -> list[str]:
@@ -241,7 +185,7 @@ def export(
         verify_tree(series, tree, base_id, [PatchFile(series.dir / p.name, p.data) for p in planned])
     except CheckFailed as exc:
         raise CheckFailed(f"{exc}; nothing written") from None
-    journal.commit(config.path, series_changes(series.dir, planned, result.removed, result.quilt_series))
+    journal.commit(config.path, series_changes(series, planned, result.removed, result.list_update))
     return result
 
 
@@ -262,18 +206,15 @@ def plan_export(
     would ask: the file is kept, or written anew in its style without formatting the commit
     twice. A wrong claim cannot write a wrong series: the series is applied strictly before
     anything is written (`verify_tree`)."""
+    if series.form.canonical:
+        return _plan_canonical(series, tree, base, check=check)
     result = ExportResult(series.name, base)
-    existing = read_series(series, allow_empty_dir=not check)
-    by_title: dict[str, list[PatchFile]] = {}
-    for patch in existing:
-        by_title.setdefault(patch.title, []).append(patch)
-    names_taken = {p.name for p in existing}
-    width = number_width(existing)
+    existing, by_title, namer = _existing(series, check)
     style = patchstyle.series_style(existing)
     planned: list[GeneratedPatch] = []
-    last_number = 0
-    batch = _Formatted(tree, base)
-    restyled: list[tuple[int, str, patchstyle.PatchStyle, list[str]]] = []  # (index in planned, commit, style, dropped)
+    batch = Formatted(tree, base)
+    # (index in planned, commit, style, dropped paths, the file it rewrites)
+    restyled: list[tuple[int, str, patchstyle.PatchStyle, list[str], PatchFile | None]] = []
     commits = _commits(tree, base)
     replayed = replayed or {}
     if replayed:
@@ -283,8 +224,7 @@ def plan_export(
         if known is not None:
             old, applies = known
             by_title[old.title].pop(0)
-            name, last_number = _name(series, old, old.title, last_number, names_taken, width)
-            names_taken.add(name)
+            name = namer.name(old, old.title)
             if old.name != name:
                 result.renamed.append((old.name, name))
             if applies:
@@ -293,9 +233,10 @@ def plan_export(
                     result.unchanged.append(name)
                 continue
             own_style = patchstyle.detect(old).over(style)
-            # Its bytes in patchctl's own style only where that is its style: `_in_style` reads them then.
-            data = b"" if own_style != patchstyle.PATCHCTL_STYLE else _format_commit(series, tree, commit, batch)[0]
-            restyled.append((len(planned), commit, own_style, []))
+            # Its bytes in patchctl's own style only where `_rewritten` reads them.
+            own = own_style == patchstyle.PATCHCTL_STYLE or not plainform.is_mail(old)
+            data = _format_commit(series, tree, commit, batch)[0] if own else b""
+            restyled.append((len(planned), commit, own_style, [], old))
             planned.append(GeneratedPatch(name, data or b"", keep_existing=False))
             result.written.append(name)
             continue
@@ -305,43 +246,98 @@ def plan_export(
             (result.dropped_commits if dropped else result.empty_commits).append(subject)
             continue
         fresh = PatchFile(series.dir / "0000-export.patch", data)
-        candidates = by_title.get(fresh.title) or []
+        candidates = by_title.get(fresh.title) or by_title.get(subject) or []
         old = candidates.pop(0) if candidates else None
-        name, last_number = _name(series, old, subject, last_number, names_taken, width)
-        names_taken.add(name)
-        if old is not None and _same_patch(series, tree, commit, old, fresh):
+        name = namer.name(old, subject)
+        if old is not None and _same_patch(series, tree, commit, old, fresh, batch):
             planned.append(GeneratedPatch(name, old.data, keep_existing=True))
             (result.unchanged.append(name) if old.name == name else result.renamed.append((old.name, name)))
             continue
         own_style = patchstyle.detect(old).over(style) if old is not None else style
-        if own_style != patchstyle.PATCHCTL_STYLE and not dropped:
+        if own_style != patchstyle.PATCHCTL_STYLE and not dropped and (old is None or plainform.is_mail(old)):
             batch.want(_style_args(own_style), commit)
-        restyled.append((len(planned), commit, own_style, dropped))
+        restyled.append((len(planned), commit, own_style, dropped, old))
         planned.append(GeneratedPatch(name, data, keep_existing=False))
         result.written.append(name)
         if old is not None and old.name != name:
             result.renamed.append((old.name, name))
     # Written in their series' style once every commit that needs it is known: one format-patch
     # for those alone, not for the whole range (where most patches are kept, most of its time).
-    for index, commit, own_style, dropped in restyled:
+    for index, commit, own_style, dropped, old in restyled:
         written = planned[index]
         planned[index] = GeneratedPatch(
-            written.name, _in_style(series, tree, commit, written.data, own_style, dropped, batch), keep_existing=False
+            written.name, _rewritten(series, tree, commit, written.data, own_style, dropped, batch, old), False
         )
+    return planned, _finish(series, existing, planned, result)
+
+
+def _existing(series: Series, check: bool) -> tuple[list[PatchFile], dict[str, list[PatchFile]], Namer]:
+    """The series on disk, its files by title (a commit takes the next file of its subject), and
+    the namer that keeps their names."""
+    existing = read_series(series, allow_empty_dir=not check)
+    by_title: dict[str, list[PatchFile]] = {}
+    for patch in existing:
+        by_title.setdefault(patch.title, []).append(patch)
+    return existing, by_title, Namer(series, existing)
+
+
+def _finish(
+    series: Series, existing: list[PatchFile], planned: list[GeneratedPatch], result: ExportResult
+) -> ExportResult:
+    """RESULT with what is deleted and the list's edit, once PLANNED is known."""
     planned_names = {p.name for p in planned}
     rename_sources = {old for old, _ in result.renamed}
     result.deleted = [p.name for p in existing if p.name not in planned_names and p.name not in rename_sources]
-    if series.naming == "quilt":
-        names = [p.name for p in planned]
-        if names != quilt_names(series.dir) or not (series.dir / QUILT_SERIES_FILE).is_file():
-            result.quilt_series = render_quilt_series(names)
-            result.written.append(QUILT_SERIES_FILE)
-    return planned, result
+    result.list_update = list_update(series, planned, result.renamed)
+    if result.list_update is not None:
+        result.written.append(_list_shown(series, result.list_update.path))
+    return result
+
+
+def _list_shown(series: Series, path: Path) -> str:
+    """The list file as export names it: its name in the series directory, else its path."""
+    if path.parent == series.dir:
+        return path.name
+    return worktree.display(series.root or series.dir.parent, path)
+
+
+def _plan_canonical(
+    series: Series, tree: Path, base: str, *, check: bool = False
+) -> tuple[list[GeneratedPatch], ExportResult]:
+    """`plan_export` under a canonical `form:`: each commit as the downstream's tool writes it,
+    an existing file kept only when it holds exactly those bytes."""
+    result = ExportResult(series.name, base)
+    existing, by_title, namer = _existing(series, check)
+    planned: list[GeneratedPatch] = []
+    with canonical.formatter(series) as form:
+        batch = Formatted(tree, base, form.config)
+        for commit in _commits(tree, base):
+            subject, dropped, empty = _subject_and_dropped(series, tree, commit, batch)
+            result.dropped_hunks += [DroppedHunk(subject, path) for path in dropped]
+            if empty:
+                (result.dropped_commits if dropped else result.empty_commits).append(subject)
+                continue
+            raw = (batch.patch(commit, list(form.args)) if not dropped else None) or format_patch(
+                tree, commit, dropped, list(form.args), form.config
+            )
+            data = form.finish(raw)
+            candidates = by_title.get(subject) or by_title.get(PatchFile(Path("x.patch"), data).title) or []
+            old = candidates.pop(0) if candidates else None
+            name = namer.name(old, subject)
+            same = old is not None and old.data == data
+            planned.append(GeneratedPatch(name, data, keep_existing=same))
+            if old is not None and old.name != name:
+                result.renamed.append((old.name, name))
+            elif same:
+                result.unchanged.append(name)
+            if not same:
+                result.written.append(name)
+    return planned, _finish(series, existing, planned, result)
 
 
 def _known_file(
     series: Series,
-    batch: _Formatted,
+    batch: Formatted,
     commit: str,
     by_title: dict[str, list[PatchFile]],
     replayed: Mapping[str, tuple[str, bool]],
@@ -365,7 +361,7 @@ def _known_file(
 
 def _want_formatted(
     series: Series,
-    batch: _Formatted,
+    batch: Formatted,
     commits: list[str],
     by_title: dict[str, list[PatchFile]],
     replayed: Mapping[str, tuple[str, bool]],
@@ -382,65 +378,24 @@ def _want_formatted(
             batch.want(FORMAT_PATCH_ARGS, commit)
         elif not known[1]:
             own_style = patchstyle.detect(known[0]).over(style)
-            own = own_style == patchstyle.PATCHCTL_STYLE
+            own = own_style == patchstyle.PATCHCTL_STYLE or not plainform.is_mail(known[0])
             batch.want(FORMAT_PATCH_ARGS if own else _style_args(own_style), commit)
         listed = batch.listing(commit)
         if listed is not None and queues.get(listed[0].strip()):
             queues[listed[0].strip()].pop(0)
 
 
-# Any leading number, whatever its width (`001-x.patch`, `0036-x.patch`, `12-x.patch`): the names real series ship.
-_NUMBERED_RE = re.compile(r"^(?P<number>\d+)-(?P<slug>.+)\.patch$")
-
-
-def number_width(patches: list[PatchFile]) -> int:
-    """The width of the series' numbers (the most common one; 4, git format-patch's, when none)."""
-    widths: dict[int, int] = {}
-    for patch in patches:
-        if match := _NUMBERED_RE.match(patch.name):
-            widths[len(match["number"])] = widths.get(len(match["number"]), 0) + 1
-    return max(sorted(widths), key=lambda w: widths[w]) if widths else 4
-
-
-def _name(
-    series: Series, old: PatchFile | None, subject: str, last_number: int, taken: set[str], width: int = 4
-) -> tuple[str, int]:
-    """The file name of the next patch in the series, and the number it ends at."""
-    if series.naming == "quilt":
-        if old is not None:
-            return old.name, last_number
-        stem, suffix = slugify(subject), 1
-        while f"{stem}{'' if suffix == 1 else f'-{suffix}'}.patch" in taken:
-            suffix += 1
-        return f"{stem}{'' if suffix == 1 else f'-{suffix}'}.patch", last_number
-    match = _NUMBERED_RE.match(old.name) if old is not None else None
-    if match is not None and int(match["number"]) >= last_number:
-        # Kept verbatim: gaps, capitals, any number width and a number shared with the patch before.
-        return old.name, int(match["number"])  # type: ignore[union-attr]
-    number = last_number + 1
-    slug = match["slug"] if match is not None else _slug(series, subject)
-    return f"{number:0{width}d}-{slug}.patch", number
-
-
-def _slug(series: Series, subject: str) -> str:
-    if series.naming == "strict":
-        return slugify(subject)
-    return format_patch_slug(subject)
-
-
-def format_patch_slug(subject: str) -> str:
-    """The slug git format-patch puts in a file name: runs of anything but letters, digits,
-    '.' and '_' become one '-', no '.' after '.', no leading '-' nor trailing '.' or '-', then
-    cut at 52 characters: as git does, the cut may leave a '-' or '.' at the end."""
-    slug = re.sub(r"[^A-Za-z0-9._]+", "-", subject.split("\n", 1)[0])
-    slug = re.sub(r"\.{2,}", ".", slug).lstrip("-").rstrip(".-")
-    return slug[:FORMAT_PATCH_SLUG_MAX] or "patch"
-
-
-def _same_patch(series: Series, tree: Path, commit: str, old: PatchFile, fresh: PatchFile) -> bool:
+def _same_patch(
+    series: Series, tree: Path, commit: str, old: PatchFile, fresh: PatchFile, batch: Formatted | None = None
+) -> bool:
     """Whether OLD says what the commit says: the same message, and applied strictly to the
-    commit's parent it gives the commit's tree on every non-excluded path."""
-    if (old.title, old.message.description) != (fresh.title, fresh.message.description):
+    commit's parent it gives the commit's tree on every non-excluded path. The message of a
+    file that is not a mail is compared as the commit holds it: its preamble may hold what
+    reads as a mail's header once format-patch put it in a mail (an embedded mail's From line)."""
+    if batch is not None and not plainform.is_mail(old):
+        if _message_changed(old, commit, batch):
+            return False
+    elif (old.title, old.message.description) != (fresh.title, fresh.message.description):
         return False
     try:
         if hunk_fingerprint(old) == hunk_fingerprint(fresh):
@@ -539,15 +494,40 @@ def _same_files(series: Series, tree: Path, produced: str) -> None:
 
 
 def series_changes(
-    directory: Path, planned: list[GeneratedPatch], removed: list[str], quilt_series: bytes | None = None
+    series: Series, planned: list[GeneratedPatch], removed: list[str], list_update: ListUpdate | None = None
 ) -> list[FileChange]:
-    """The writes that make DIRECTORY hold PLANNED: changed patches, the quilt series file,
-    removed patches; files already holding the right bytes are left out."""
+    """The writes that make the series' directory hold PLANNED: changed patches, its list
+    file, removed patches; files already holding the right bytes are left out."""
+    directory = series.dir
     wanted = [(directory / patch.name, patch.data) for patch in planned]
-    if quilt_series is not None:
-        wanted.append((directory / QUILT_SERIES_FILE, quilt_series))
     changes = [FileChange(path, data) for path, data in wanted if not (path.is_file() and path.read_bytes() == data)]
+    if list_update is not None:
+        changes.append(list_update.change(series))
     return changes + [FileChange(directory / name, None) for name in removed]
+
+
+def with_list_updates(changes: list[FileChange], updates: list[tuple[Series, ListUpdate]]) -> list[FileChange]:
+    """CHANGES with each series' list edit: made on the bytes a pending change of the same
+    file writes (a pin-sync moving a recipe's version in the same meta.yaml), else on the file's."""
+    out = list(changes)
+    for series, update in updates:
+        at = next((i for i, change in enumerate(out) if Path(change.path) == update.path), None)
+        pending = out[at].new if at is not None else None
+        if at is not None and pending is not None:
+            out[at] = update.change(series, pending)
+        else:
+            out.append(update.change(series))
+    return out
+
+
+def list_update(series: Series, planned: list[GeneratedPatch], renamed: list[tuple[str, str]]) -> ListUpdate | None:
+    """The edit that makes the series' own list name PLANNED, or None (no list file, or it
+    names them already)."""
+    listed = patchlist.read(series)
+    names = [patch.name for patch in planned]
+    if listed is None or listed.names == names:
+        return None
+    return ListUpdate(listed.path, tuple(names), tuple(renamed))
 
 
 def _work_tree(path: Path, series: str, default: bool) -> Path:
@@ -592,6 +572,37 @@ def _commits(tree: Path, base: str) -> list[str]:
     return git.run(["rev-list", "--reverse", "--topo-order", f"{base}..HEAD"], tree).stdout.split()
 
 
+def _rewritten(
+    series: Series,
+    tree: Path,
+    commit: str,
+    data: bytes,
+    style: patchstyle.PatchStyle,
+    dropped: list[str],
+    batch: Formatted,
+    old: PatchFile | None,
+) -> bytes:
+    """COMMIT's patch (DATA, in patchctl's own conventions, without the DROPPED paths) as the
+    file it rewrites (OLD) is written: in its own form when OLD is not a mail, else in STYLE."""
+    if old is None or plainform.is_mail(old):
+        return _in_style(series, tree, commit, data, style, dropped, batch)
+    message = batch.message(commit) if _message_changed(old, commit, batch) else None
+    # The diff alone, as format-patch writes it (full index lines, no renames): not cut out of
+    # the mail, whose message may hold a line that reads as a diff's first.
+    diff = git.run(
+        [*FORMAT_PATCH_CONFIG, "diff-tree", "-p", "--full-index", "--no-renames", "--binary", "--no-color"]
+        + [f"{commit}^", commit, *pathspec_without(dropped)],
+        tree,
+    ).stdout
+    return plainform.render(old, diff, message) or plainform.with_preamble(old, diff, message)
+
+
+def _message_changed(old: PatchFile, commit: str, batch: Formatted) -> bool:
+    """Whether COMMIT's message is not the one OLD's file gives (as `apply` commits it)."""
+    message = batch.message(commit)
+    return message is None or message.rstrip("\n") != commit_message(old).rstrip("\n")
+
+
 def _in_style(
     series: Series,
     tree: Path,
@@ -599,13 +610,13 @@ def _in_style(
     data: bytes,
     style: patchstyle.PatchStyle,
     dropped: list[str],
-    batch: _Formatted | None = None,
+    batch: Formatted | None = None,
 ) -> bytes:
     """COMMIT's patch (DATA, in patchctl's own conventions, without the DROPPED paths) written in STYLE."""
     if style == patchstyle.PATCHCTL_STYLE:
         return data
     args = _style_args(style)
-    styled = (batch.patch(commit, args) if batch is not None and not dropped else None) or _format_patch(
+    styled = (batch.patch(commit, args) if batch is not None and not dropped else None) or format_patch(
         tree, commit, dropped, args
     )
     return patchstyle.abbreviate_index_lines(styled, style.index_length or patchstyle.FULL_INDEX)
@@ -618,10 +629,21 @@ def _style_args(style: patchstyle.PatchStyle) -> list[str]:
 
 
 def _format_commit(
-    series: Series, tree: Path, commit: str, batch: _Formatted | None = None
+    series: Series, tree: Path, commit: str, batch: Formatted | None = None
 ) -> tuple[bytes | None, str, list[str]]:
     """COMMIT as a patch without its excluded paths: (bytes or None when nothing is left,
     subject, dropped paths)."""
+    subject, dropped, empty = _subject_and_dropped(series, tree, commit, batch)
+    if empty:
+        return None, subject, dropped
+    data = batch.patch(commit, FORMAT_PATCH_ARGS) if batch is not None and not dropped else None
+    return data or format_patch(tree, commit, dropped, FORMAT_PATCH_ARGS), subject, dropped
+
+
+def _subject_and_dropped(
+    series: Series, tree: Path, commit: str, batch: Formatted | None
+) -> tuple[str, list[str], bool]:
+    """COMMIT's subject, the excluded paths it changes, and whether nothing else is left."""
     listed = batch.listing(commit) if batch is not None else None
     if listed is None:
         # Its subject and the paths it changes against its parent (never a merge: see _commits), in one call.
@@ -631,104 +653,4 @@ def _format_commit(
     else:
         subject, paths = listed
     dropped = sorted(p for p in paths if is_excluded(p, series.exclude))
-    if len(dropped) == len(paths):  # nothing left: only excluded paths, or an empty commit
-        return None, subject.strip(), dropped
-    data = batch.patch(commit, FORMAT_PATCH_ARGS) if batch is not None and not dropped else None
-    return data or _format_patch(tree, commit, dropped, FORMAT_PATCH_ARGS), subject.strip(), dropped
-
-
-# A mail's first line as format-patch writes it without --zero-commit: the commit it is of.
-_FROM_LINE_RE = re.compile(rb"^From (?P<commit>[0-9a-f]{40}(?:[0-9a-f]{24})?) Mon Sep 17 00:00:00 2001\n", re.MULTILINE)
-_HEADER_RE = re.compile(r"(?P<commit>[0-9a-f]{40}(?:[0-9a-f]{24})?)\x01(?P<subject>.*)", re.DOTALL)
-
-
-class _Formatted:
-    """What `_format_commit` and `_in_style` ask git of each commit of BASE..HEAD (its subject
-    and paths; its patch with some format-patch options), asked once for the whole range: a
-    `git log` and a `git format-patch` per set of options, instead of a process per commit.
-    Where the output does not split into exactly one answer per commit, the caller asks
-    commit by commit, as before (None)."""
-
-    def __init__(self, tree: Path, base: str):
-        self.tree, self.base = tree, base
-        self._listing: dict[str, tuple[str, list[str]]] | None = None
-        self._patches: dict[tuple[str, ...], dict[str, bytes] | None] = {}
-        self._wanted: dict[tuple[str, ...], list[str]] = {}  # options -> the only commits to format with them
-
-    def want(self, args: list[str], commit: str) -> None:
-        """Format with ARGS only the commits named so (before the first `patch` with ARGS), not
-        the whole range."""
-        self._wanted.setdefault(tuple(args), []).append(commit)
-
-    def listing(self, commit: str) -> tuple[str, list[str]] | None:
-        if self._listing is None:
-            self._listing = self._read_listing() or {}
-        return self._listing.get(commit)
-
-    def _read_listing(self) -> dict[str, tuple[str, list[str]]] | None:
-        # -z: per commit a NUL, "<commit>\x01<subject>", a NUL, then its paths (the first after a
-        # newline), each NUL-ended.
-        out = git.run(
-            ["log", "-z", "--format=%x00%H%x01%s", "--name-only", "--no-renames", f"{self.base}..HEAD"],
-            self.tree,
-            check=False,
-        )
-        if not out.ok:
-            return None
-        tokens = out.stdout.split("\0")
-        listing: dict[str, tuple[str, list[str]]] = {}
-        at = 0
-        while at < len(tokens) - 1:
-            header = _HEADER_RE.fullmatch(tokens[at + 1]) if tokens[at] == "" else None
-            if header is None or header["commit"] in listing:
-                return None
-            at += 2
-            paths: list[str] = []
-            while at < len(tokens) and tokens[at] != "":
-                paths.append(tokens[at] if paths else tokens[at].removeprefix("\n"))
-                at += 1
-            listing[header["commit"]] = (header["subject"], paths)
-        return listing
-
-    def patch(self, commit: str, args: list[str]) -> bytes | None:
-        """What `git format-patch ARGS COMMIT` (ARGS holding -1 and --stdout) prints for COMMIT."""
-        key = tuple(args)
-        if key not in self._patches:
-            self._patches[key] = self._format_range(args, self._wanted.get(key))
-        patches = self._patches[key]
-        return patches.get(commit) if patches is not None else None
-
-    def _format_range(self, args: list[str], commits: list[str] | None = None) -> dict[str, bytes] | None:
-        # The range's mails (or those of COMMITS alone, --no-walk) name their commits (the zero id
-        # is written back after the split), and git puts a blank line between two mails of one
-        # --stdout: each mail is then byte for byte the one `-1` prints.
-        zero = "--zero-commit" in args
-        ranged = [arg for arg in args if arg not in ("-1", "--zero-commit")]
-        revisions = ["--no-walk", *commits] if commits else [f"{self.base}..HEAD"]
-        out = git.run([*FORMAT_PATCH_CONFIG, *ranged, *revisions], self.tree, check=False, binary=True)
-        if not out.ok:
-            return None
-        text: bytes = out.stdout  # type: ignore[assignment]
-        starts = list(_FROM_LINE_RE.finditer(text))
-        if text and (not starts or starts[0].start() != 0):
-            return None
-        patches: dict[str, bytes] = {}
-        for number, start in enumerate(starts):
-            last = number == len(starts) - 1
-            mail = text[start.start() : len(text) if last else starts[number + 1].start()]
-            if not last:
-                if not mail.endswith(b"\n\n"):
-                    return None
-                mail = mail[:-1]
-            commit = start["commit"].decode()
-            if commit in patches:
-                return None
-            if zero:
-                mail = b"From " + b"0" * len(commit) + mail[5 + len(commit) :]
-            patches[commit] = mail
-        return patches
-
-
-def _format_patch(tree: Path, commit: str, dropped: list[str], args: list[str]) -> bytes:
-    pathspec = ["--", "."] + [f":(exclude,literal){p}" for p in dropped] if dropped else []
-    return git.run([*FORMAT_PATCH_CONFIG, *args, commit, *pathspec], tree, binary=True).stdout
+    return subject.strip(), dropped, len(dropped) == len(paths)  # nothing left: only excluded paths, or empty

@@ -2,7 +2,8 @@
 build. Each rule has an id; findings carry `file:line`.
 
     PC001  patch numbers are unique (and, with `naming: strict`, contiguous from 0001)
-    PC002  patch file names follow the series' naming (format-patch, strict or quilt)
+    PC002  patch file names follow the series' naming (format-patch, strict, openwrt, electron; quilt and
+           any take every name)
     PC003  every patch parses
     PC004  no hunk on an excluded path (the source-only policy)
     PC005  no CRLF line endings unless the series allows them
@@ -16,6 +17,8 @@ build. Each rule has an id; findings carry `file:line`.
     PC013  no line past a hunk's declared counts (git apply would silently drop it)
     PC014  every patch has a well-formed `Upstream-Status:` header (only where the series sets
            upstream_status: required)
+    PC015  the downstream's own list (`list:`) names exactly the patch files present: no file it
+           lists is missing, no patch file of the directory is left out
 """
 
 from __future__ import annotations
@@ -28,12 +31,10 @@ from ..project.config import Config, Series, Upstream
 from ..project.manifests import formats, is_abbreviation
 from ..state import worktree
 from ..upstream.store import Store
+from . import naming, patchlist
 from .applier import Status, apply_series_to_index, unsafe_path_reason
 from .diffblocks import overlong_hunks
 from .patchset import (
-    FORMAT_PATCH_SLUG_MAX,
-    PATCH_NAME_RE,
-    STRICT_NAME_RE,
     UPSTREAM_STATUS_KEY,
     MalformedPatch,
     PatchFile,
@@ -56,6 +57,7 @@ RULES = {
     "PC012": "no patch writes outside the tree",
     "PC013": "no line past a hunk's declared counts",
     "PC014": "every patch has a well-formed Upstream-Status: header (upstream_status: required)",
+    "PC015": "the series' own list names exactly the patch files present",
 }
 
 
@@ -65,6 +67,10 @@ def lint(
     """All findings, sorted by file and line. STORE may be None when APPLY_CHECK is off."""
     findings: list[Finding] = []
     for series in config.select_series(series_names):
+        listed = _list_findings(config, series)
+        findings += listed
+        if any("not a file" in f.message for f in listed):
+            continue  # the series cannot be read as its list says: the rest waits for the list
         patches = read_series(series)
         findings += _numbering(config, series, patches)
         for patch in patches:
@@ -76,11 +82,19 @@ def lint(
     return sorted(findings)
 
 
+def _list_findings(config: Config, series: Series) -> list[Finding]:
+    """PC015: the series' own list against the files of its directory."""
+    listed = series.patch_list
+    if listed.path is None:
+        return []
+    shown = worktree.display(config.root, listed.path)
+    return [Finding(shown, line, "PC015", message, series.name) for line, message in patchlist.problems(series)]
+
+
 def _numbering(config: Config, series: Series, patches: list[PatchFile]) -> list[Finding]:
     """PC002 names by the series' naming; PC001 duplicate numbers, and gaps only where the
-    naming is strict (real series have gaps: patches dropped upstream keep their neighbours' names)."""
-    if series.naming == "quilt":
-        return []  # any names: the order is the series file's
+    naming is strict (real series have gaps: patches dropped upstream keep their neighbours' names;
+    OpenWrt's bands share a number now and then, their names still sort)."""
     findings = []
 
     def add(patch_name: str, rule: str, message: str) -> None:
@@ -88,15 +102,13 @@ def _numbering(config: Config, series: Series, patches: list[PatchFile]) -> list
 
     numbers: dict[int, str] = {}
     for patch in patches:
-        if not _well_named(series.naming, patch.name):
-            expected = (
-                "NNNN-slug.patch with a lower-case slug"
-                if series.naming == "strict"
-                else f"NNNN-slug.patch, a slug of at most {FORMAT_PATCH_SLUG_MAX} characters of [A-Za-z0-9._-]"
-            )
+        if not naming.well_named(series.naming, patch.name):
+            expected = naming.expected(series.naming)
             add(patch.name, "PC002", f"file name {patch.name!r} is not {expected} (naming: {series.naming})")
             continue
-        number = int(patch.name[:4])
+        number = naming.number_of(series.naming, patch.name)
+        if number is None or series.naming == "openwrt":
+            continue
         if number in numbers:
             add(patch.name, "PC001", f"number {number:04d} is also used by {numbers[number]}")
         elif number == 0:
@@ -111,16 +123,6 @@ def _numbering(config: Config, series: Series, patches: list[PatchFile]) -> list
                 add(numbers[number], "PC001", f"numbering gap: {missing} missing before {number:04d} (naming: strict)")
             previous = number
     return findings
-
-
-def _well_named(naming: str, name: str) -> bool:
-    if naming == "strict":
-        return STRICT_NAME_RE.match(name) is not None
-    match = PATCH_NAME_RE.match(name)
-    if match is None or len(match["slug"]) > FORMAT_PATCH_SLUG_MAX:
-        return False
-    # git trims a trailing '.' or '-' before it cuts the slug at 52 characters, not after: a cut slug may end in one.
-    return len(match["slug"]) == FORMAT_PATCH_SLUG_MAX or not match["slug"].endswith((".", "-"))
 
 
 def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Finding]:

@@ -1,8 +1,8 @@
 """A patch series on disk, and what the other commands need from each patch file.
 
-A series is either `NNNN-slug.patch` files applied in name order (`naming: format-patch`,
-the default, or `strict`) or any file names listed in a quilt `series` file (`naming:
-quilt`). Patch files come in every form real series use: git format-patch mails, DEP-3
+A series is patch files applied in the order of the downstream's own list (a quilt `series`
+file, Electron's `.patches`, a recipe's `patches:`: `patchctl.series.patchlist`) or, without
+one, in name order. Patch files come in every form real series use: git format-patch mails, DEP-3
 headers (`Description:`, `Author:`, `Origin:` ...), quilt `Index:` + `====` preambles,
 and bare `git diff` or `--- a/x` / `+++ b/x` unified diffs without any header. A patch
 without a subject of its own gets one derived from its file name (`title`), so that it
@@ -32,7 +32,6 @@ STRICT_NAME_RE = re.compile(r"^(?P<number>\d{4})-(?P<slug>[a-z0-9][a-z0-9._-]*)\
 # git format-patch cuts its file-name slug at 52 characters (format.filenameMaxLength's default is 64 with the
 # number and the extension); a longer slug is not something git made.
 FORMAT_PATCH_SLUG_MAX = 52
-QUILT_SERIES_FILE = seriesdir.QUILT_SERIES_FILE
 # Where the diff starts in a patch file: everything before is the message.
 _DIFF_START_RE = re.compile(r"^(?:diff --git |Index: |diff -|={20,}$)")
 _HEADER_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9-]*):(?:\s|$)")
@@ -181,20 +180,11 @@ class MalformedPatch(ValueError):
 
 
 def read_series(series: Series, *, allow_empty_dir: bool = False) -> list[PatchFile]:
-    """The series' patch files in application order: by file name, or in the order of the
-    quilt `series` file with `naming: quilt`. The directory is untrusted and fails closed
-    (`patchctl.series.seriesdir`): a missing or empty series is an error unless `allow_empty: true`."""
+    """The series' patch files in application order: its list's (`list:`), or by file name.
+    The directory is untrusted and fails closed (`patchctl.series.seriesdir`): a missing or
+    empty series is an error unless `allow_empty: true`."""
     paths = seriesdir.series_entries(series, allow_empty_dir=allow_empty_dir)
     return [PatchFile(p, data) for p, data in zip(paths, seriesdir.read_entries(series, paths), strict=True)]
-
-
-def quilt_names(directory: Path, series: Series | None = None) -> list[str]:
-    """The patch names a quilt `series` file lists, in order (see `patchctl.series.seriesdir`)."""
-    return seriesdir.quilt_names(directory, series)
-
-
-def render_quilt_series(names: list[str]) -> bytes:
-    return "".join(f"{name}\n" for name in names).encode()
 
 
 def series_digest(patches: list[PatchFile]) -> str:
@@ -314,9 +304,10 @@ def _starts_diff(lines: list[str], n: int) -> bool:
 
 def title_from_name(name: str) -> str:
     """A subject for a patch that has none: its file name without number and extension,
-    words separated by spaces (`0003-fix-the-foo.patch` -> `fix the foo`)."""
+    words separated by spaces (`0003-fix-the-foo.patch` -> `fix the foo`, OpenWrt's
+    `100_fix-foo.patch` -> `fix foo`)."""
     stem = re.sub(r"\.(?:patch|diff)$", "", name)
-    stem = re.sub(r"^\d{4}-", "", stem)
+    stem = re.sub(r"^\d+[-_]", "", stem)
     return re.sub(r"[-_]+", " ", stem).strip() or name
 
 

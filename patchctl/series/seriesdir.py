@@ -28,11 +28,12 @@ from ..confined import Refused, Root
 from ..confined.regular import file_kind as _kind
 from ..errors import ConfigError, EnvironmentFailure, UsageError
 from ..project.config import Series
+from . import patchlist
 
 MAX_PATCH_BYTES = 64 * 1024 * 1024  # far above any real patch (llama.cpp's largest are a few MiB)
 READ_TIMEOUT_S = 60.0
-QUILT_SERIES_FILE = "series"
 PATCH_SUFFIX = ".patch"
+LIST_WORDS = {"quilt": "series file", "electron": ".patches file", "conda-forge": "recipe's patches: list"}
 _CHUNK = 1024 * 1024
 
 
@@ -61,14 +62,20 @@ def series_entries(series: Series, *, allow_empty_dir: bool = False) -> list[Pat
         )
     if kind != "directory":
         raise ConfigError(f"{_where(series)}: {shown} is not a directory ({kind}){_did_you_mean(series)}")
-    if series.naming == "quilt":
-        paths = [directory / name for name in quilt_names(directory, series)]
+    listed = listed_names(series)
+    if listed is not None:
+        paths = [directory / name for name in listed]
     else:
         paths = [directory / name for name in root.listdir(directory) or [] if name.endswith(PATCH_SUFFIX)]
     for path in paths:
         _check_entry(series, root, path)
     if not paths and not series.allow_empty and not allow_empty_dir:
-        what = f"no patch listed in its {QUILT_SERIES_FILE} file" if series.naming == "quilt" else "no *.patch file"
+        spec = series.patch_list
+        what = (
+            f"no patch listed in its {LIST_WORDS[spec.kind]} ({_shown(series, spec.path)})"
+            if spec.path is not None
+            else "no *.patch file"
+        )
         raise ConfigError(
             f"{_where(series)}: {shown} holds {what}; a series that checks nothing fails "
             f"(set allow_empty: true on series {series.name} if an empty series is intended)"
@@ -130,28 +137,27 @@ def read_bounded(series: Series | None, path: Path, deadline: float | None = Non
         raise UnsafeSeriesEntry(f"{_shown(series, path)}: {exc}; remove it") from None
 
 
-def quilt_names(directory: Path, series: Series | None = None) -> list[str]:
-    """The patch names a quilt `series` file lists, in order (comments and options dropped).
-    No `series` file is an empty list. A listed file that does not exist is a usage error:
-    quilt itself would refuse the series."""
-    path = directory / QUILT_SERIES_FILE
-    root = _root(series) if series is not None else Root(directory)
-    if root.kind(path) is None:
-        return []
-    data = read_bounded(series, path)
-    names = []
-    for number, line in enumerate(data.decode(errors="replace").splitlines(), 1):
-        name = line.split("#", 1)[0].split()
-        if not name:
+def listed_names(series: Series) -> list[str] | None:
+    """The patch names SERIES' own list gives, in order (`patchctl.series.patchlist`), or None
+    when its order is the file names'. A listed file that does not exist is a usage error: the
+    downstream's own tool (quilt, Electron's import, conda-build) would refuse the series too."""
+    listed = patchlist.read(series)
+    if listed is None:
+        return None
+    root = _root(series)
+    for entry in listed.entries:
+        if entry.name is None:
             continue
         try:
-            present = not name[0].startswith("/") and root.kind(directory / name[0]) is not None
+            present = root.kind(series.dir / entry.name) is not None
         except Refused:
             present = False
         if not present:
-            raise UsageError(f"{path}:{number}: {name[0]!r} is not a file in {directory}")
-        names.append(name[0])
-    return names
+            raise UsageError(
+                f"{listed.shown(series.root)}:{entry.line + 1}: {entry.text!r} is not a file in "
+                f"{_shown(series, series.dir)}"
+            )
+    return listed.names
 
 
 # ---------------------------------------------------------------- checks
@@ -194,13 +200,7 @@ def _where(series: Series) -> str:
 
 
 def _shown(series: Series | None, path: Path) -> str:
-    root = series.root if series is not None else None
-    if root is not None:
-        try:
-            return Path(path).relative_to(root).as_posix()
-        except ValueError:
-            pass
-    return str(path)
+    return patchlist.shown(series.root if series is not None else None, path)
 
 
 def _did_you_mean(series: Series) -> str:

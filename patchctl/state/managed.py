@@ -6,6 +6,7 @@ the raw YAML of each version of matrix.yaml the journal involves, without valida
 
     matrix.yaml itself                 (pin-sync moves the pin; init writes it)
     series.NAME.dir                    (export, pin-sync; default patches/NAME)
+    series.NAME.list.path              (export, pin-sync: the downstream's own patch list)
     series.NAME.vendor[].to            (vendor, pin-sync)
     upstreams.NAME.pin_files[].path    (pin-sync)
     upstreams.NAME.manifests[].path    (pin-sync: an OpenWrt Makefile, a conda-forge recipe, a DEPS file)
@@ -81,6 +82,8 @@ def managed_paths(config_file: Path, versions: Iterable[Path | bytes] = ()) -> M
         for name, entry in series.items() if isinstance(series, dict) else []:
             entry = entry if isinstance(entry, dict) else {}
             dirs.add(_relative(entry.get("dir", f"patches/{name}")))
+            if isinstance(entry.get("list"), dict):
+                files.add(_relative(entry["list"].get("path")))
             for copy in _list(entry.get("vendor")):
                 dirs.add(_relative(copy.get("to")))
         upstreams = data.get("upstreams")

@@ -131,7 +131,11 @@ def build_template(base: Path) -> Template:
     project = base / "project"
     project.mkdir()
     git.init_repo(project)
-    created = run_cli("-C", project, "init", "--upstream-url", upstream.path, "--pin", pin, "--name", UPSTREAM)
+    # A published action at a commit this checkout does not hold (render refuses an unset or local-only one).
+    action = "patchctl/patchctl@" + "c0ffee00" * 5
+    created = run_cli(
+        "-C", project, "init", "--upstream-url", upstream.path, "--pin", pin, "--name", UPSTREAM, "--action", action
+    )
     assert created.exit_code == 0, created.output
     config = yaml.safe_load((project / "matrix.yaml").read_text())
     config["upstreams"][UPSTREAM]["pin_files"] = [{"path": PIN_FILE, "pattern": "UP_PIN [?]= (?P<pin>[0-9a-f]{40})"}]

@@ -87,7 +87,7 @@ def test_bad_arguments_are_one_line_exit_2(tmp_path: Path, upstream: Repo) -> No
         (["init", "--from", "quilt"], "debian/patches/series: no such file"),
         (["init", "--from", "git-dir"], "--from git-dir needs the patch directory"),
         (["init", "--from", "makefile-sync"], "Makefile.sync: no such file"),
-        (["init", "somedir"], "DIR is for --from quilt, git-dir, openwrt, conda-forge or gclient"),
+        (["init", "somedir"], "DIR is for --from quilt, git-dir, electron, openwrt, conda-forge or gclient"),
     ]
     for args, message in cases:
         result = run_cli("-C", root, *args)
@@ -164,14 +164,19 @@ def test_git_dir_with_a_version_file_holding_a_tag_resolves_it_from_a_local_upst
     assert "lint: no findings" in ok("-C", root, "lint")
 
 
-def test_git_dir_names_that_fit_no_numbering_get_a_quilt_series_file(tmp_path: Path, upstream: Repo) -> None:
+def test_git_dir_names_that_fit_no_numbering_keep_name_order_and_no_list_is_written(
+    tmp_path: Path, upstream: Repo
+) -> None:
+    """Issue 42: a directory without a list is applied in name order (as OpenWrt's quilt.mk does):
+    init writes no `series` beside it (that would change the downstream's build)."""
     root = tmp_path / "proj"
     git.init_repo(root)
     _series_of_patches(upstream, root / "p", 2)
     (root / "p" / "0002-Add-extra2.patch").rename(root / "p" / "zz-second.patch")
     out = ok("-C", root, "init", "--from", "git-dir", "p", "--upstream-url", upstream.path, "--pin", upstream.head)
-    assert "naming quilt, a series file lists them" in out
-    assert (root / "p" / "series").read_text() == "0001-Add-extra1.patch\nzz-second.patch\n"
+    assert "found: naming: any" in out and "found: order: file names (2 patch(es)); no list file is written" in out
+    assert not (root / "p" / "series").exists()
+    assert "wrote p/" not in out
     assert "lint: no findings" in ok("-C", root, "lint")
 
 

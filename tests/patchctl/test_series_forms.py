@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from patchctl import git
-from patchctl.series.exporter import format_patch_slug
+from patchctl.series.naming import format_patch_slug
 from patchctl.series.patchset import PatchFile, parse_message, title_from_name
 
 from .conftest import Project, Repo, make_patch
@@ -92,7 +92,7 @@ GIT_SLUG_SUBJECTS = [
 def test_format_patch_slug_is_what_git_format_patch_writes(tmp_path: Path) -> None:
     """Against the git on this machine: the names `git format-patch` writes are the names
     export writes, and lint (naming: format-patch) takes every one of them."""
-    from patchctl.series.linter import _well_named
+    from patchctl.series.naming import well_named as _well_named
 
     repo = tmp_path / "repo"
     git.run(["init", "-q", str(repo)], tmp_path)
