@@ -59,7 +59,7 @@ class Layout:
     found: list[str] = field(default_factory=list)
     unmapped: list[str] = field(default_factory=list)
     extra_files: dict[str, bytes] = field(default_factory=dict)
-    list_kind: str = "none"  # where the order lives (`list:`), when naming does not imply it
+    list_kind: str | None = None  # where the order lives (`list:`); None: where `naming:` implies
     list_path: str | None = None
     form: str = "own"
     names: list[str] | None = None  # the patch names in order, when a list was read

@@ -153,7 +153,9 @@ def _probe_series(root: Path, directory: str, kind: str, path: str) -> Series:
 def apply_order(layout, order: Order) -> None:
     """LAYOUT (an adopt `Layout`) named, listed and formed as ORDER found its directory."""
     layout.naming = order.naming
-    if not order.implied_list:
+    if order.implied_list:
+        layout.list_kind, layout.list_path = None, None
+    else:  # `list: none` too, where the naming would imply a list file the directory lacks
         layout.list_kind, layout.list_path = order.list_kind, order.list_path
     layout.form = order.form
     layout.names = order.names

@@ -268,18 +268,15 @@ def render_config(layout: Layout, source: str | None, action: str | None, home: 
         f"  {q(layout.series)}:",
         f"    upstream: {q(layout.upstream)}  # the upstream whose pin the patches apply to",
         f"    dir: {q(layout.dir)}  # the patch files, relative to this file",
-        f"    naming: {layout.naming}  # {NAMING_NOTES[layout.naming]}"
-        + (
-            "; in name order (no list file)"
-            if layout.list_path is None and layout.naming not in ("quilt", "electron")
-            else ""
-        ),
+        f"    naming: {layout.naming}  # {_naming_note(layout)}",
     ]
     if layout.list_path is not None:
         out.append(
             f"    list: {{kind: {layout.list_kind}, path: {q(layout.list_path)}}}  # the order: your own list, "
             "edited in place"
         )
+    elif layout.list_kind == "none" and layout.naming in ("quilt", "electron"):
+        out.append("    list: none  # no list file: the order is the file names' (none is written)")
     if layout.form != "own":
         out.append(f"    form: {layout.form}  # export writes every patch exactly as your own exporter does")
     out += [
@@ -315,6 +312,15 @@ def render_config(layout: Layout, source: str | None, action: str | None, home: 
                 out += [f"          - {{from: {q(f.source)}, to: {q(f.dest)}}}" for f in copy.files]
     out += ["", *canary_section(layout), *workflows_section(action, home)]
     return "\n".join(out)
+
+
+def _naming_note(layout: Layout) -> str:
+    note = NAMING_NOTES[layout.naming]
+    if layout.list_path is not None:
+        return note
+    if layout.list_kind == "none" or (layout.list_kind is None and layout.naming not in ("quilt", "electron")):
+        return note.split(", in the order of ")[0] + "; in name order (no list file)"
+    return note
 
 
 def pre_commit_snippet(layout: Layout, prefix: str = "") -> str:

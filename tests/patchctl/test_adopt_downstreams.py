@@ -528,6 +528,9 @@ def test_gclient_deps_init_and_pin_sync_move_electrons_vars_in_place(tmp_path: P
     (up,) = config.upstreams.values()
     assert up.pin == first and up.version is None
     assert [(m.path, m.format, m.var) for m in up.manifests] == [("DEPS", "gclient", "nan_version")]
+    # underscore names (naming electron) but no .patches: name order, said so (`list: none`), no list written
+    assert (config.series["nan"].naming, config.series["nan"].patch_list.kind) == ("electron", "none")
+    assert not (root / "patches" / "nan" / ".patches").exists()
     git.run(["add", "--all"], root)
     git.commit_all(root, "adopt")
     assert run_cli("-C", root, "pin-sync", "--to", second).exit_code == 0
