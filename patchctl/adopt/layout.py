@@ -221,6 +221,11 @@ def release_layout(
     if found_source.tag_pattern is not None and found_source.version and not HEX40_RE.match(found_source.revision):
         version = found_source.version
         found.append(f"version: {version} ({version_where}), the upstream's tag {found_source.tag_pattern!r}")
+    elif not found_source.revision:  # (the pin given): the manifest names no release patchctl can follow
+        notes.append(
+            f"{found_source.where}: {found_source.problem or 'no revision'}: no `version:`; add the upstream's "
+            "`version:` and `tag:` to matrix.yaml, which pin-sync needs to move this manifest"
+        )
     elif not HEX40_RE.match(found_source.revision):
         notes.append(
             f"{found_source.where}: the revision {found_source.revision!r} does not follow the version: no `version:`; "

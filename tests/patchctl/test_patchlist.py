@@ -307,12 +307,16 @@ def test_init_takes_a_recipes_patches_list_as_the_one_list(feedstock) -> None:
         "--pin",
         upstream.head,
     )
+    assert "found: recipe/patches belongs to the conda-forge recipe recipe/meta.yaml: read as its layout" in out
     assert "found: order: recipe/meta.yaml (4 patch(es), kept as the one list)" in out
-    series = yaml.safe_load((root / "matrix.yaml").read_text())["series"]["recipe"]
+    assert "recipe/meta.yaml:8: source url https://example.org/up-1.2.3.tar.gz is not a GitHub tarball: no " in out
+    config = yaml.safe_load((root / "matrix.yaml").read_text())
+    assert config["upstreams"]["up"]["manifests"] == [{"path": "recipe/meta.yaml", "format": "conda-forge"}]
+    series = config["series"]["up"]  # named after the recipe's package
     assert series["list"] == {"kind": "conda-forge", "path": "recipe/meta.yaml"}
     assert "recipe/meta\\.yaml" in (root / ".pre-commit-config.yaml").read_text()  # an edit of the list runs the hooks
     assert (root / "recipe" / "meta.yaml").read_text() == RECIPE and not (
         root / "recipe" / "patches" / "series"
     ).exists()
     git.commit_all(root, "adopt")
-    ok("-C", root, "export", "--check", "recipe")
+    ok("-C", root, "export", "--check", "up")
