@@ -2,9 +2,10 @@
 already has, so that `init` adds nothing its build would read.
 
 * the order: the downstream's own list when it keeps one (a quilt `series` file in the
-  directory, Electron's `.patches`, the `patches:` list of a conda-forge `meta.yaml` beside or
-  above the directory), else the file names (OpenWrt's quilt.mk reads `patches/series` when it
-  exists: writing one would change the build, so none is ever written);
+  directory, Electron's `.patches`, the `patches:` list of a conda-forge `meta.yaml` or
+  rattler-build `recipe.yaml` beside or above the directory), else the file names (OpenWrt's
+  quilt.mk reads `patches/series` when it exists: writing one would change the build, so none
+  is ever written);
 * the naming: the strictest of `strict`, `format-patch`, `openwrt`, `electron` that every
   file's name fits, else `any` (lint then accepts every name the directory has);
 * the form: `electron` when the directory keeps Electron's `.patches` and every patch is
@@ -28,7 +29,7 @@ from ..series.naming import well_named
 
 PATCH_SUFFIXES = (".patch", ".diff")
 MAX_READ_BYTES = 16 * 1024 * 1024  # a recipe or a patch: far below this
-_RECIPE = "meta.yaml"
+_RECIPES = ("meta.yaml", "recipe.yaml")  # conda-build's, rattler-build's
 _ELECTRON_MAIL_RE = re.compile(r"\AFrom 0{40} Mon Sep 17 00:00:00 2001\nFrom: .*\nDate: .*\nSubject: (?!\[PATCH)")
 _INDEX_RE = re.compile(r"^index ([0-9a-f]+)\.\.", re.M)
 _PATCHES_KEY_RE = re.compile(r"^\s*(?:-\s+)?patches:", re.M)
@@ -114,12 +115,14 @@ def _unique_numbers(names: list[str], *, strict: bool) -> bool:
 
 
 def _recipe(root: Path, directory: str) -> str | None:
-    """The conda-forge `meta.yaml` beside DIRECTORY or above it whose `patches:` list names its files."""
+    """The conda-forge recipe (`meta.yaml`, or rattler-build's `recipe.yaml`) beside DIRECTORY
+    or above it whose `patches:` list names its files."""
     for folder in (directory, posixpath.dirname(directory)):
-        path = posixpath.normpath(f"{folder}/{_RECIPE}") if folder else _RECIPE
-        text = read_text(root, path) if file_kind(root, path) == "regular file" else None
-        if text is not None and _PATCHES_KEY_RE.search(text):
-            return path
+        for recipe in _RECIPES:
+            path = posixpath.normpath(f"{folder}/{recipe}") if folder else recipe
+            text = read_text(root, path) if file_kind(root, path) == "regular file" else None
+            if text is not None and _PATCHES_KEY_RE.search(text):
+                return path
     return None
 
 

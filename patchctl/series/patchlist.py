@@ -5,9 +5,10 @@ A series' `list:` (`patchctl.project.series_keys`) names the file and its kind:
 
 * `quilt`: a quilt `series` file: one patch a line (its options after it), `#` comments;
 * `electron`: Electron's `.patches`: one file name a line, nothing else;
-* `conda-forge`: the `patches:` list of a conda-forge recipe's `meta.yaml`, a YAML list inside
-  a Jinja template: its lines are read and edited as lines (the file is never re-dumped), so
-  `# [win]` selectors, `{% if %}` guards, comments and every other line stay as they are;
+* `conda-forge`: the `patches:` list of a conda-forge recipe (`meta.yaml`, a YAML list inside
+  a Jinja template, or rattler-build's `recipe.yaml`): its lines are read and edited as lines
+  (the file is never re-dumped), so `# [win]` selectors, `{% if %}` guards, comments and every
+  other line stay as they are;
 * `none`: no file: the order is the file names' (OpenWrt's quilt.mk, a directory of
   format-patch files); nothing is ever written.
 
