@@ -448,7 +448,9 @@ def _surely_does_not_apply(tree: Path, rev: str, patch: PatchFile) -> bool:
         position = header_end + 1 + size + 1
         # Lines as the patch's are read (CR before LF dropped on both sides: that can only make more match).
         lines = [line.removesuffix("\r") for line in content.split("\n")]
-        preimage = [line[1:].removesuffix("\r") for line in firsts[name].body if line[:1] in (" ", "-")]
+        # (an empty body line is the context line of an empty line, as git apply reads it: a
+        # patch whose trailing whitespace an editor stripped, snappy-feedstock's among them)
+        preimage = [line[1:].removesuffix("\r") for line in firsts[name].body if line[:1] in (" ", "-", "", "\r")]
         if preimage and not _holds_run(lines, preimage):
             return True
     return False

@@ -13,8 +13,10 @@ machine remakes the current one first, else named "to refresh" with the downstre
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+import posixpath
 import re
 import shlex
 import shutil
@@ -54,6 +56,9 @@ class Downstream:
     version_line: Callable[[str], str]  # the manifest's line that states VERSION
     reset_line: str  # the release/build-number line after the bump
     checksum: str  # the checksum's name in the manifest
+    naming: str  # the `naming:` init chooses from the file names
+    list_file: str | None  # the downstream's own patch list (None: name order, no list file)
+    dropped: tuple[str, ...] = ()  # the patches the bump drops (taken upstream)
     patches_from: str = ""  # the fixture whose patches it shares, when it keeps none of its own
 
 
@@ -90,6 +95,8 @@ DOWNSTREAMS = {
         lambda version: f"PKG_VERSION:={version}\n",
         "PKG_RELEASE:=1\n",
         "PKG_HASH",
+        "openwrt",
+        None,  # quilt.mk reads patches/series when it exists: none is written
     ),
     "openwrt-go2rtc": Downstream(
         "openwrt-go2rtc",
@@ -102,6 +109,8 @@ DOWNSTREAMS = {
         lambda version: f"PKG_VERSION:={version}\n",
         "PKG_RELEASE:=1\n",
         "PKG_MIRROR_HASH",
+        "format-patch",  # 0001-, 0002-: git format-patch's names, long slugs kept
+        None,
     ),
     "conda-sentencepiece": Downstream(
         "conda-sentencepiece",
@@ -114,6 +123,9 @@ DOWNSTREAMS = {
         lambda version: f'{{% set version = "{version}" %}}\n',
         "  number: 0\n",
         "sha256",
+        "format-patch",  # 0003, 0006, 0007, 0008, 0013: numbered with gaps
+        "recipe/meta.yaml",
+        ("0007-move-setting-of-default-CMAKE_INSTALL_-BIN-INCLUDE-L.patch",),
     ),
     "conda-snappy-v1": Downstream(
         "conda-snappy-v1",
@@ -126,6 +138,8 @@ DOWNSTREAMS = {
         lambda version: f"  version: {version}\n",
         "  number: 0\n",
         "sha256",
+        "format-patch",
+        "recipe/recipe.yaml",
         patches_from="conda-snappy",
     ),
     "conda-snappy": Downstream(
@@ -139,6 +153,8 @@ DOWNSTREAMS = {
         lambda version: f'{{% set version = "{version}" %}}\n',
         "  number: 0\n",
         "sha256",
+        "format-patch",
+        "recipe/meta.yaml",
     ),
 }
 
@@ -267,33 +283,36 @@ def test_a_pin_the_upstream_cannot_resolve_stops_init_without_a_config(tmp_path:
 
 # ------------------------------------------------------------------ apply, no-op export, bump
 
-NATIVE_FORM = pytest.mark.xfail(
-    strict=True,
-    reason="issue 42 item 2 (native-list's): snappy's patches write a blank context line without its space "
-    "and end in Apple git's signature; export rewrites both",
-)
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=NATIVE_FORM) if n.startswith("conda-snappy") else n for n in sorted(DOWNSTREAMS)]
-)
-def test_export_check_passes_right_after_adoption_and_a_noop_export_writes_nothing(tmp_path: Path, name: str) -> None:
-    case = DOWNSTREAMS[name]
-    root, _, _ = adopt(case, tmp_path)
-    (series,) = load_project(root / "matrix.yaml").series
-    ok("-C", root, "export", series, "--check")  # it applies the series first
-    ok("-C", root, "apply")
-    ok("-C", root, "export", series)
-    assert changed(root) == []  # .patchctl/ is ignored (init added it), and no patch was rewritten
-
 
 @pytest.mark.parametrize("name", sorted(DOWNSTREAMS))
-def test_apply_and_a_bump_that_moves_the_version(tmp_path: Path, name: str) -> None:
+def test_adopt_apply_a_noop_export_and_a_bump_keep_their_list_and_move_their_version(tmp_path: Path, name: str) -> None:
+    """The whole sequence a maintainer runs: adopt, apply, a no-op export (byte-identical), one
+    bump; after it the manifest states the new release (its checksum remade or listed to refresh,
+    with the downstream's command), and the downstream's own list names exactly the patches left,
+    in their order, edited in the same write: no second list beside theirs, ever."""
     case = DOWNSTREAMS[name]
     root, upstream, _ = adopt(case, tmp_path)
+    patch_dir = root / case.patch_dir
+    names = sorted(p.name for p in patch_dir.iterdir() if p.name.endswith(".patch"))
+    config = load_project(root / "matrix.yaml")
+    (series,) = config.series.values()
+    assert series.naming == case.naming
+    if case.list_file is None:  # name order: no list file, and none written (OpenWrt's build would read it)
+        assert (series.patch_list.kind, series.patch_list.path) == ("none", None)
+    else:
+        assert (series.patch_list.kind, series.patch_list.path) == ("conda-forge", root / case.list_file)
+        assert _listed(root, case) == names  # the recipe's order is the files' here
+    assert not (patch_dir / "series").exists() and not (patch_dir / ".patches").exists()
+
+    # adopt -> apply -> no-op export: every byte as it was
+    ok("-C", root, "export", series.name, "--check")  # it applies the series first
+    ok("-C", root, "apply")
+    ok("-C", root, "export", series.name)
+    assert changed(root) == []  # .patchctl/ is ignored (init added it), and no patch was rewritten
+
+    # one bump
     manifest = root / case.manifest
     before = manifest.read_text()
-    ok("-C", root, "apply")
     report = tmp_path / "report.json"
     markdown = tmp_path / "report.md"
     result = run_cli("-C", root, "pin-sync", "--latest", "--json-file", report, "--report", markdown)
@@ -321,7 +340,38 @@ def test_apply_and_a_bump_that_moves_the_version(tmp_path: Path, name: str) -> N
     text = markdown.read_text()
     assert "### Checksums to refresh" in text and f"`{command}`" in text
     assert any("checksum(s) in" in w and "still name the old release" in w for w in data["warnings"])
-    assert "lint: no findings" in ok("-C", root, "lint", "--no-apply")  # the manifest states the new pin
+
+    # their list after the bump: exactly the patches present, in order; the manifest changed in
+    # nothing but the release's lines and the dropped patches' entries (one write of both edits)
+    left = [n for n in names if n not in case.dropped]
+    assert sorted(p.name for p in patch_dir.iterdir() if p.name.endswith(".patch")) == left
+    assert not (patch_dir / "series").exists() and not (patch_dir / ".patches").exists()
+    if case.list_file is not None:
+        assert _listed(root, case) == left
+    removed, added = _line_changes(before, after)
+    old_reset = next(line for line in before.splitlines(keepends=True) if line.startswith(case.reset_line[:-2]))
+    resets = [(old_reset, case.reset_line)] if old_reset != case.reset_line else []  # go2rtc's was 1 already
+    assert sorted(added) == sorted([case.version_line(case.new[1]), *(new for _, new in resets)])
+    dropped_entries = [f"    - patches/{n}\n" for n in case.dropped]
+    assert sorted(removed) == sorted([case.version_line(case.old[1]), *(old for old, _ in resets), *dropped_entries])
+    assert "lint: no findings" in ok("-C", root, "lint", "--no-apply")  # PC010 (the manifest), PC015 (the list)
+    assert "up to date" in ok("-C", root, "export", series.name, "--check")  # and the series at the new pin
+
+
+def _listed(root: Path, case: Downstream) -> list[str]:
+    """The patch files the recipe's `patches:` lists, in order, as conda-build reads them."""
+    assert case.list_file is not None
+    text = (root / case.list_file).read_text()
+    # the Jinja statements gone, each expression a placeholder: the YAML conda-build would read
+    text = re.sub(r"\$?\{\{.*?\}\}", "x", re.sub(r"\{%.*?%\}", "", text, flags=re.S))
+    patches = yaml.safe_load(text)["source"]["patches"]
+    return [posixpath.basename(entry) for entry in patches]
+
+
+def _line_changes(before: str, after: str) -> tuple[list[str], list[str]]:
+    """The lines BEFORE loses and AFTER gains, in order."""
+    diff = list(difflib.ndiff(before.splitlines(keepends=True), after.splitlines(keepends=True)))
+    return [line[2:] for line in diff if line.startswith("- ")], [line[2:] for line in diff if line.startswith("+ ")]
 
 
 def _expected_url(case: Downstream, recipe: str) -> str:
