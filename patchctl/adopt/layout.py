@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import git
 from ..confined import Refused, Root, is_dotgit
-from ..errors import UsageError
+from ..errors import EnvironmentFailure, GitError, UsageError
 from ..project.config import VendorCopy
 from .patchorder import detect as detect_order
 
@@ -134,10 +134,30 @@ def expand_pin(value: str, url: str) -> tuple[str, str | None]:
 
 
 def local_repository(url: str) -> Path | None:
-    path = Path(url.removeprefix("file://")) if url.startswith("file://") or url.startswith("/") else None
-    if path is not None and path.is_dir():
-        return path
-    return None
+    """Where to run git to read the local repository URL names (a path or a `file://` URL): its
+    mirror in the cache, fetched over `file://` alone. Never the repository itself: a repository
+    committed as plain files (`file://evil.git`) may declare itself a partial clone whose lazy
+    fetch runs a shell command, or carry hooks. None when URL names no local directory or it
+    cannot be fetched (then init reads it as it reads a remote URL: not at all)."""
+    if not (url.startswith("file://") or url.startswith("/")):
+        return None
+    from ..upstream.store import Store  # here: only a local upstream needs the cache
+
+    try:
+        return Store().local_mirror(url)
+    except (GitError, EnvironmentFailure):
+        return None
+
+
+def default_branch(url: str) -> str | None:
+    """The branch the HEAD of the local repository URL names points at, asked of its upload-pack
+    from the mirror (`local_repository`); None when that is not known."""
+    mirror = local_repository(url)
+    if mirror is None:
+        return None
+    listed = git.run(["ls-remote", "--symref", "origin", "HEAD"], mirror, check=False, protocols=git.LOCAL_PROTOCOLS)
+    found = re.match(r"ref: refs/heads/(\S+)\tHEAD$", listed.stdout, re.M) if listed.ok else None
+    return found.group(1) if found else None
 
 
 def checked_pin(pin: str, url: str) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .. import git
 from ..confined import Refused, Root
 from ..errors import UsageError
 from ..project.upstream_checks import SDIST_BRANCH, is_sdist_url
@@ -29,8 +28,8 @@ from .layout import (
     Layout,
     Plan,
     checked_pin,
+    default_branch,
     flow,
-    local_repository,
     name_from_url,
     q,
     read_text,
@@ -81,10 +80,8 @@ def plan(
         detected = detect_git_dir(root, path, upstream_url, pin, name)
     else:
         raise UsageError(f"unknown layout {layout!r} (choose: {', '.join(LAYOUTS)})")
-    if detected.url and (local := local_repository(detected.url)) is not None:
-        head = git.run(["symbolic-ref", "--quiet", "--short", "HEAD"], local, check=False)
-        if head.ok and head.stdout.strip():
-            detected.branch = head.stdout.strip()
+    if detected.url and (branch := default_branch(detected.url)) is not None:
+        detected.branch = branch
     elif is_sdist_url(detected.url):
         detected.branch = SDIST_BRANCH
     if detected.dir:
