@@ -120,6 +120,48 @@ def _worktree_of_own_bare(cwd: str) -> bool:
     return os.path.basename(worktrees) == "worktrees" and _own_bare(os.path.dirname(worktrees))
 
 
+# A repository's config may define diff, merge and filter drivers under any name, which its
+# `.gitattributes` (committed: data) then names: each one it defines is set from the environment,
+# which outranks it, to run nothing of the repository's: no filter, text as it is, an external
+# diff or a merge driver that fails (an error, never a program of the repository's).
+_DRIVER_KEYS = r"^(filter|diff|merge)\..+\.(clean|smudge|process|required|textconv|command|driver)$"
+_NEUTRAL_DRIVER = {
+    "clean": "",
+    "smudge": "",
+    "process": "",
+    "required": "false",
+    "textconv": "cat",
+    "command": "false",
+    "driver": "false",
+}
+# (real path of a directory, the state of its .git/config) -> its neutral driver settings
+_DRIVERS: dict[tuple[str, tuple[int, ...] | None], dict[str, str]] = {}
+
+
+def _neutral_drivers(where: str, env: dict[str, str]) -> dict[str, str]:
+    """The driver settings of the repository at WHERE (not one of patchctl's own), each made
+    neutral; asked of git (`git config` runs nothing) once per directory and process, and again
+    when its `.git/config` changed."""
+    try:
+        config = os.stat(os.path.join(where, ".git", "config"))
+        key: tuple[str, tuple[int, ...] | None] = (where, (config.st_ino, config.st_size, config.st_mtime_ns))
+    except OSError:
+        key = (where, None)
+    if key not in _DRIVERS:
+        try:
+            listed = subprocess.run(
+                ["git", *HARDENED, "config", "-z", "--get-regexp", _DRIVER_KEYS],
+                cwd=where,
+                env=env,
+                capture_output=True,
+            ).stdout.decode("utf-8", "surrogateescape")
+        except OSError:
+            listed = ""  # git itself fails the same way in `run`, which says so
+        names = [entry.split("\n", 1)[0] for entry in listed.split("\0") if entry]
+        _DRIVERS[key] = {name: _NEUTRAL_DRIVER[name.rsplit(".", 1)[1]] for name in names}
+    return _DRIVERS[key]
+
+
 def isolated_env(
     cwd: Path | None = None, extra: dict[str, str] | None = None, protocols: tuple[str, ...] = ALLOWED_PROTOCOLS
 ) -> dict[str, str]:
@@ -153,6 +195,11 @@ def isolated_env(
             # A repository whose config patchctl did not write may declare itself a partial clone
             # of a "promisor" whose upload-pack is a shell command: nothing is fetched there.
             env["GIT_NO_LAZY_FETCH"] = "1"
+            # Keys and values by the environment (git 2.31+): a driver's name may hold `=` or a dot.
+            drivers = _neutral_drivers(where, env)
+            env["GIT_CONFIG_COUNT"] = str(len(drivers))
+            for number, (key, value) in enumerate(drivers.items()):
+                env[f"GIT_CONFIG_KEY_{number}"], env[f"GIT_CONFIG_VALUE_{number}"] = key, value
     else:
         env["GIT_NO_LAZY_FETCH"] = "1"
     if extra:
