@@ -18,6 +18,7 @@ mirrors and their worktrees, whose config patchctl wrote (`own_bare_repositories
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -94,10 +95,14 @@ def own_bare_repositories_in(directory: Path | str) -> None:
 def _own_bare(cwd: str) -> bool:
     """Whether CWD (a real path) is one of patchctl's own bare repositories."""
     parent = os.path.dirname(cwd)
-    if parent in _OWN_BARE_PARENTS:
-        return True
-    cache = os.path.realpath(cache_location())
-    return os.path.dirname(parent) == cache and os.path.basename(parent) in CACHE_BARE_PARENTS
+    return parent in _OWN_BARE_PARENTS or parent in _cache_bare_parents(str(cache_location()))
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_bare_parents(cache: str) -> tuple[str, ...]:
+    """The directories of the cache at CACHE whose entries are patchctl's bare repositories, as real paths."""
+    real = os.path.realpath(cache)
+    return tuple(os.path.join(real, name) for name in CACHE_BARE_PARENTS)
 
 
 def _worktree_of_own_bare(cwd: str) -> bool:
