@@ -126,11 +126,15 @@ def _worktree_of_own_bare(cwd: str) -> bool:
 
 
 # A repository's config may define diff, merge and filter drivers under any name, which its
-# `.gitattributes` (committed: data) then names: each one it defines is set from the environment,
-# which outranks it, to run nothing of the repository's: no filter, text as it is, an external
-# diff or a merge driver that fails (an error, never a program of the repository's).
-_DRIVER_KEYS = r"^(filter|diff|merge)\..+\.(clean|smudge|process|required|textconv|command|driver)$"
+# `.gitattributes` (committed: data) then names, and an external diff: each one it defines is
+# set from the environment, which outranks it, to run nothing of the repository's: no filter,
+# text as it is, an external diff or a merge driver that fails (an error; patchctl never asks
+# for a patch or a merge in a repository that is not its own). A remote's `uploadpack` cannot be
+# outranked (git keeps the first it reads): patchctl never fetches in such a repository, and
+# nothing is fetched there lazily (GIT_NO_LAZY_FETCH below).
+_DRIVER_KEYS = r"^(diff\.external|(filter|diff|merge)\..+\.(clean|smudge|process|required|textconv|command|driver))$"
 _NEUTRAL_DRIVER = {
+    "external": "false",
     "clean": "",
     "smudge": "",
     "process": "",

@@ -163,6 +163,38 @@ def test_the_payloads_are_live(tmp_path: Path, payloads: Payloads) -> None:
         assert expected in ran, ran
 
 
+def test_git_run_runs_nothing_a_repository_config_sets(tmp_path: Path, payloads: Payloads) -> None:
+    """Below every command: `git.run` itself, in such a repository, for what git would otherwise
+    run there: a status and a commit (fsmonitor, filters, hooks, signing), a log and a diff with
+    patches (pager, textconv, external diff), an object it lacks (a lazy fetch from its
+    promisor: upload-pack), and a fetch over `ext::` that its config allows (protocol.ext.allow=always)."""
+    repo = Repo(tmp_path / "repo")
+    repo.commit({".gitattributes": GITATTRIBUTES, "a.c": "int a;\n", "gone.c": "int gone;\n"}, "initial")
+    gone = repo.git("rev-parse", "HEAD:gone.c").strip()
+    (repo.path / ".git/objects" / gone[:2] / gone[2:]).unlink()
+    plant(repo.path / ".git", payloads)
+    ext = f"ext::sh -c {payloads.program('ext-transport')}% >&2"
+    subprocess.run(
+        ["git", "config", "--file", str(repo.path / ".git/config"), "protocol.ext.allow", "always"], check=True
+    )
+    (repo.path / "a.c").write_text("int a2;\n")
+    for args in (
+        ["status"],
+        ["add", "a.c"],
+        ["commit", "-q", "-m", "x"],
+        ["log", "-p", "-2"],
+        ["show", "HEAD"],
+        ["diff", "HEAD~1"],
+        ["cat-file", "-p", gone],
+        ["ls-remote", ext],
+    ):
+        git.run(args, repo.path, check=False)
+        assert payloads.fired() == [], (args, payloads.fired())
+    plain_git("cat-file", "-p", gone, cwd=repo.path)
+    plain_git("ls-remote", ext, cwd=repo.path)
+    assert payloads.fired() == ["ext-transport", "uploadpack"]  # live: plain git runs them
+
+
 def test_nothing_a_hostile_config_sets_runs_in_any_command(
     project: Project, upstream: Repo, payloads: Payloads, tmp_path: Path
 ) -> None:
@@ -280,9 +312,15 @@ def test_init_never_runs_git_in_the_repository_a_makefile_names(
     payloads.clear()
 
     monkeypatch.chdir(root)  # where a user runs init (`file://evil.git` is relative to it)
+    places: list[Path] = []
+    real_run = git.run
+    monkeypatch.setattr(
+        git, "run", lambda args, cwd, **kw: places.append(Path(cwd).resolve()) or real_run(args, cwd, **kw)
+    )
     result = run_cli("init", "--from", "makefile-sync")
     assert result.exit_code == 0, result.output
     assert payloads.fired() == []
+    assert places and not [place for place in places if place.is_relative_to(evil.resolve())]  # never inside it
     assert yaml.safe_load((root / "matrix.yaml").read_text())["upstreams"]["evil"]["url"] == "file://evil.git"
 
 
