@@ -8,12 +8,14 @@ otherwise resolves paths against that parent and silently skips the patch.
 
 And no repository's own config makes git run anything (docs/security.md, "git runs only
 on our own repositories"): every call turns hooks, `core.fsmonitor`, pagers, editors,
-credential helpers, ask-pass programs, `core.sshCommand`, `core.gitProxy`, signing and
-external diffs off from git's command line, which outranks every config file; refuses a
-bare repository it was not pointed at (`safe.bareRepository=explicit`: a bare repository
+credential helpers, ask-pass programs, `core.sshCommand`, `core.gitProxy` and signing off
+from git's command line or environment, which outrank every config file; refuses a bare
+repository it was not pointed at (`safe.bareRepository=explicit`: a bare repository
 committed as plain files in a checkout is never entered by accident); speaks only the
-protocols patchctl fetches over; and fetches nothing lazily, except in the cache's own
-mirrors and their worktrees, whose config patchctl wrote (`own_bare_repositories_in`).
+protocols patchctl fetches over. In a repository that is not the cache's own (a mirror or a
+worktree of one, whose config patchctl wrote: `own_bare_repositories_in`), the filter, diff
+and merge drivers and the external diff its config defines run nothing, and nothing is
+fetched lazily.
 """
 
 from __future__ import annotations

@@ -125,19 +125,20 @@ class Store:
             raise UpstreamPathMissing(str(path.resolve()))
         return str(path.resolve())
 
-    def local_mirror(self, url: str, base: Path | None = None) -> Path | None:
-        """The mirror of the local repository URL names (a path, or a `file://` URL, relative to
-        BASE), fetched into the cache over `file://` alone; None when URL names no local
-        directory. What to run git in to read a repository that input names: never the
+    def local_mirror(self, url: str) -> Path | None:
+        """The mirror of the local repository URL names (a path, or a `file://` URL; relative to
+        the working directory), brought up to date over `file://` alone; None when URL names no
+        local directory. What to run git in to read a repository that input names: never the
         repository itself, whose config (a partial clone's promisor, its hooks) is not ours."""
-        path = url.removeprefix("file://") if url.startswith("file://") else url
-        if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path) or re.match(r"^[\w.-]+@[\w.-]+:", path):
-            return None
-        local = Path(path).expanduser()
-        local = local if local.is_absolute() else (base or Path.cwd()) / local
+        local = Path(url.removeprefix("file://")).expanduser()
         if not local.is_dir():
             return None
-        return self.mirror(str(local.resolve())).path
+        source = str(local.resolve())
+        existed = (self._mirror_at(source).path / "HEAD").exists()
+        mirror = self.mirror(source)
+        if existed:
+            self.fetch(mirror)  # as fresh as reading the repository itself was
+        return mirror.path
 
     def fetch(self, mirror: Mirror) -> None:
         with self._locked(mirror), progress.step(f"fetching {mirror.url}"):

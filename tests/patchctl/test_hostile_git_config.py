@@ -233,3 +233,18 @@ def test_a_git_directory_committed_as_plain_files_is_never_entered(
         assert result.exit_code in codes and "Traceback" not in result.output, (args, result.output)
         assert payloads.fired() == [], (args, payloads.fired())
     assert "not the top of a git work tree" in run_cli("-C", project.path, "export", "main", "--from", embedded).stderr
+
+
+def test_init_reads_a_local_repository_as_it_is_now_through_its_mirror(tmp_path: Path, upstream: Repo) -> None:
+    """Reading through the cache changes nothing a user sees: a short pin names the commit the
+    repository has now, also one made after an earlier init mirrored it."""
+    root = tmp_path / "proj"
+    git.init_repo(root)
+    (root / "vendor-patches").mkdir()
+    for attempt in range(2):
+        pin = upstream.commit({"COPYING": f"c{attempt}\n", "lib/a.c": "a\n"}, f"lib {attempt}")
+        makefile = MAKEFILE_SYNC.replace("file://evil.git", str(upstream.path)).format(pin=pin[:10])
+        (root / "Makefile.sync").write_text(makefile)
+        result = run_cli("-C", root, "init", "--from", "makefile-sync", "--force")
+        assert result.exit_code == 0, result.output
+        assert yaml.safe_load((root / "matrix.yaml").read_text())["upstreams"]["upstream"]["pin"] == pin
