@@ -1,21 +1,36 @@
-"""Run git isolated from the machine it runs on.
+"""Run git isolated from the machine it runs on, and hardened against the repositories it runs in.
 
 Every git call goes through `run`. The user's global and system config never apply (a
 user's `diff.algorithm`, `core.autocrlf` or `apply.whitespace` would change what patchctl
 writes and accepts), the identity and dates are fixed, and git never discovers a parent
 repository above the directory it is pointed at: `git apply` inside a parent repository
 otherwise resolves paths against that parent and silently skips the patch.
+
+And no repository's own config makes git run anything (docs/security.md, "git runs only
+on our own repositories"): every call turns hooks, `core.fsmonitor`, pagers, editors,
+credential helpers, ask-pass programs, `core.sshCommand`, `core.gitProxy` and signing off
+from git's command line or environment, which outrank every config file; refuses a bare
+repository it was not pointed at (`safe.bareRepository=explicit`: a bare repository
+committed as plain files in a checkout is never entered by accident); speaks only the
+protocols patchctl fetches over. In a repository that is not the cache's own (a mirror or a
+worktree of one, whose config patchctl wrote: `own_bare_repositories_in`), the filter, diff
+and merge drivers and the external diff its config defines run nothing, and nothing is
+fetched lazily.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+import shlex
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import GitError
+from .paths import cache_location
 
 # A 3-way merge that leaves a conflict writes zdiff3 markers: ours, then the base (`|||||||`),
 # then theirs, so that a maintainer sees what the patch was written against. Passed with
@@ -39,8 +54,128 @@ _KEPT_GIT_VARS = {
     "GIT_PROXY_COMMAND",
 }
 
+# The protocols patchctl fetches over: matrix.yaml's upstream URL schemes
+# (project.upstream_checks.ALLOWED_SCHEMES; git+ssh and ssh+git are git's "ssh"). Never `ext::`,
+# `fd::` or a remote helper, whatever a config's `url.*.insteadOf` or a promisor remote says.
+ALLOWED_PROTOCOLS = ("file", "git", "http", "https", "ssh")
+# What a local repository that input names is fetched over: file:// alone.
+LOCAL_PROTOCOLS = ("file",)
 
-def isolated_env(cwd: Path | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+# Config from git's command line outranks every config file (a repository's own included):
+# what a repository's config could make git run, turned off for every call. Hooks, fsmonitor
+# and signing run programs; an empty credential helper list and ask-pass run none.
+HARDENED = [
+    "--no-pager",
+    *("-c", "core.hooksPath=/dev/null"),
+    *("-c", "core.fsmonitor=false"),
+    *("-c", "safe.bareRepository=explicit"),
+    *("-c", "credential.helper="),
+    *("-c", "core.askPass="),
+    *("-c", "commit.gpgSign=false"),
+    *("-c", "tag.gpgSign=false"),
+    *("-c", "log.showSignature=false"),
+    *("-c", "core.autocrlf=false"),
+    *("-c", "core.safecrlf=false"),
+    *("-c", "advice.detachedHead=false"),
+]
+
+# Directories whose entries are bare repositories patchctl made: see `own_bare_repositories_in`.
+# Those of the cache (`paths.cache_location`) always are: the store's mirrors and the sdist repositories.
+_OWN_BARE_PARENTS: set[str] = set()
+CACHE_BARE_PARENTS = ("mirrors", "sdist-repos")
+
+
+def own_bare_repositories_in(directory: Path | str) -> None:
+    """Say that the entries of DIRECTORY are bare repositories patchctl made itself. git runs
+    in one of them with its git directory named (`safe.bareRepository=explicit` refuses every
+    bare repository git would otherwise find by itself), and with lazy fetches allowed there
+    and in their worktrees: a blobless mirror fetches a blob when something reads it, from
+    the remote patchctl configured."""
+    _OWN_BARE_PARENTS.add(os.path.realpath(directory))
+
+
+def _own_bare(cwd: str) -> bool:
+    """Whether CWD (a real path) is one of patchctl's own bare repositories."""
+    parent = os.path.dirname(cwd)
+    return parent in _OWN_BARE_PARENTS or parent in _cache_bare_parents(str(cache_location()))
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_bare_parents(cache: str) -> tuple[str, ...]:
+    """The directories of the cache at CACHE whose entries are patchctl's bare repositories, as real paths."""
+    real = os.path.realpath(cache)
+    return tuple(os.path.join(real, name) for name in CACHE_BARE_PARENTS)
+
+
+def _worktree_of_own_bare(cwd: str) -> bool:
+    """Whether CWD is a worktree of one of patchctl's own bare repositories: its `.git` is a
+    file (never a link, never read past 4 KiB) naming `<own bare>/worktrees/<id>`."""
+    try:
+        fd = os.open(os.path.join(cwd, ".git"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        text = os.read(fd, 4096).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+    if not text.startswith("gitdir: "):
+        return False
+    admin = os.path.normpath(os.path.join(cwd, text[len("gitdir: ") :].strip()))
+    worktrees = os.path.dirname(admin)
+    return os.path.basename(worktrees) == "worktrees" and _own_bare(os.path.dirname(worktrees))
+
+
+# A repository's config may define diff, merge and filter drivers under any name, which its
+# `.gitattributes` (committed: data) then names, and an external diff: each one it defines is
+# set from the environment, which outranks it, to run nothing of the repository's: no filter,
+# text as it is, an external diff or a merge driver that fails (an error; patchctl never asks
+# for a patch or a merge in a repository that is not its own). A remote's `uploadpack` cannot be
+# outranked (git keeps the first it reads): patchctl never fetches in such a repository, and
+# nothing is fetched there lazily (GIT_NO_LAZY_FETCH below).
+_DRIVER_KEYS = r"^(diff\.external|(filter|diff|merge)\..+\.(clean|smudge|process|required|textconv|command|driver))$"
+_NEUTRAL_DRIVER = {
+    "external": "false",
+    "clean": "",
+    "smudge": "",
+    "process": "",
+    "required": "false",
+    "textconv": "cat",
+    "command": "false",
+    "driver": "false",
+}
+# (real path of a directory, the state of its .git/config) -> its neutral driver settings
+_DRIVERS: dict[tuple[str, tuple[int, ...] | None], dict[str, str]] = {}
+
+
+def _neutral_drivers(where: str, env: dict[str, str]) -> dict[str, str]:
+    """The driver settings of the repository at WHERE (not one of patchctl's own), each made
+    neutral; asked of git (`git config` runs nothing) once per directory and process, and again
+    when its `.git/config` changed."""
+    try:
+        config = os.stat(os.path.join(where, ".git", "config"))
+        key: tuple[str, tuple[int, ...] | None] = (where, (config.st_ino, config.st_size, config.st_mtime_ns))
+    except OSError:
+        key = (where, None)
+    if key not in _DRIVERS:
+        try:
+            listed = subprocess.run(
+                ["git", *HARDENED, "config", "-z", "--get-regexp", _DRIVER_KEYS],
+                cwd=where,
+                env=env,
+                capture_output=True,
+            ).stdout.decode("utf-8", "surrogateescape")
+        except OSError:
+            listed = ""  # git itself fails the same way in `run`, which says so
+        names = [entry.split("\n", 1)[0] for entry in listed.split("\0") if entry]
+        _DRIVERS[key] = {name: _NEUTRAL_DRIVER[name.rsplit(".", 1)[1]] for name in names}
+    return _DRIVERS[key]
+
+
+def isolated_env(
+    cwd: Path | None = None, extra: dict[str, str] | None = None, protocols: tuple[str, ...] = ALLOWED_PROTOCOLS
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _KEPT_GIT_VARS}
     env.update(
         GIT_CONFIG_GLOBAL=os.devnull,
@@ -50,11 +185,34 @@ def isolated_env(cwd: Path | None = None, extra: dict[str, str] | None = None) -
         GIT_COMMITTER_NAME=IDENTITY_NAME,
         GIT_COMMITTER_EMAIL=IDENTITY_EMAIL,
         GIT_TERMINAL_PROMPT="0",
+        GIT_ALLOW_PROTOCOL=":".join(protocols),
+        GIT_EDITOR=":",
+        GIT_SEQUENCE_EDITOR=":",
+        GIT_PAGER="cat",
         LC_ALL="C",
         LANG="C",
     )
+    # core.sshCommand outranks GIT_SSH, and the first core.gitProxy read (the repository's, before
+    # the command line's) wins: the environment outranks both. The user's own settings are kept.
+    if "GIT_SSH_COMMAND" not in env:
+        env["GIT_SSH_COMMAND"] = shlex.quote(env["GIT_SSH"]) if env.get("GIT_SSH") else "ssh"
+    env.setdefault("GIT_PROXY_COMMAND", "")
     if cwd is not None:
-        env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(os.path.realpath(cwd))  # Path.resolve's, quicker
+        where = os.path.realpath(cwd)  # Path.resolve's, quicker
+        env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(where)
+        if _own_bare(where):
+            env["GIT_DIR"] = where
+        elif not _worktree_of_own_bare(where):
+            # A repository whose config patchctl did not write may declare itself a partial clone
+            # of a "promisor" whose upload-pack is a shell command: nothing is fetched there.
+            env["GIT_NO_LAZY_FETCH"] = "1"
+            # Keys and values by the environment (git 2.31+): a driver's name may hold `=` or a dot.
+            drivers = _neutral_drivers(where, env)
+            env["GIT_CONFIG_COUNT"] = str(len(drivers))
+            for number, (key, value) in enumerate(drivers.items()):
+                env[f"GIT_CONFIG_KEY_{number}"], env[f"GIT_CONFIG_VALUE_{number}"] = key, value
+    else:
+        env["GIT_NO_LAZY_FETCH"] = "1"
     if extra:
         env.update(extra)
     return env
@@ -79,10 +237,12 @@ def run(
     input: str | bytes | None = None,
     env: dict[str, str] | None = None,
     binary: bool = False,
+    protocols: tuple[str, ...] = ALLOWED_PROTOCOLS,
 ) -> GitResult:
-    """Run `git ARGS` in CWD; raise GitError with git's first error line when CHECK and it fails."""
+    """Run `git ARGS` in CWD, hardened (HARDENED; PROTOCOLS the only ones git may speak);
+    raise GitError with git's first error line when CHECK and it fails."""
     cwd = Path(cwd)
-    cmd = ["git", "-c", "core.autocrlf=false", "-c", "core.safecrlf=false", "-c", "advice.detachedHead=false", *args]
+    cmd = ["git", *HARDENED, *args]
     try:
         proc = subprocess.run(
             cmd,
@@ -90,7 +250,7 @@ def run(
             # Text read from patches keeps undecodable bytes as surrogates: write them back as they were.
             input=input if input is None or isinstance(input, bytes) else input.encode("utf-8", "surrogateescape"),
             capture_output=True,
-            env=isolated_env(cwd, env),
+            env=isolated_env(cwd, env, protocols),
         )
     except FileNotFoundError as exc:
         # subprocess reports a missing working directory with the same exception as a missing git.

@@ -14,9 +14,14 @@ import platformdirs
 CACHE_ENV = "PATCHCTL_CACHE"
 
 
+def cache_location() -> Path:
+    """$PATCHCTL_CACHE, else the user cache directory (~/.cache/patchctl on Linux), made or not."""
+    return Path(os.environ.get(CACHE_ENV) or platformdirs.user_cache_dir("patchctl"))
+
+
 def cache_dir() -> Path:
-    """$PATCHCTL_CACHE, else the user cache directory (~/.cache/patchctl on Linux)."""
-    path = Path(os.environ.get(CACHE_ENV) or platformdirs.user_cache_dir("patchctl"))
+    """The cache directory (`cache_location`), made if it is not there."""
+    path = cache_location()
     path.mkdir(parents=True, exist_ok=True)
     return path
 

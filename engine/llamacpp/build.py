@@ -169,13 +169,32 @@ def _run(command: list[str], log: BinaryIO, log_path: Path, step: str, reporter:
         raise BuildError(f"{step} failed (exit {returncode}); see {log_path}")
 
 
+# The tree may come from anywhere: git reads no config of the machine (a global excludes file
+# would change what is built) and runs nothing of the repository's config. patchctl's git.py
+# does the same for every call of its own; the engine imports nothing of patchctl's.
+_GIT_HARDENED = (
+    "--no-pager",
+    *("-c", "core.hooksPath=/dev/null"),
+    *("-c", "core.fsmonitor=false"),
+    *("-c", "safe.bareRepository=explicit"),
+)
+_GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_NO_LAZY_FETCH": "1",
+    "GIT_ALLOW_PROTOCOL": "",  # ls-files fetches nothing
+}
+
+
 def tree_files(tree: Path) -> list[str]:
     """The tree's files as git sees them: tracked and untracked, minus what .gitignore ignores."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")} | _GIT_ENV
     try:
         done = subprocess.run(
-            ["git", "-C", str(tree), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            ["git", *_GIT_HARDENED, "-C", str(tree), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
             capture_output=True,
             check=True,
+            env=env,
         )
     except (OSError, subprocess.CalledProcessError) as exc:
         raise BuildError(f"cannot list the files of {tree} (not a git work tree?): {exc}") from None

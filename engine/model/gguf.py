@@ -2,7 +2,8 @@
 
 Loading checks, in order, each failure one `GGUFError` line naming the cause:
 the file exists and starts with the GGUF magic; its version is one gguf-py reads; no
-metadata array holds arrays or more items than the file has bytes for; every tensor's data
+metadata key and no tensor name comes twice (llama.cpp refuses both: which one would win is
+a guess); no metadata array holds arrays or more items than the file has bytes for; every tensor's data
 lies inside the file (a write cut short leaves the header intact but the data short); the
 architecture is llama and the hyperparameters are present, of their type, finite and in the
 ranges real models have (`engine.model.llama.INT_LIMITS`, the RoPE base and RMS epsilon
@@ -56,7 +57,17 @@ class _CheckedReader(gguf.GGUFReader):
     refuses nested arrays; the stock reader recurses once per level, so a deep nest is a
     RecursionError) and fit in the file; the tensor layout is checked before views are built
     of it: data inside the file (the stock reader fails there with a bare numpy reshape error),
-    aligned, and laid out in order without overlap, as llama.cpp requires."""
+    aligned, and laid out in order without overlap, as llama.cpp requires. A metadata key or a
+    tensor name that comes twice is refused by name (the stock reader's KeyError said only
+    "damaged metadata")."""
+
+    def _push_field(self, field: gguf.ReaderField, skip_sum: bool = False) -> int:  # type: ignore[override]
+        if field.name in self.fields:
+            raise GGUFError(
+                f"metadata key {field.name!r} appears twice (at bytes {self.fields[field.name].offset} and "
+                f"{field.offset}); llama.cpp refuses such a file"
+            )
+        return super()._push_field(field, skip_sum)
 
     def _get_field_parts(self, orig_offs: int, raw_type: int) -> tuple:  # type: ignore[override]
         if raw_type == gguf.GGUFValueType.ARRAY and orig_offs + 12 <= len(self.data):
@@ -76,9 +87,13 @@ class _CheckedReader(gguf.GGUFReader):
     def _build_tensors(self, start_offs: int, fields: list) -> None:  # type: ignore[override]
         file_size = len(self.data)
         expected = 0  # tensors follow each other in order, each padded to the alignment (llama.cpp's rule)
+        names: set[str] = set()
         for field in fields:
             _, name_data, _, dims, raw_dtype, offset_tensor = field.parts
             name = bytes(name_data).decode("utf-8", errors="replace")
+            if name in names:
+                raise GGUFError(f"tensor {name} appears twice; llama.cpp refuses such a file")
+            names.add(name)
             try:
                 qtype = gguf.GGMLQuantizationType(int(raw_dtype[0]))
             except ValueError:

@@ -226,7 +226,10 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, object]:
     metadata: dict[str, object] = {}
     key = ""
     for _ in range(u64()):
+        at = offset
         key = string()
+        if key in metadata:  # the loader and llama.cpp refuse the file; taking either value would be a guess
+            raise TokenizerError(f"{path}: metadata key {key!r} appears twice (again at byte {at}); refused")
         metadata[key] = value(value_type())
     return metadata
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..confined import Refused, Root, is_dotgit
-from ..errors import UsageError
+from ..errors import EnvironmentFailure, GitError, UsageError
 from ..project.config import VendorCopy
 from ..project.manifests import HEX40_RE, Manifest, Source, is_abbreviation
 from ..project.manifests.formats import checksums
@@ -135,10 +135,19 @@ def expand_pin(value: str, url: str, root: Path, where: str) -> str:
 
 
 def local_repository(url: str) -> Path | None:
-    path = Path(url.removeprefix("file://")) if url.startswith("file://") or url.startswith("/") else None
-    if path is not None and path.is_dir():
-        return path
-    return None
+    """Where to run git to read the local repository URL names (a path or a `file://` URL): its
+    mirror in the cache, fetched over `file://` alone. Never the repository itself: a repository
+    committed as plain files (`file://evil.git`) may declare itself a partial clone whose lazy
+    fetch runs a shell command, or carry hooks. None when URL names no local directory or it
+    cannot be fetched (then init reads it as it reads a remote URL: not at all)."""
+    if not (url.startswith("file://") or url.startswith("/")):
+        return None
+    from ..upstream.store import Store  # here: only a local upstream needs the cache
+
+    try:
+        return Store().local_mirror(url)
+    except (GitError, EnvironmentFailure):
+        return None
 
 
 def checked_pin(pin: str, url: str, root: Path) -> str:

@@ -382,23 +382,23 @@ def _trial(
 
 
 def _note_taken(entry: CanaryPatch, tree: Path, patch: PatchFile, move: carry.PinMove) -> None:
-    """Say which upstream commit took the patch, when one did: a patch the tip already holds
-    (found with every hunk present), or one that fails but whose patch-id an upstream commit
-    since the pin has (upstream took it, then changed those lines again): pin-sync drops both."""
+    """Say which upstream commit took the patch, a patch the tip already holds (found with
+    every hunk present, or by its patch-id): pin-sync drops it. One that does not apply whose
+    patch-id an upstream commit has is not taken (a patch-id ignores whitespace): pin-sync stops
+    there for a look, and the trial says so, naming the commit."""
     holds = entry.trial.startswith("already upstream")
     taken = carry.taken_upstream(move, patch, tree if holds else None)
-    entry.upstream_holds = holds or taken is not None
+    entry.upstream_holds = holds
     if taken is None:
         return
     url = patch.upstream_status.url if patch.upstream_status is not None else None
-    entry.taken_upstream = taken.record(url)
     if holds:
+        entry.taken_upstream = taken.record(url)
         entry.trial = f"already upstream, {taken.describe(url)}: pin-sync drops it"
-    elif entry.verdict == NEEDS_HAND:  # what 3-way said stays in the record; pin-sync drops the patch all the same
-        entry.trial = f"{taken.describe(url)}: pin-sync drops it (3-way alone: {entry.trial})"
-        entry.verdict = MECHANICAL
-    else:
-        entry.trial += f"; {taken.describe(url)}"
+    elif entry.verdict == NEEDS_HAND:
+        entry.trial = f"{carry.NOT_EXACT}: {carry.describe_not_exact(taken)} (3-way alone: {entry.trial})"
+    else:  # it merges: upstream's twin commit is worth knowing, not a reason to drop it
+        entry.trial += f"; {carry.describe_not_exact(taken)}"
 
 
 def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome, move: carry.PinMove) -> tuple[str, str]:

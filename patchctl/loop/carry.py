@@ -18,6 +18,13 @@ change: the upstream commit that made it has the patch's patch-id, or it made th
 nothing else in the file but edits of the patch's own lines and of its context. An identical
 edit made along with other changes (both sides add an operator and increment the same
 counter: the right result counts both) is a stop, "needs a look", naming the commit.
+
+"Taken upstream" means upstream holds the change byte for byte: applying the patch at the new
+pin changes nothing (its reverse applies cleanly, or a 3-way merge of it, which compares lines
+exactly, stages nothing). A patch-id is not enough: `git patch-id --stable` ignores
+whitespace, so an upstream commit that made `"hellobrave world"` of the patch's `"hello brave
+world"` has its patch-id. A patch that does not apply, with an upstream commit of its patch-id,
+is a stop, "needs a look" (`NOT_EXACT`), naming the commit; never dropped.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from ..series.diffblocks import (
 from ..series.patchset import FileDiff, Hunk, MalformedPatch, PatchFile
 
 SAME_EDIT = "needs a look: upstream made the same edit for another reason"
+NOT_EXACT = "needs a look: an upstream commit has the patch's patch-id, not its exact change"
 _LACKS_BLOB = "lacks the necessary blob"
 # A commit's own change: against its first parent for a merge, without colour or message.
 _SHOW = ["show", "--diff-merges=first-parent", "--format=", "--no-color"]
@@ -389,7 +397,9 @@ class TakenUpstream:
 def taken_upstream(move: PinMove, patch: PatchFile, tree: Path | None = None) -> TakenUpstream | None:
     """The upstream commit between the pins that holds PATCH's change: one with the patch's
     patch-id, or, with TREE (at the new pin, the series before PATCH applied, PATCH found
-    already applied there), the one commit that made every hunk of it. None when neither."""
+    already applied there), the one commit that made every hunk of it. None when neither.
+    Without TREE, only the patch-id is asked: a commit named so is the patch's twin, not proof
+    that upstream holds its change (`describe_not_exact`)."""
     commits = _commits_with_patch_ids(move, patch) if patch.touched_paths() else []
     own = _own_patch_id(move, patch) if commits else "-"  # none may have it, mostly: then it is not asked
     if own != "-":
@@ -413,6 +423,15 @@ def taken_upstream(move: PinMove, patch: PatchFile, tree: Path | None = None) ->
             return None
     assert common is not None
     return _taken(move, common[-1], TAKEN_EVERY_HUNK)  # the oldest: the commit that made the edit
+
+
+def describe_not_exact(twin: TakenUpstream) -> str:
+    """Why a patch that does not apply, whose patch-id an upstream commit (TWIN) has, is not taken upstream."""
+    return (
+        f'upstream commit {twin.commit[:12]} "{twin.subject}" has the patch\'s patch-id, which ignores whitespace, '
+        "but the upstream tree does not hold the patch's change byte for byte (upstream's edit differs from it, or "
+        "changed since)"
+    )
 
 
 def _taken(move: PinMove, commit: str, how: str) -> TakenUpstream:

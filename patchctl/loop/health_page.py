@@ -4,8 +4,10 @@ The page needs nothing from elsewhere: no script at all, no stylesheet, font or 
 would fetch. Its charts are SVG drawn by matplotlib (the `health` extra, imported only here,
 only when a page is asked for) and embedded inline: per series, its patches against their
 drift, coloured by upstream status, and the series' size over time from the history of its
-directory. Every string from the series or the upstream is HTML-escaped. The SVG is made
-deterministic (a fixed hash salt, no date), so the same report gives the same page.
+directory. Every string from the series or the upstream is HTML-escaped, and drawn as it is:
+matplotlib's mathtext is off (a patch named `0001-$\\x$.patch` is text, not a formula that
+fails to parse). The SVG is made deterministic (a fixed hash salt, no date), so the same
+report gives the same page.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def _matplotlib():
     matplotlib.use("svg", force=True)
     matplotlib.rcParams["svg.hashsalt"] = "patchctl-status"  # stable ids: the same report, the same page
     matplotlib.rcParams["svg.fonttype"] = "path"  # glyphs as paths: no font is needed to read it
+    matplotlib.rcParams["text.parse_math"] = False  # `$...$` in a patch name is text, never mathtext
+    matplotlib.rcParams["text.usetex"] = False  # nor LaTeX
     from matplotlib.figure import Figure
 
     return Figure
@@ -70,7 +74,8 @@ def series_chart(series: dict) -> str:
             drift_axes.scatter(
                 [x for x, _ in points], [y for _, y in points], color=colour, label=status, s=40, zorder=3
             )
-    drift_axes.set_yticks(range(len(names)), labels=[_short(n) for n in names], fontsize=7)
+    # The names come from the series directory: text, never markup (parse_math, beside the rcParam above).
+    drift_axes.set_yticks(range(len(names)), labels=[_short(n) for n in names], fontsize=7, parse_math=False)
     drift_axes.invert_yaxis()
     drift_axes.set_xlabel("drift: upstream commits since the pin that touched the patch's files")
     drift_axes.set_title("patches against drift, by upstream status", fontsize=10)

@@ -83,7 +83,6 @@ CLASSIFICATION = {
     Status.ALREADY_APPLIED: "already upstream (dropped)",
     Status.CONFLICT: "conflict",
 }
-TAKEN_UPSTREAM = "taken upstream (dropped)"
 
 
 @dataclass
@@ -357,7 +356,7 @@ def _run(
         report.range_diff_note = RANGE_DIFF_AT_THE_END
         report.patches += _blocked_records(config, state)
         markers = state.records[-1].classification == CLASSIFICATION[Status.CONFLICT]
-        look = state.records[-1].classification == carry.SAME_EDIT
+        look = state.records[-1].classification in (carry.SAME_EDIT, carry.NOT_EXACT)
         report.state = "conflict" if markers else "needs-hand"
         what = "stops at a conflict" if markers else "stops at a patch that needs a hand (nothing applied)"
         if look:
@@ -516,14 +515,10 @@ def _replay_series(
             strict = outcome.status in (Status.APPLIED, Status.OFFSET) and carried.applied is patch
             entry.replayed[outcome.commit] = [patch.digest, strict]
         record = _carried_record(series.name, patch, carried, tree)
-        if not carried.needs_look:
-            _note_taken(record, tree, move, patch, outcome)
+        twin = None if carried.needs_look else _note_taken(record, tree, move, patch, outcome)
         state.records.append(record)
-        if record.classification == TAKEN_UPSTREAM:
-            entry.next += 1
-            entry.head_before = None
-            continue
-        if carried.needs_look:
+        if carried.needs_look or twin is not None:
+            _this_run(state).twin = twin or ""
             return f"{series.name}/{patch.name}: {record.classification} ({record.detail})"
         if outcome.ok or outcome.status == Status.ALREADY_APPLIED:
             entry.next += 1
@@ -534,28 +529,32 @@ def _replay_series(
     return None
 
 
-def _note_taken(record: PatchRecord, tree: Path, move: carry.PinMove, patch: PatchFile, outcome: PatchOutcome) -> None:
-    """Name the upstream commit that took PATCH: one that made every hunk of a patch the target
-    already holds, or one with its patch-id. A patch that upstream took (same patch-id) and then
-    changed again, so that it no longer merges, is dropped with that note instead of stopping
-    the sync: upstream holds its change. The tree is put back as it was before the patch."""
+def _note_taken(
+    record: PatchRecord, tree: Path, move: carry.PinMove, patch: PatchFile, outcome: PatchOutcome
+) -> str | None:
+    """Name the upstream commit that took PATCH, a patch the target already holds: one that made
+    every hunk of it, or one with its patch-id. A patch that does not apply whose patch-id an
+    upstream commit has is no such patch (a patch-id ignores whitespace, and upstream may have
+    changed those lines since): a stop that needs a look, naming the commit (returned), with
+    the tree put back as it was before the patch; never dropped."""
     holds = outcome.status == Status.ALREADY_APPLIED
     if not holds and outcome.ok:
-        return  # it applies: upstream does not hold it
+        return None  # it applies: upstream does not hold it
     taken = carry.taken_upstream(move, patch, tree if holds else None)
     if taken is None:
-        return
+        return None
     url = patch.upstream_status.url if patch.upstream_status is not None else None
-    record.taken_upstream = taken.record(url)
     if holds:
+        record.taken_upstream = taken.record(url)
         record.detail = f"its change is already in the upstream tree, {taken.describe(url)}; the patch is dropped"
-        return
+        return None
     git.run(["reset", "-q", "--hard", "HEAD"], tree)
     git.run(["clean", "-q", "-fd"], tree)
     was = f"{record.classification}" + (f": {record.detail}" if record.detail else "")
-    record.classification = TAKEN_UPSTREAM
-    record.detail = f"{taken.describe(url)}; upstream changed those lines since ({was}); the patch is dropped"
+    record.classification = carry.NOT_EXACT
+    record.detail = f"{carry.describe_not_exact(taken)}; nothing of the patch was applied (3-way alone: {was})"
     record.conflicts = []
+    return taken.commit
 
 
 @dataclass
@@ -568,6 +567,7 @@ class _ThisRun:
     seeding: dict[str, Future] = field(default_factory=dict)  # series -> the seed a start began beside it
     heads: dict[str, str] = field(default_factory=dict)  # series -> the commit its tree stands at
     unmerged: list[str] = field(default_factory=list)  # the files the stop's merge left unmerged
+    twin: str = ""  # the upstream commit with the stopped patch's patch-id, not its exact change
 
 
 def _this_run(state: SyncState) -> _ThisRun:
@@ -699,6 +699,15 @@ def _look_steps(config: Config, state: SyncState) -> list[str]:
     entry = next(e for e in state.series if e.head_before is not None)
     tree = worktree.display(config.root, Path(entry.tree))
     patch = _patches(config, state, entry.name)[entry.next]
+    if twin := _this_run(state).twin:
+        return [
+            f"{patch.name}: compare its change with upstream's (`{_git_command(tree, 'show', twin)}`), the same but "
+            f"for whitespace or changed since; nothing of the patch is applied in {tree}",
+            f"if upstream's version stands for the patch: `{_sync_command(state.upstream, '--continue', '--drop')}`",
+            *_by_hand_steps(config, state)[1:4],
+            f"or `{_sync_command(state.upstream, '--abort')}` to drop the sync; matrix.yaml and patches/ are "
+            "unchanged until every gate has passed",
+        ]
     return [
         f"{patch.name}: the upstream commit named above made the same edit as the patch along with other changes, so "
         f"upstream's edit may not stand for the patch's (e.g. a counter both sides increment); the rest of the patch "

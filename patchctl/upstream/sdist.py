@@ -78,7 +78,7 @@ def _build_repo(spec: SdistSpec, target: Path) -> None:
     # Keep only the bare repository: the work tree was a means to build commits.
     bare = target / "bare"
     git.run(["clone", "-q", "--bare", str(work), str(bare)], target)
-    git.run(["remote", "remove", "origin"], bare)
+    git.run([f"--git-dir={bare}", "remote", "remove", "origin"], target)
     shutil.rmtree(work)
     for entry in bare.iterdir():
         os.replace(entry, target / entry.name)

@@ -10,6 +10,10 @@ then downloads one revision's files instead of the whole history (about 1.4 GB f
 llama.cpp). A server that does not support filters sends everything, and the mirror is an
 ordinary full clone. Local paths and sdists are always full: there is nothing to save.
 Checkouts are git worktrees of a mirror, or clean exports of a rev.
+
+git runs in the mirrors, never in the repositories they copy: a local repository (a path in
+matrix.yaml, the `file://` repository a vendoring Makefile names) is fetched over `file://`
+alone, and only its upload-pack runs there (docs/security.md).
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ class Store:
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root else cache_dir()
         (self.root / "mirrors").mkdir(parents=True, exist_ok=True)
+        git.own_bare_repositories_in(self.root / "mirrors")
 
     def mirror(self, url: str, base: Path | None = None) -> Mirror:
         """The mirror for URL, created (and fetched) on first use. Relative paths resolve from BASE.
@@ -119,6 +124,21 @@ class Store:
         if not path.exists():
             raise UpstreamPathMissing(str(path.resolve()))
         return str(path.resolve())
+
+    def local_mirror(self, url: str) -> Path | None:
+        """The mirror of the local repository URL names (a path, or a `file://` URL; relative to
+        the working directory), brought up to date over `file://` alone; None when URL names no
+        local directory. What to run git in to read a repository that input names: never the
+        repository itself, whose config (a partial clone's promisor, its hooks) is not ours."""
+        local = Path(url.removeprefix("file://")).expanduser()
+        if not local.is_dir():
+            return None
+        source = str(local.resolve())
+        existed = (self._mirror_at(source).path / "HEAD").exists()
+        mirror = self.mirror(source)
+        if existed:
+            self.fetch(mirror)  # as fresh as reading the repository itself was
+        return mirror.path
 
     def fetch(self, mirror: Mirror) -> None:
         with self._locked(mirror), progress.step(f"fetching {mirror.url}"):
@@ -219,7 +239,7 @@ class Store:
         tmp = mirror.path.with_name(mirror.path.name + ".partial")
         shutil.rmtree(tmp, ignore_errors=True)
         git.init_repo(tmp, bare=True)
-        git.run(["remote", "add", "--mirror=fetch", "origin", mirror.url], tmp)
+        git.run(["remote", "add", "--mirror=fetch", "origin", fetch_url(mirror.url)], tmp)
         # Worktrees of a mirror must not see the user's hooks or gc the objects 3-way needs.
         git.run(["config", "gc.auto", "0"], tmp)
         partial = supports_partial_clone(mirror.url)
@@ -241,7 +261,10 @@ class Store:
     @staticmethod
     def _fetch_unlocked(mirror: Mirror) -> str:
         """Fetch every ref; git's warnings (stderr) are returned."""
-        result = git.run(["fetch", "--quiet", "--prune", "--tags", "origin"], mirror.path, check=False)
+        protocols = git.LOCAL_PROTOCOLS if is_local(mirror.url) else git.ALLOWED_PROTOCOLS
+        result = git.run(
+            ["fetch", "--quiet", "--prune", "--tags", "origin"], mirror.path, check=False, protocols=protocols
+        )
         if not result.ok:
             raise GitError(f"cannot fetch {mirror.url}: {git.explain(result.stderr)}")
         return result.stderr
@@ -289,6 +312,21 @@ def unlock_killed_adds(mirror: Path) -> None:
             continue
         if reason is not None and reason.strip() == _ADDING:
             locked.unlink(missing_ok=True)
+
+
+def is_local(url: str) -> bool:
+    """Whether URL (a mirror's source) is a repository on this machine: a path or `file://`."""
+    return url.startswith(("/", "file://"))
+
+
+def fetch_url(source: str) -> str:
+    """What a mirror of SOURCE fetches from: a local path as a `file://` URL (its characters
+    quoted: git decodes `%` in one), anything else as it is."""
+    if not source.startswith("/"):
+        return source
+    from urllib.parse import quote  # here: only a mirror's creation asks
+
+    return "file://" + quote(source, safe="/")
 
 
 def supports_partial_clone(url: str) -> bool:

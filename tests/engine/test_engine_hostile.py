@@ -4,6 +4,7 @@ code, never a traceback, never a model computed from garbage."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import struct
 import subprocess
 import sys
@@ -317,6 +318,46 @@ def test_an_array_count_past_the_file_is_refused_not_walked(tmp_path: Path) -> N
     path.write_bytes(with_metadata(path, entry))
     result = engine("generate", "--model", str(path), "hi")  # a process with a timeout: a hang fails the test
     assert_one_line_exit_2(result, "claims 1099511627776 items; the file cannot hold them")
+
+
+# --- a key or a tensor that comes twice: every reader refuses the file, as llama.cpp does ------------
+
+
+@pytest.mark.parametrize(
+    "key, payload",
+    [
+        ("general.architecture", string_payload("llama")),  # the same value again: still refused
+        ("tokenizer.ggml.model", string_payload("gpt2")),  # another vocabulary: which one wins is a guess
+    ],
+)
+def test_a_metadata_key_that_comes_twice_is_refused_by_every_reader(
+    tmp_path: Path, key: str, payload: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.model.gguf_tokenizer import load_tokenizer
+    from engine.model.gguf_vocab import llama_spm_vocabulary, tiny_model_for
+
+    path = tmp_path / "model.gguf"
+    vocabulary = llama_spm_vocabulary()
+    write_gguf(path, tiny_model_for(vocabulary), vocabulary=vocabulary)
+    assert load_tokenizer(path) is not None and load_gguf(path) is not None  # the file as written loads
+    path.write_bytes(with_metadata(path, kv_entry(key, gguf.GGUFValueType.STRING, payload)))
+    twice = rf"metadata key '{re.escape(key)}' appears twice"
+    with pytest.raises(GGUFError, match=twice):
+        load_gguf(path)
+    with pytest.raises(TokenizerError, match=twice):
+        read_metadata(path)
+    with pytest.raises(TokenizerError, match=twice):
+        load_tokenizer(path)  # it took the last of the two before
+    assert_one_line_exit_2(run_main(["generate", "--model", str(path), "hi"], capsys), "appears twice")
+
+
+def test_a_tensor_that_comes_twice_is_refused(tmp_path: Path) -> None:
+    path, data = valid_file(tmp_path)
+    renamed = data.replace(b"blk.0.attn_k.weight", b"blk.0.attn_q.weight", 1)  # the same length: the layout holds
+    assert renamed != data
+    path.write_bytes(renamed)
+    with pytest.raises(GGUFError, match=r"tensor blk.0.attn_q.weight appears twice"):
+        load_gguf(path)
 
 
 # --- the command line: every case one line on stderr, exit 2, before anything is allocated ----------

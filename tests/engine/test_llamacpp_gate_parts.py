@@ -158,3 +158,19 @@ def test_build_refuses_a_tree_that_is_not_a_git_tree(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
     with pytest.raises(BuildError, match="is not a git work tree"):
         build_targets(tmp_path / "plain", ["llama"], "", tmp_path / "build.log")
+
+
+def test_listing_a_tree_runs_nothing_its_git_config_sets(tmp_path: Path) -> None:
+    """The tree's own config (fsmonitor, hooks) runs nothing when the build lists its files; the
+    machine's global excludes do not change the list."""
+    tree = git_tree(tmp_path / "tree", {"src/a.cpp": "a"})
+    marker, payload = tmp_path / "ran", tmp_path / "payload.sh"
+    payload.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    payload.chmod(0o755)
+    subprocess.run(["git", "config", "--file", str(tree / ".git/config"), "core.fsmonitor", str(payload)], check=True)
+    (tree / "untracked.cpp").write_text("new")
+    subprocess.run(["git", "status"], cwd=tree, capture_output=True, env={**os.environ, "GIT_DIR": str(tree / ".git")})
+    assert marker.exists()  # live: git run plainly there runs it
+    marker.unlink()
+    assert mirror_tree(tree, tmp_path / "mirror") == 3
+    assert not marker.exists()

@@ -49,7 +49,7 @@ class GitHost(_Server):
         served = directory / "up.git"
         git.run(["clone", "-q", "--bare", str(repository), str(served)], directory)
         for key in ("uploadpack.allowFilter", "uploadpack.allowAnySHA1InWant"):
-            git.run(["config", key, "true"], served)
+            git.run([f"--git-dir={served}", "config", key, "true"], directory)  # (a bare repository: named)
         self.cert, key = self_signed_certificate(directory)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.cert, key)

@@ -68,8 +68,8 @@ def _describe(event: str, args: tuple) -> str | None:
     if event == "subprocess.Popen":
         argv = args[1] if len(args) > 1 else args[0]
         words = [os.fsdecode(a) for a in argv] if isinstance(argv, (list, tuple)) else [str(argv)]
-        # git -c k=v -c k=v ... SUBCOMMAND: name the subcommand, not the -c options.
-        shown = [w for i, w in enumerate(words) if w != "-c" and (i == 0 or words[i - 1] != "-c")]
+        # git --no-pager -c k=v -c k=v ... SUBCOMMAND: name the subcommand, not the global options.
+        shown = [w for i, w in enumerate(words) if w not in ("-c", "--no-pager") and (i == 0 or words[i - 1] != "-c")]
         return "exec " + " ".join(shown[:3])
     shown = [os.fsdecode(a) if isinstance(a, (str, bytes)) else str(a) for a in args[:2]]
     # A name relative to a directory descriptor (patchctl.confined.Root) is shown by its full path.

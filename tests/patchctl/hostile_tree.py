@@ -8,8 +8,10 @@ it next to an `outside/` directory and a fresh directory for `init`, then applie
 hostile additions (`Addition`): symlinks into `.git`, out of the repository, through chains
 and loops; FIFOs; character devices (as root); state planted where patchctl keeps its own
 (journals, pin-sync states, the lock, trees) with hostile contents; names with newlines,
-`::`, `%`, `.GIT`, `git~1`. Then every command runs in-process, each under a time bound, and
-`Judge` says what went wrong:
+`::`, `%`, `.GIT`, `git~1`; hostile git config (hostile_git.py: hooks, fsmonitor, drivers
+named by a `.gitattributes`, a promisor's upload-pack...) in the downstream's own `.git` or a
+git directory's files planted in the work tree, each payload writing under `outside/`. Then
+every command runs in-process, each under a time bound, and `Judge` says what went wrong:
 
   outside        anything under `outside/`, the upstream, `.git` (less `.git/patchctl`) or a
                  work-tree path patchctl does not manage differs from before the commands;
@@ -44,6 +46,7 @@ from patchctl import git
 
 from .conftest import Repo, make_patch, numbered, run_cli
 from .hostile_gen import _escaping_links
+from .hostile_git import GITATTRIBUTES, Payloads, embedded_git_dir, plant
 
 DOCUMENTED_EXIT_CODES = {0, 1, 2, 3}
 UPSTREAM = "main"
@@ -244,6 +247,9 @@ LINK_TARGETS = (
     "b/..",
     "nowhere/at/all",
 )
+# Where a `git-config` addition plants hostile config: the downstream's own git directory, or a
+# git directory's files (HEAD, config, objects/, refs/: what a checkout can carry) in its work tree.
+GIT_CONFIG_PLACES = (".git", f"{VENDOR_TO}/evil.git", "third_party/evil", ".patchctl/trees/main", "src-local/.git-x")
 COPY = b"COPY"  # a file's content: the series' first patch
 STATE_FILES = (
     ".patchctl/journal.json",
@@ -277,7 +283,7 @@ class Addition:
     path NAME when PLACE is None), in the downstream or (FRESH) the fresh directory. DETAIL:
     a link's target, a device's minor number, a file's bytes."""
 
-    kind: str  # link, chain, loop, fifo, device, file, dir, state, lock, git-state-link, trees
+    kind: str  # link, chain, loop, fifo, device, file, dir, state, lock, git-state-link, trees, git-config
     place: str | None
     name: str
     detail: object = None
@@ -383,6 +389,12 @@ def additions(draw, devices: bool, blocking: bool = False) -> Addition:
         return Addition(kind, None, ".git/patchctl", draw(st.sampled_from(["ABS_OUT", "OUT", "file"])))
     where = draw(st.sampled_from([".patchctl/trees", f".patchctl/trees/{SERIES}", f".patchctl/sync/{UPSTREAM}"]))
     return Addition("trees", None, where, draw(st.sampled_from(["file", "link", "fifo", "dir"])))
+
+
+def git_config_additions() -> st.SearchStrategy[Addition]:
+    """Hostile git config in the downstream's own .git, or a git directory's files in its work
+    tree (drawn apart from `additions`, whose fixed draws the default run keeps)."""
+    return st.sampled_from(GIT_CONFIG_PLACES).map(lambda place: Addition("git-config", None, place))
 
 
 def new_example(template: Template, base: Path) -> Example:
@@ -530,6 +542,18 @@ def _apply(example: Example, addition: Addition, repository: Path) -> None:
         what = str(addition.detail)
         content = b"pid 1\n" if kind == "lock" else b"not a tree\n"
         _make(path, what, "ABS_OUT" if what == "link" else content, example, repository)
+    elif kind == "git-config":
+        # Every payload writes its marker under outside/, which the judge compares.
+        payloads = Payloads(example.base / f"payloads-{len(example.made)}", example.outside)
+        path = repository / addition.name
+        if addition.name == ".git":
+            plant(path, payloads)
+        else:
+            if os.path.lexists(path):
+                raise FileExistsError(str(path))
+            embedded_git_dir(path, payloads, path)
+        if not os.path.lexists(repository / ".gitattributes"):
+            (repository / ".gitattributes").write_text(GITATTRIBUTES)
     elif kind == "git-state-link":
         path = repository / addition.name
         _clear(path)

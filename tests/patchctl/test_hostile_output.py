@@ -217,3 +217,31 @@ def test_rendered_reports_render_the_hostile_subjects_as_code() -> None:
     assert "<img" in rendered and "<b>" in rendered and rendered.count("</details>") == 2
     with pytest.raises(AssertionError):
         assert_inert(live, folds=1)
+
+
+# Patch names matplotlib's mathtext would read as formulas: one it cannot parse crashed `status --html`.
+MATH_NAMES = [
+    "0001-$\\x$.patch",
+    "0002-$a$.patch",
+    "0003-$x^{$.patch",
+    "0004-$\\frac{1}{0}$-$$.patch",
+    "0005-$\\mathcal{A}$.patch",
+]
+
+
+def test_status_page_draws_patch_names_as_text_never_as_mathtext(
+    project: Project, upstream: Repo, tmp_path: Path
+) -> None:
+    from patchctl.loop.health_page import series_chart
+
+    pin = upstream.head
+    for number, name in enumerate(MATH_NAMES, 1):
+        project.add_patch(name, make_patch(upstream, pin, {f"src/m{number}.c": f"int m{number};\n"}, f"Add m{number}"))
+    page = tmp_path / "status.html"
+    result = run_cli("-C", project.path, "status", "--no-trial", "--html", page)
+    assert result.exit_code == 0, result.output
+    text = page.read_text()
+    assert text.count("<svg") == 1 and all(html.escape(name) in text for name in MATH_NAMES)
+    # Drawn as they are: mathtext would set `a` in its italic face (a DejaVuSans-Oblique glyph).
+    svg = series_chart({"name": "main", "patches": [{"patch": "0002-$a$.patch", "upstream_status": "none"}]})
+    assert "DejaVuSans-Oblique" not in svg

@@ -19,10 +19,12 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from hypothesis import strategies as st
 
 from .hostile_tree import (
+    GIT_CONFIG_PLACES,
+    Addition,
     Hung,
     Outcome,
     Template,
@@ -30,6 +32,7 @@ from .hostile_tree import (
     apply_addition,
     build_template,
     differences,
+    git_config_additions,
     midway_additions,
     new_example,
     outside_state,
@@ -91,7 +94,10 @@ def _seeded(test):
     st.lists(additions(devices=AS_ROOT), min_size=1, max_size=6),
     st.lists(additions(devices=AS_ROOT, blocking=True), max_size=1) | st.just([]) | st.just([]),
     st.lists(midway_additions(), max_size=2),
+    st.lists(git_config_additions(), max_size=2, unique=True),
 )
+# Every place hostile git config can be planted, at once, whatever the draw (issue 44, item 7).
+@example([], [], [], [Addition("git-config", None, place) for place in GIT_CONFIG_PLACES])
 def test_no_hostile_repository_moves_anything_outside_the_managed_paths(
     template: Template,
     examples_dir: Path,
@@ -100,11 +106,12 @@ def test_no_hostile_repository_moves_anything_outside_the_managed_paths(
     hostile,
     blocking,
     midway,
+    configs,
 ) -> None:
     monkeypatch.setenv("PATCHCTL_CACHE", str(shared_cache))
     monkeypatch.setenv("PATCHCTL_LOCK_TIMEOUT", "2")  # a planted lock is waited on this long at most
     example = new_example(template, examples_dir / f"example-{next(_counter)}")
-    for addition in [*hostile, *blocking]:
+    for addition in [*hostile, *blocking, *configs]:
         apply_addition(example, addition)
     problems, outcomes = run_every_command(example, template.upstream, SECONDS, midway)
     if os.environ.get("PATCHCTL_PROPERTY_VERBOSE"):  # with -s: what each example made and what each command said

@@ -210,28 +210,6 @@ def test_pin_sync_drops_a_patch_taken_upstream_with_the_note(project: Project, h
     assert f"Patchctl-Dropped: main/0004-rename-decl-two.patch (taken upstream in {history['took']})" in result.stdout
 
 
-def test_pin_sync_drops_a_patch_upstream_took_and_changed_since(project: Project, upstream: Repo) -> None:
-    """Same patch-id upstream, then upstream edited those lines again: 3-way conflicts, and
-    the patch is dropped (upstream holds its change) instead of stopping the sync."""
-    pin = upstream.head
-    main_c = upstream.read("src/main.c")
-    taken = main_c.replace("main 5\n", "main five\n")
-    project.add_patch("0001-tune-main.patch", make_patch(upstream, pin, {"src/main.c": taken}, "Tune main"))
-    project.add_patch("0002-add-paged.patch", make_patch(upstream, pin, {"src/paged.c": "int paged;\n"}, "Add paged"))
-    took = upstream.commit({"src/main.c": taken}, "Tune main upstream")
-    upstream.commit({"src/main.c": taken.replace("main five\n", "main FIVE (reworked)\n")}, "Rework main five")
-    result = run_cli("-C", project.path, "pin-sync", "up", "--latest", "--json")
-    payload = json.loads(result.stdout)
-    assert result.exit_code == 0, result.output
-    record, kept = payload["patches"]
-    assert kept["classification"] == "clean"
-    assert record["classification"] == "taken upstream (dropped)"
-    assert record["taken_upstream"]["commit"] == took and record["conflicts"] == []
-    assert "upstream changed those lines since (conflict" in record["detail"]
-    assert any("0001-tune-main.patch was DROPPED" in w for w in payload["warnings"])
-    assert project.patch_names() == ["0002-add-paged.patch"]
-
-
 @pytest.mark.parametrize(
     ("detail", "linked"),
     [

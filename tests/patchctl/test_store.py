@@ -36,6 +36,7 @@ def test_concurrent_runs_share_one_intact_mirror(tmp_path: Path, upstream: Repo)
     assert {queue.get() for _ in workers} == {upstream.head}
     mirrors = [p for p in (tmp_path / "cache" / "mirrors").iterdir() if p.suffix == ".git"]
     assert len(mirrors) == 1
+    Store(tmp_path / "cache")  # (git runs in a bare repository only when patchctl made it: the store says so)
     assert git.run(["fsck", "--no-progress"], mirrors[0]).ok
 
 
