@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ..errors import EnvironmentFailure
 from ..git import first_line
+from ..series.patchset import PatchFile
 
 MERGED_NOTE = "expect taken upstream at the next bump: its pull request was merged"
 CLOSED_NOTE = "rejected upstream: update the status (its pull request was closed without merging)"
@@ -48,6 +49,24 @@ class PullRequest:
     def flag(self) -> str | None:
         """The line that goes among the patch's flags, when there is something to do."""
         return self.note if self.state in ("merged", "closed") else None
+
+
+def notes(patches: list[PatchFile]) -> dict[str, str]:
+    """Patch name -> the note on what became of its pull request, for each Submitted patch of
+    PATCHES whose pull request merged, closed, or could not be checked (the canary's health rows)."""
+    sent = {patch.name: patch.upstream_status.url for patch in patches if _submitted(patch)}
+    pulls = check([url for url in sent.values() if url])
+    found = {}
+    for name, url in sent.items():
+        pull = pulls.get(url or "")
+        if pull is not None and pull.state != "open":
+            found[name] = pull.flag or f"pull request not checked: {pull.note}"
+    return found
+
+
+def _submitted(patch: PatchFile) -> bool:
+    status = patch.upstream_status
+    return status is not None and status.ok and status.value == "Submitted"
 
 
 def pull_request(url: str | None) -> tuple[str, int] | None:
