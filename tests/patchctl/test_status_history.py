@@ -281,3 +281,45 @@ def _counting(real, where: Path, calls: list[list[str]]):
         return real(args, cwd, **kwargs)
 
     return counting
+
+
+def test_hostile_names_and_subjects_stay_text_on_the_page(project: Project, upstream: Repo, tmp_path: Path) -> None:
+    """Names and subjects that would be markup: escaped in the page, and in the SVG's comments
+    (matplotlib writes each label's text in one) a `-->` cannot end the comment early."""
+    from html.parser import HTMLParser
+
+    pin = upstream.head
+    names = ["0001-<img src=x onerror=alert(1)>.patch", "0002---><script>alert(2).patch", "0003-$\\x$.patch"]
+    for number, name in enumerate(names, 1):
+        patch = make_patch(upstream, pin, {f"src/h{number}.c": f"int h{number};\n"}, f"<b>bold</b> --> {number}")
+        project.add_patch(name, patch)
+    project.commit({}, "carry", date=when(1))
+    project.commit({"patches/main/0003-$\\x$.patch": None}, "<svg onload=alert(3)>", date=when(5))
+    page = tmp_path / "status.html"
+    ok("-C", project.path, "status", "--html", page)
+    text = page.read_text()
+
+    class Tags(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: set[str] = set()
+            self.comments: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list) -> None:
+            self.tags.add(tag)
+
+        def handle_comment(self, data: str) -> None:
+            self.comments.append(data)
+
+    parsed = Tags()
+    parsed.feed(text)
+    assert not parsed.tags & {"img", "script", "b"}, parsed.tags
+    assert len(parsed.comments) == text.count("<!--")  # no comment ended early
+    assert text.count("<svg") == 2 and text.count("</svg>") == 2
+    assert all(html_escape(name) in text for name in names[:2])
+
+
+def html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
