@@ -208,9 +208,11 @@ def history_chart(series: dict, prefix: str) -> str | None:
     statuses += sorted({s for p in points for s in p["statuses"]} - set(statuses))
     figure = Figure(figsize=(10, 3.6), layout="constrained")
     axes = figure.subplots()
+    # A little past the last change, so that the series as it stands shows as a step of its own.
+    end = dates[-1] + (dates[-1] - dates[0]) * 0.03
     axes.stackplot(
-        dates,
-        [[p["statuses"].get(s, 0) for p in points] for s in statuses],
+        [*dates, end],
+        [[p["statuses"].get(s, 0) for p in [*points, points[-1]]] for s in statuses],
         labels=[f"{s} (now {points[-1]['statuses'].get(s, 0)})" for s in statuses],
         colors=[STATUS_COLOURS.get(s, "#bababa") for s in statuses],
         step="post",
@@ -239,8 +241,7 @@ def history_chart(series: dict, prefix: str) -> str | None:
     locator = AutoDateLocator(minticks=3, maxticks=8)
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-    # A little past the last change, so that the series as it stands shows as a step of its own.
-    axes.set_xlim(dates[0], dates[-1] + (dates[-1] - dates[0]) * 0.03)
+    axes.set_xlim(dates[0], end)
     axes.set_ylim(0, max(totals) * 1.12 + 1)
     axes.yaxis.get_major_locator().set_params(integer=True)
     axes.set_ylabel("patches carried", fontsize=8)
