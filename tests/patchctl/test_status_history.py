@@ -41,6 +41,12 @@ def patch_text(subject: str, status: str | None = None, revision: int = 0) -> st
     )
 
 
+def merge(repo: Repo, branch: str, message: str, date: str) -> None:
+    """BRANCH merged into the checked-out branch with a merge commit at DATE, as GitHub merges a pull request."""
+    env = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    git.run(["merge", "-q", "--no-ff", "-m", message, branch], repo.path, env=env)
+
+
 def followed(repo: Path, path: str) -> str | None:
     """When PATH entered the project as `git log --follow` tells it: the path before #46.3."""
     dates = git.run(["log", "--follow", "--diff-filter=A", "--format=%cI", "--", path], repo).stdout.split()
@@ -72,11 +78,7 @@ def lived(tmp_path: Path) -> Repo:
     )
     repo.git("checkout", "-q", "main")
     repo.commit({"app.c": "int app = 1;\n"}, "main moves on", date=when(6))
-    git.run(
-        ["merge", "-q", "--no-ff", "-m", "Merge branch 'side'", "side"],
-        repo.path,
-        env={"GIT_AUTHOR_DATE": when(7), "GIT_COMMITTER_DATE": when(7)},
-    )
+    merge(repo, "side", "Merge branch 'side'", when(7))
     # Another directory's patches, copied in all at once (at least half the series: a migration,
     # where git's copy detection among all files runs), the old directory deleted later.
     vendor = {i: patch_text(f"v{i}", "Backport [https://up/{i}]") for i in (5, 6, 7, 8)}
@@ -101,11 +103,7 @@ def lived(tmp_path: Path) -> Repo:
     )
     repo.git("checkout", "-q", "main")
     repo.commit({"app.c": "int app = 2;\n"}, "main moves on again", date=when(41))
-    git.run(
-        ["merge", "-q", "--no-ff", "-m", "Merge pull request #9 from patchctl/pin-sync", "patchctl/pin-sync"],
-        repo.path,
-        env={"GIT_AUTHOR_DATE": when(42), "GIT_COMMITTER_DATE": when(42)},
-    )
+    merge(repo, "patchctl/pin-sync", "Merge pull request #9 from patchctl/pin-sync", when(42))
     # Renamed between two syncs, then a pin-sync that stops at it; v6 submitted, then left by hand.
     repo.git("mv", "patches/main/0001-p1.patch", "patches/main/0001-p1-renumbered.patch")
     repo.commit({}, "renumber", date=when(50))
