@@ -271,8 +271,8 @@ class _Reader:
         found = self._diff_tree([c.sha for c in adding], ["--diff-merges=first-parent", "--diff-filter=R"]) or {}
         bulk = [c.sha for c in _bulk_adds(commits, directories) if copies and not found.get(c.sha)]
         if bulk:
-            copies = ["-C", "--find-copies-harder", "--diff-merges=first-parent", "--diff-filter=C"]
-            found.update(self._diff_tree(bulk, copies) or {})
+            harder = ["-C", "--find-copies-harder", "--diff-merges=first-parent", "--diff-filter=C"]
+            found.update(self._diff_tree(bulk, harder) or {})
         return {
             (commit, change.new): change.old
             for commit, changes in found.items()
@@ -318,7 +318,7 @@ class _Reader:
             for parent in commit.parents:
                 children[parent] = children.get(parent, 0) + 1
         main_line = _main_line(commits)
-        sampled = _sample(main_line, SIZE_HISTORY)
+        sampled, main_line_set = _sample(main_line, SIZE_HISTORY), set(main_line)
         states: dict[str, dict[str, _Entry]] = {}
         for commit in commits:
             state = self._state_before(commit, states, children)
@@ -327,15 +327,14 @@ class _Reader:
             others = [states.get(parent, {}) for parent in commit.parents[1:]]
             if commit.sha in messages:
                 self._fates(commit, state, messages[commit.sha], directories, result)
-            on_main_line = commit.sha in main_line
+            on_main_line = commit.sha in main_line_set
             for change in commit.changes:
                 self._apply(change, commit, state, others, imported, directories, result if on_main_line else None)
             for parent in commit.parents[1:]:
                 _release(parent, states, children)
-            if commit.sha in sampled or commit.sha in moved_at:
+            if commit.sha in sampled:
                 blobs = [entry.blob for path, entry in state.items() if is_patch_name(_relative(path, directories))]
-                if commit.sha in sampled:
-                    result.points.append(_Point(commit.sha, commit.date, sorted(blobs)))
+                result.points.append(_Point(commit.sha, commit.date, sorted(blobs)))
             if children.get(commit.sha):
                 states[commit.sha] = state
             elif commit.sha == commits[-1].sha:
