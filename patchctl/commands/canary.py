@@ -55,6 +55,11 @@ from ..output.jsonout import to_json
     "toolchain).",
 )
 @click.option(
+    "--check-submitted",
+    is_flag=True,
+    help="Ask GitHub (with gh) what became of each Submitted patch's pull request; the scheduled workflow does.",
+)
+@click.option(
     "--work-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Scratch directory for trees and logs (default: a new temporary one).",
@@ -72,6 +77,7 @@ def canary_cmd(
     summary_file: Path | None,
     issues_file: Path | None,
     toolchains: tuple[str, ...],
+    check_submitted: bool,
     work_dir: Path | None,
 ) -> None:
     """Apply every series to the upstream tip: an early warning that never modifies the repository.
@@ -84,7 +90,9 @@ def canary_cmd(
     the series in its image (pulled, or built from its dockerfile) with its command, in
     a clean tree; a failing build is bisected the same way (incremental rebuilds).
     --issues writes one issue (stable key, title, body) per break for the workflow.
-    Exit 1 when red: a patch fails strictly or a compile fails.
+    --check-submitted asks gh about each Submitted patch's GitHub pull request: merged ("expect
+    taken upstream at the next bump") or closed ("rejected upstream: update the status") goes in
+    the report's health table. Exit 1 when red: a patch fails strictly or a compile fails.
 
     \b
     Examples:
@@ -111,6 +119,7 @@ def canary_cmd(
             bisect=bisect,
             toolchains=toolchains,
             work_dir=work_dir,
+            check_submitted=check_submitted,
             progress=progress,
         )
     payload = to_json(report)

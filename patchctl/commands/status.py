@@ -21,6 +21,11 @@ from ..output.jsonout import to_json
     default=True,
     help="Apply each series at the tip for its verdicts, as the canary does (default: yes).",
 )
+@click.option(
+    "--check-submitted",
+    is_flag=True,
+    help="Ask GitHub (with gh) what became of each Submitted patch's pull request: merged, or closed unmerged.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON: one entry per patch.")
 @click.option(
     "--html",
@@ -40,6 +45,7 @@ def status_cmd(
     series: tuple[str, ...],
     rev: str | None,
     trial: bool,
+    check_submitted: bool,
     as_json: bool,
     html_file: Path | None,
     markdown_file: Path | None,
@@ -63,7 +69,9 @@ def status_cmd(
     """
     html_file, markdown_file = app.path(html_file), app.path(markdown_file)
     with progress_display() as progress:
-        report = status(app.config, app.store, series, rev=rev, trial=trial, progress=progress)
+        report = status(
+            app.config, app.store, series, rev=rev, trial=trial, check_submitted=check_submitted, progress=progress
+        )
     payload = to_json(report)
     if html_file:
         from ..loop.health_page import render_page  # matplotlib: only for the page

@@ -55,7 +55,7 @@ from ..series.applier import IndexBuilder, PatchOutcome, Status, apply_in_worktr
 from ..series.patchset import PatchFile, read_series
 from ..state import worktree
 from ..upstream.store import Mirror, Store
-from . import carry, health
+from . import carry, health, submitted
 from .health import HealthRow
 from .rangediff import series_range_diff
 from .runners import ensure_image, log_tail, run_build
@@ -259,6 +259,7 @@ def canary(
     bisect: bool = True,
     toolchains: tuple[str, ...] = (),
     work_dir: Path | None = None,
+    check_submitted: bool = False,
     progress: Progress | None = None,
 ) -> CanaryReport:
     say = progress or (lambda _line: None)
@@ -268,6 +269,7 @@ def canary(
     if not config.series_on(name):
         raise UsageError(f"no series in {config.path.name} is on upstream {name}: the canary would check nothing")
     read = {series.name: read_series(series) for series in config.series_on(name)}  # fail closed, before fetching
+    pulls = submitted.notes([patch for patches in read.values() for patch in patches]) if check_submitted else {}
     mirror = store.mirror(up.url, base=config.root)
     store.resolve_pin(mirror, config, name)  # a pin that is no commit: its matrix.yaml line, not git's words
     tip = store.resolve_requested(mirror, config, name, rev) if rev else store.branch_tip(mirror, up.branch)
@@ -299,7 +301,7 @@ def canary(
             )
             report.series.append(result)
             result.range_diff = _range_diff(mirror.path, up.pin, patches, tip, head)
-            outcomes = {p.patch: to_json(p) for p in result.patches}
+            outcomes = {p.patch: {**to_json(p), "submitted": pulls.get(p.patch)} for p in result.patches}
             report.health += health.health_rows(mirror.path, up.pin, tip, series.name, patches, outcomes)
             heads[series.name] = head if result.verdict not in (NEEDS_HAND, BLOCKED) else None
             if bisect:

@@ -1,6 +1,8 @@
 """`patchctl status`: the health report of the named series, each tried at the upstream tip with
-the canary's own trial (`canary.trial_at`, so that the two never disagree); the rows, the
-project's history and the text form are `patchctl.loop.health`'s."""
+the canary's own trial (`canary.trial_at`, so that the two never disagree); the rows and the
+text form are `patchctl.loop.health`'s, the project's history `patchctl.loop.series_history`'s
+(one pass over each series directory), what became of Submitted pull requests
+`patchctl.loop.submitted`'s (only when asked)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ from pathlib import Path
 
 from .. import git
 from ..errors import UsageError
+from ..output.jsonout import to_json
 from ..project.config import Config
 from ..series.patchset import read_series
 from ..upstream.store import Store
+from . import submitted as submitted_mod
 from .canary import trial_at
 from .health import (
     MALFORMED,
@@ -20,12 +24,12 @@ from .health import (
     HealthReport,
     PatchHealth,
     Progress,
-    ProjectHistory,
     SeriesHealth,
     accepted_flag,
     drifts,
     status_of,
 )
+from .series_history import ProjectHistory
 
 
 def status(
@@ -35,16 +39,23 @@ def status(
     *,
     rev: str | None = None,
     trial: bool = True,
+    check_submitted: bool = False,
     progress: Progress | None = None,
 ) -> HealthReport:
     """The health of the named series (every series when none), at their pins and at REV (or
-    each upstream's branch tip). TRIAL: apply each series at the tip for its verdicts."""
+    each upstream's branch tip). TRIAL: apply each series at the tip for its verdicts.
+    CHECK_SUBMITTED: ask gh what became of each Submitted patch's pull request."""
     say = progress or (lambda _line: None)
     selected = config.select_series(series_names)
     if not selected:
         raise UsageError(f"{config.path.name} defines no series: status would report nothing")
     read = {series.name: read_series(series) for series in selected}  # fail closed, before fetching
     history = ProjectHistory(config.root)
+    pulls: dict[str, submitted_mod.PullRequest] = {}
+    if check_submitted:
+        say("asking GitHub about the Submitted patches' pull requests")
+        urls = [status_of(patch) for patches in read.values() for patch in patches]
+        pulls = submitted_mod.check([url for value, _, url in urls if value == "Submitted" and url])
     report = HealthReport()
     tips: dict[str, str] = {}
     for series in selected:
@@ -83,16 +94,21 @@ def status(
                     "trial": p.trial or "",
                     "taken_upstream": p.taken_upstream,
                     "upstream_holds": p.upstream_holds,
+                    "blocked_by": p.blocked_by,
                 }
                 for p in tried.patches
             }
         say(f"reading the history of {series.name}")
-        fates, result.dropped = history.sync_fates(series, up.name)
+        past = history.series(series.dir, series.name, up.name)
+        result.dropped, result.moved_from = past.dropped, past.moved_from
+        result.size_history, result.departures = past.sizes, [to_json(d) for d in past.departures]
         counts = drifts(mirror.path, pin, tip, [patch.touched_paths() for patch in patches])
         for patch, count in zip(patches, counts):
             value, detail, url = status_of(patch)
             outcome = outcomes.get(patch.name, {})
-            added = history.added(patch.path)
+            relative = history.relative(patch.path)
+            lineage = past.lineages.get(relative) if relative is not None else None
+            added = lineage.added if lineage else None
             entry = PatchHealth(
                 patch.name,
                 patch.title,
@@ -106,7 +122,10 @@ def status(
                 outcome.get("verdict"),
                 outcome.get("trial", ""),
                 outcome.get("taken_upstream"),
-                syncs=fates.get(patch.name, [])[:RECENT_SYNCS],
+                syncs=list(reversed(lineage.fates))[:RECENT_SYNCS] if lineage else [],
+                pin_syncs=len(lineage.fates) if lineage else 0,
+                pin_syncs_stopped=lineage.stops if lineage else 0,
+                blocked_by=outcome.get("blocked_by"),
             )
             if value == MALFORMED:
                 entry.flags.append(f"malformed Upstream-Status: {detail}")
@@ -115,8 +134,14 @@ def status(
             hands = sum(1 for fate in entry.syncs if fate.fate == "needed a hand")
             if hands > 1:
                 entry.flags.append(f"needed a hand in {hands} of the last {len(entry.syncs)} pin-syncs")
+            if value == "Submitted" and url in pulls:
+                pull = pulls[url]
+                entry.submitted = to_json(pull)
+                if pull.flag:
+                    entry.flags.append(pull.flag)
             result.patches.append(entry)
             result.statuses[value] = result.statuses.get(value, 0) + 1
-        result.size_history = history.sizes(series)
+            if entry.verdict is not None:
+                result.verdicts[entry.verdict] = result.verdicts.get(entry.verdict, 0) + 1
         report.series.append(result)
     return report

@@ -9,7 +9,9 @@ app's installation token is `app/SLUG`). The repository is GH_REPO, else the one
 local origin the current directory's `origin` remote points at ($JOURNEY_GITHUB/OWNER/NAME.git).
 
 Covered: `auth setup-git`, `label create`, `issue list|create|comment|close|edit|view`,
-`pr list|create|edit|view`. `pr create` makes refs/pull/N/head and refs/pull/N/merge in the
+`pr list|create|edit|view` (`--repo`/`-R` names another repository, as an upstream's pull request
+a patch was submitted as: its pull requests are seeded in github.json, with their `state` OPEN,
+MERGED or CLOSED). `pr create` makes refs/pull/N/head and refs/pull/N/merge in the
 origin, as GitHub does. Anything else exits 1 with gh's "unknown command" line, recorded.
 """
 
@@ -55,7 +57,10 @@ def caller() -> str:
     return "patchctl-bot"  # a personal access token: the user it belongs to
 
 
-def repository() -> str:
+def repository(args: list[str]) -> str:
+    named = option(args, "--repo", "-R")  # another repository than the current one's, as gh takes it
+    if named:
+        return named
     if os.environ.get("GH_REPO"):
         return os.environ["GH_REPO"]
     url = subprocess.run(["git", "remote", "get-url", "origin"], capture_output=True, text=True).stdout.strip()
@@ -334,6 +339,8 @@ def pr_command(args: list[str], repo: str, state: dict[str, Any]) -> Any:
         pulls.append(pull)
         print(url(repo, "pull", number))
         return number
+    if verb == "view":
+        need_auth(args, repo)  # as gh: no token, no answer
     selector = positional(args, 2)
     pull = next(
         (
@@ -344,7 +351,12 @@ def pr_command(args: list[str], repo: str, state: dict[str, Any]) -> Any:
         None,
     )
     if pull is None:
-        sys.stderr.write(f'no pull requests found for branch "{selector}"\n')
+        if str(selector).isdigit():
+            sys.stderr.write(
+                f"GraphQL: Could not resolve to a PullRequest with the number of {selector}. (repository.pullRequest)\n"
+            )
+        else:
+            sys.stderr.write(f'no pull requests found for branch "{selector}"\n')
         raise SystemExit(1)
     if verb == "view":
         emit(pull, args)
@@ -391,7 +403,7 @@ def main(args: list[str]) -> int:
         record(args, "", None)
         return 0
     handlers = {"issue": issue_command, "pr": pr_command, "label": label_command}
-    repo = repository()
+    repo = repository(args)
     if not args or args[0] not in handlers:
         sys.stderr.write(f'unknown command "{args[0] if args else ""}" for "gh" (rehearsal stand-in)\n')
         record(args, repo, None, code=1)

@@ -57,6 +57,7 @@ class Visit:
     screenshot: bytes  # PNG of the viewport
     requests: list[str] = field(default_factory=list)  # every URL the page asked for, in order
     boxes: dict[str, Box | None] = field(default_factory=dict)  # CSS selector -> its first element's box
+    value: object = None  # what the expression `visit` was given evaluated to in the page (JSON)
 
 
 class Chromium:
@@ -167,9 +168,13 @@ class Chromium:
 
     # ------------------------------------------------------------------ a page
 
-    def visit(self, url: str, selectors: tuple[str, ...] = ()) -> Visit:
-        """Open URL in a fresh tab, wait for its load event, and take the viewport's screenshot;
-        note every request the page made and the box of each selector's first element."""
+    def visit(
+        self, url: str, selectors: tuple[str, ...] = (), *, evaluate: str | None = None, full_page: bool = False
+    ) -> Visit:
+        """Open URL in a fresh tab, wait for its load event, and take the viewport's screenshot
+        (FULL_PAGE: the whole page's); note every request the page made, the box of each
+        selector's first element, and what the expression EVALUATE gives there (by the
+        protocol: the page itself runs no script)."""
         target = self._call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self._call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         try:
@@ -185,13 +190,24 @@ class Chromium:
             self._wait_for("Page.loadEventFired", session)
             root = self._call("DOM.getDocument", {}, session)["root"]["nodeId"]
             boxes = {selector: self._box(root, selector, session) for selector in selectors}
-            png = self._call("Page.captureScreenshot", {"format": "png"}, session)["data"]
+            value = None
+            if evaluate is not None:
+                found = self._call("Runtime.evaluate", {"expression": evaluate, "returnByValue": True}, session)
+                if "exceptionDetails" in found:
+                    raise BrowserError(f"evaluating in the page: {found['exceptionDetails'].get('text')}")
+                value = found["result"].get("value")
+            shot: dict = {"format": "png"}
+            if full_page:
+                size = self._call("Page.getLayoutMetrics", {}, session)["cssContentSize"]
+                clip = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+                shot.update(captureBeyondViewport=True, clip=clip)
+            png = self._call("Page.captureScreenshot", shot, session)["data"]
             requests = [
                 event["params"]["request"]["url"]
                 for event in self._events
                 if event.get("method") == "Network.requestWillBeSent" and event.get("sessionId") == session
             ]
-            return Visit(base64.b64decode(png), requests, boxes)
+            return Visit(base64.b64decode(png), requests, boxes, value)
         finally:
             self._call("Target.closeTarget", {"targetId": target})
 

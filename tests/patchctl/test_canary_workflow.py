@@ -116,7 +116,7 @@ class Runner:
         (its artifact download done by copying every job's canary-report/)."""
         shutil.rmtree(self.tmp / "runner-temp", ignore_errors=True)
         (self.tmp / "runner-temp").mkdir()
-        context = {"github.event_name": event, "inputs.rev": rev}
+        context = {"github.event_name": event, "inputs.rev": rev, "github.token": "fake-token"}
         # Each job runs in a fresh checkout of the project.
         jobs: dict[str, dict] = {}
         workspace = self._checkout("resolve")

@@ -232,7 +232,7 @@ MATH_NAMES = [
 def test_status_page_draws_patch_names_as_text_never_as_mathtext(
     project: Project, upstream: Repo, tmp_path: Path
 ) -> None:
-    from patchctl.loop.health_page import series_chart
+    from patchctl.loop.health_page import tip_chart
 
     pin = upstream.head
     for number, name in enumerate(MATH_NAMES, 1):
@@ -243,5 +243,5 @@ def test_status_page_draws_patch_names_as_text_never_as_mathtext(
     text = page.read_text()
     assert text.count("<svg") == 1 and all(html.escape(name) in text for name in MATH_NAMES)
     # Drawn as they are: mathtext would set `a` in its italic face (a DejaVuSans-Oblique glyph).
-    svg = series_chart({"name": "main", "patches": [{"patch": "0002-$a$.patch", "upstream_status": "none"}]})
+    svg = tip_chart({"name": "main", "patches": [{"patch": "0002-$a$.patch", "upstream_status": "none"}]}, "s0")
     assert "DejaVuSans-Oblique" not in svg

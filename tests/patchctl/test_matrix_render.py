@@ -189,7 +189,8 @@ def test_canary_workflow_shape() -> None:
     assert canary["env"]["PATCHCTL_UPSTREAM_SOURCE"] == "ci"
     resolve, compile_job = canary["jobs"]["resolve"], canary["jobs"]["compile"]
     resolve_run = canary_step(resolve)
-    assert "--no-compile --json" in resolve_run["run"]
+    assert "--no-compile --check-submitted" in resolve_run["run"] and "--json-file" in resolve_run["run"]
+    assert resolve_run["env"]["GH_TOKEN"] == "${{ github.token }}"  # read-only: gh reads Submitted patches' PRs
     assert compile_job["needs"] == "resolve" and canary["jobs"]["issues"]["needs"] == ["resolve", "compile"]
     assert compile_job["strategy"]["matrix"] == "${{ fromJSON(needs.resolve.outputs.toolchains) }}"
     toolchains = json.loads(resolve_run["env"]["TOOLCHAINS"])["include"]

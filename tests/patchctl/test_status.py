@@ -169,7 +169,7 @@ def test_the_page_is_self_contained_with_an_svg_chart(project: Project, history:
     # A page to publish: readable by a web server as any new file is (the umask's mode, not mkstemp's 0600).
     assert stat.S_IMODE(page.stat().st_mode) == stat.S_IMODE(markdown.stat().st_mode) == 0o644
     text = page.read_text()
-    assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 1
+    assert text.startswith("<!DOCTYPE html>") and text.count("<svg") == 2  # the series at the tip, and over time
     assert "<script" not in text and "<link" not in text and "@import" not in text
     # Nothing to fetch: the only references are in-page ones (the SVG's) and the patches' URLs.
     assert not re.search(r"""(?:src|href)=["'](?!#|https://github\.com/example/)""", text)
