@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -89,10 +90,15 @@ def nan_project(path: Path) -> Path:
     """A project carrying Electron's nan series as it was before its bump, pinned where it was."""
     series = path / "patches" / "nan"
     series.mkdir(parents=True)
-    names = git.run(["show", f"{ELECTRON_SERIES_AT}:patches/nan/.patches"], ELECTRON_GIT).stdout
+
+    def show(spec: str) -> bytes:  # a bare clone, named as such (git refuses to find one by itself)
+        return subprocess.run(
+            ["git", "--git-dir", str(ELECTRON_GIT), "show", spec], check=True, capture_output=True
+        ).stdout
+
+    names = show(f"{ELECTRON_SERIES_AT}:patches/nan/.patches").decode()
     for name in names.split():
-        data = git.run(["show", f"{ELECTRON_SERIES_AT}:patches/nan/{name}"], ELECTRON_GIT, binary=True).stdout
-        (series / name).write_bytes(data)  # type: ignore[arg-type]
+        (series / name).write_bytes(show(f"{ELECTRON_SERIES_AT}:patches/nan/{name}"))
     (series / "series").write_text(names)
     (path / "matrix.yaml").write_text(
         textwrap.dedent(
