@@ -50,12 +50,13 @@ from ..confined import confined_path
 from ..errors import GitError, UsageError
 from ..output.escape import marker_token, md_code, md_fence, md_link, md_prose, md_text, visible
 from ..output.jsonout import json_field, to_json
+from ..output.report import stop_cause_markdown
 from ..project.config import BuildStep, Config, Series
 from ..series.applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, seed_three_way_objects
 from ..series.patchset import PatchFile, read_series
 from ..state import worktree
 from ..upstream.store import Mirror, Store
-from . import carry, health, submitted
+from . import carry, health, stopcause, submitted
 from .health import HealthRow
 from .rangediff import series_range_diff
 from .runners import ensure_image, log_tail, run_build
@@ -79,6 +80,8 @@ class CanaryPatch:
     # {commit, subject, how, url}: the upstream commit since the pin that holds the patch's change
     taken_upstream: dict | None = json_field(omit_empty=True, default=None)
     upstream_holds: bool = False  # the tip already holds the patch's change (taken upstream or already applied)
+    # a patch that needs a hand: the upstream commits behind each hunk that fails (patchctl.loop.stopcause)
+    stop_cause: stopcause.StopCause | None = json_field(omit_empty=True, default=None)
 
 
 @dataclass
@@ -219,6 +222,8 @@ def _patch_body(patch: CanaryPatch, blocked: list[str]) -> str:
     ]
     if blocked:
         lines.append(f"- blocked behind it: {', '.join(md_code(b) for b in blocked)}")
+    if patch.stop_cause is not None:
+        lines += ["", "Why it fails, hunk by hunk:", "", *stop_cause_markdown(to_json(patch.stop_cause))]
     if patch.taken_upstream:
         taken = patch.taken_upstream
         sent = f" (sent as {md_link(taken['url'])})" if taken.get("url") else ""
@@ -273,6 +278,7 @@ def canary(
     mirror = store.mirror(up.url, base=config.root)
     store.resolve_pin(mirror, config, name)  # a pin that is no commit: its matrix.yaml line, not git's words
     tip = store.resolve_requested(mirror, config, name, rev) if rev else store.branch_tip(mirror, up.branch)
+    commit_url = stopcause.commit_url_base(stopcause.upstream_urls(config, name))
     selected = _toolchains(config, name, toolchains) if compile else []
     if work_dir is not None:
         _refuse_inside(config, Path(work_dir))
@@ -297,7 +303,14 @@ def canary(
             patches = read[series.name]
             seed_three_way_objects(mirror.path, up.pin, patches)
             result, head = _trial(
-                store, mirror, series, patches, tip, scratch / "trees" / f"trial-{series.name}", pin=up.pin
+                store,
+                mirror,
+                series,
+                patches,
+                tip,
+                scratch / "trees" / f"trial-{series.name}",
+                pin=up.pin,
+                commit_url=commit_url,
             )
             report.series.append(result)
             result.range_diff = _range_diff(mirror.path, up.pin, patches, tip, head)
@@ -331,12 +344,23 @@ def canary(
 
 
 def trial_at(
-    store: Store, mirror: Mirror, series: Series, patches: list[PatchFile], pin: str, tip: str, scratch: Path
+    store: Store,
+    mirror: Mirror,
+    series: Series,
+    patches: list[PatchFile],
+    pin: str,
+    tip: str,
+    scratch: Path,
+    *,
+    commit_url: str | None = None,
 ) -> CanarySeries:
     """The canary's verdict on each patch of SERIES at TIP (strict, else 3-way, taken upstream),
-    in a tree under SCRATCH that is removed afterwards: what `patchctl status` reports."""
+    in a tree under SCRATCH that is removed afterwards: what `patchctl status` reports. COMMIT_URL:
+    where an upstream commit's page is, for the causes of the patches that need a hand."""
     seed_three_way_objects(mirror.path, pin, patches)
-    result, _ = _trial(store, mirror, series, patches, tip, scratch / f"trial-{series.name}", pin=pin)
+    result, _ = _trial(
+        store, mirror, series, patches, tip, scratch / f"trial-{series.name}", pin=pin, commit_url=commit_url
+    )
     return result
 
 
@@ -353,7 +377,15 @@ def _range_diff(repo: Path, pin: str, patches: list[PatchFile], tip: str, head: 
 
 
 def _trial(
-    store: Store, mirror: Mirror, series: Series, patches: list[PatchFile], tip: str, tree: Path, *, pin: str
+    store: Store,
+    mirror: Mirror,
+    series: Series,
+    patches: list[PatchFile],
+    tip: str,
+    tree: Path,
+    *,
+    pin: str,
+    commit_url: str | None = None,
 ) -> tuple[CanarySeries, str]:
     """Apply each patch strictly at TIP; retry a failing one with 3-way. Returns the
     classification and the commit with every patch that could be applied."""
@@ -362,6 +394,7 @@ def _trial(
     store.add_worktree(mirror, tip, tree)
     unapplied: dict[str, str] = {}  # path -> the earlier patch that touches it and could not be applied
     move = carry.PinMove(tree, pin, tip, patches)
+    pins = stopcause.Pins(tree, pin, tip, commit_url)
     try:
         for patch in patches:
             strict = apply_in_worktree(tree, patch, three_way=False, commit=True)
@@ -373,8 +406,10 @@ def _trial(
                 if blocker is not None and strict.status != Status.ALREADY_APPLIED:
                     entry.trial, entry.verdict, entry.blocked_by = f"blocked by {blocker}", BLOCKED, blocker
                 else:
-                    entry.trial, entry.verdict = _three_way_trial(tree, patch, strict, move)
+                    entry.trial, entry.verdict, entry.stop_cause = _three_way_trial(tree, patch, strict, move, pins)
                     _note_taken(entry, tree, patch, move)
+                    if entry.verdict != NEEDS_HAND:
+                        entry.stop_cause = None  # taken upstream after all: pin-sync drops it
                 if entry.verdict in (NEEDS_HAND, BLOCKED):
                     unapplied.update(dict.fromkeys(patch.touched_paths(), patch.name))
             result.patches.append(entry)
@@ -403,32 +438,49 @@ def _note_taken(entry: CanaryPatch, tree: Path, patch: PatchFile, move: carry.Pi
         entry.trial += f"; {carry.describe_not_exact(taken)}"
 
 
-def _three_way_trial(tree: Path, patch: PatchFile, strict: PatchOutcome, move: carry.PinMove) -> tuple[str, str]:
+def _three_way_trial(
+    tree: Path, patch: PatchFile, strict: PatchOutcome, move: carry.PinMove, pins: stopcause.Pins
+) -> tuple[str, str, stopcause.StopCause | None]:
+    """The 3-way trial of a patch that failed strictly: what it says, the verdict, and for one
+    that needs a hand the upstream commits behind the hunks that fail (PINS)."""
     if strict.status == Status.ALREADY_APPLIED:
         if edits := carry.same_edits(tree, move, patch):
-            return f"{carry.SAME_EDIT}: {carry.describe_same_edits(edits)}", NEEDS_HAND
-        return "already upstream: pin-sync drops it", MECHANICAL
+            cause = pins.explain(patch, patch, [stopcause.Failed(e.file, e.hunk) for e in edits], stopcause.SAME_EDIT)
+            _advise(patch, cause)
+            return f"{carry.SAME_EDIT}: {carry.describe_same_edits(edits)}", NEEDS_HAND, cause
+        return "already upstream: pin-sync drops it", MECHANICAL, None
     if strict.status in (Status.MALFORMED, Status.UNSAFE_PATH):
-        return f"not tried: {strict.status.value}", NEEDS_HAND
+        return f"not tried: {strict.status.value}", NEEDS_HAND, None
     carried = carry.carry_patch(tree, move, patch)
     merged = carried.outcome
     mended = "".join(f"; {note}" for note in carried.notes())
     if carried.needs_look:
+        cause = _advise(patch, pins.explain_carried(patch, carried))
         git.run(["reset", "-q", "--hard", "HEAD"], tree)
-        return f"{carry.SAME_EDIT}: {carry.describe_same_edits(carried.same_edits)}", NEEDS_HAND
+        return f"{carry.SAME_EDIT}: {carry.describe_same_edits(carried.same_edits)}", NEEDS_HAND, cause
     if merged.status == Status.ALREADY_APPLIED:
-        return "already upstream (a 3-way merge changes nothing): pin-sync drops it" + mended, MECHANICAL
+        return "already upstream (a 3-way merge changes nothing): pin-sync drops it" + mended, MECHANICAL, None
     if merged.status == Status.MERGED:
         partial = f"; partially upstream already: {', '.join(merged.upstream_parts)}" if merged.upstream_parts else ""
-        return "merged 3-way without conflict" + partial + mended, MECHANICAL
+        return "merged 3-way without conflict" + partial + mended, MECHANICAL, None
     if merged.ok:  # the strict failure was transient; should not happen, but it applies
-        return merged.status.value, MECHANICAL
+        return merged.status.value, MECHANICAL, None
+    cause = _advise(patch, pins.explain_carried(patch, carried))  # (a conflict's lines are read from the index)
     # Leave the tree as it was before this patch, so the following patches are judged alone.
     git.run(["reset", "-q", "--hard", "HEAD"], tree)
     git.run(["clean", "-q", "-fd"], tree)
     if merged.status == Status.CONFLICT:
-        return f"3-way conflict in {', '.join(merged.conflict_files)}" + mended, NEEDS_HAND
-    return f"3-way failed: {merged.three_way or merged.describe().split(': ', 1)[-1]}" + mended, NEEDS_HAND
+        return f"3-way conflict in {', '.join(merged.conflict_files)}" + mended, NEEDS_HAND, cause
+    return f"3-way failed: {merged.three_way or merged.describe().split(': ', 1)[-1]}" + mended, NEEDS_HAND, cause
+
+
+def _advise(patch: PatchFile, cause: stopcause.StopCause) -> stopcause.StopCause:
+    """CAUSE, with what to do where upstream may have its own version of PATCH."""
+    if cause.upstream_version:
+        cause.advice = (
+            f"compare both sides, then drop {patch.name} (where pin-sync stops on it, its report gives the command)"
+        )
+    return cause
 
 
 # ---------------------------------------------------------------- bisect

@@ -22,10 +22,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import git
 from ..output.jsonout import json_field, to_json
 from ..series.patchset import PatchFile
+
+if TYPE_CHECKING:
+    from .stopcause import StopCause
 
 Progress = Callable[[str], None]
 NO_STATUS = "none"
@@ -67,6 +71,8 @@ class PatchHealth:
     blocked_by: str | None = json_field(omit_empty=True, default=None)  # at the tip: the earlier patch it waits for
     # {url, state, note}: what became of its pull request (`status --check-submitted`, the canary in CI)
     submitted: dict | None = json_field(omit_empty=True, default=None)
+    # at the tip, for a patch that needs a hand: the upstream commits behind each hunk that fails
+    stop_cause: StopCause | None = json_field(omit_empty=True, default=None)
 
 
 @dataclass
@@ -321,10 +327,30 @@ def text_lines(report: HealthReport) -> list[str]:
                 line += f"; taken upstream in {patch.taken_upstream['commit'][:12]}"
             lines.append(line)
             lines += [f"    ! {flag}" for flag in patch.flags]
+            lines += [f"    why: {line}" for line in cause_lines(patch.stop_cause)]
         for gone in series.dropped[:TEXT_DROPPED]:
             lines.append(
                 f"  dropped {gone['date'][:10]} ({gone['commit'][:12]}): {gone['patch']} {gone['note']}".rstrip()
             )
         if len(series.dropped) > TEXT_DROPPED:
             lines.append(f"  and {len(series.dropped) - TEXT_DROPPED} earlier drop(s) (--json lists them)")
+    return lines
+
+
+def cause_lines(cause: StopCause | None) -> list[str]:
+    """CAUSE (`patchctl.loop.stopcause`) as plain lines: per failed hunk, the commits upstream."""
+    if cause is None:
+        return []
+    lines = []
+    for hunk in cause.hunks:
+        named = ", ".join(f'{c.sha[:12]} "{c.subject}" ({c.date})' for c in hunk.commits)
+        more = f" and {hunk.more_commits} more" if hunk.more_commits else ""
+        carried = "; by the series as carried: " + ", ".join(f'"{subject}"' for subject in hunk.series)
+        lines.append(
+            f"{hunk.where}: "
+            + (f"changed upstream by {named}{more}" if named else hunk.note)
+            + (carried if hunk.series else "")
+        )
+    if cause.upstream_version:
+        lines.append(f"upstream may have its own version: {cause.advice}")
     return lines

@@ -16,6 +16,7 @@ from ..output.jsonout import to_json
 from ..project.config import Config
 from ..series.patchset import read_series
 from ..upstream.store import Store
+from . import stopcause
 from . import submitted as submitted_mod
 from .canary import trial_at
 from .health import (
@@ -56,6 +57,10 @@ def status(
         say("asking GitHub about the Submitted patches' pull requests")
         urls = [status_of(patch) for patches in read.values() for patch in patches]
         pulls = submitted_mod.check([url for value, _, url in urls if value == "Submitted" and url])
+
+    def commit_url(upstream: str) -> str | None:
+        return stopcause.commit_url_base(stopcause.upstream_urls(config, upstream))
+
     report = HealthReport()
     tips: dict[str, str] = {}
     for series in selected:
@@ -85,7 +90,7 @@ def status(
             say(f"trying {series.name} at {tip[:12]}")
             scratch = Path(tempfile.mkdtemp(prefix="patchctl-status-"))
             try:
-                tried = trial_at(store, mirror, series, patches, pin, tip, scratch)
+                tried = trial_at(store, mirror, series, patches, pin, tip, scratch, commit_url=commit_url(up.name))
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             outcomes = {
@@ -95,6 +100,7 @@ def status(
                     "taken_upstream": p.taken_upstream,
                     "upstream_holds": p.upstream_holds,
                     "blocked_by": p.blocked_by,
+                    "stop_cause": p.stop_cause,
                 }
                 for p in tried.patches
             }
@@ -126,6 +132,7 @@ def status(
                 pin_syncs=len(lineage.fates) if lineage else 0,
                 pin_syncs_stopped=lineage.stops if lineage else 0,
                 blocked_by=outcome.get("blocked_by"),
+                stop_cause=outcome.get("stop_cause"),
             )
             if value == MALFORMED:
                 entry.flags.append(f"malformed Upstream-Status: {detail}")

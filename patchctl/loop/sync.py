@@ -61,7 +61,7 @@ from ..state.sync_state import (
     save_state,
 )
 from ..upstream.store import Mirror, Store, settle_checkout
-from . import carry, health, pinfile, versionpin
+from . import carry, health, pinfile, stopcause, versionpin
 from .rangediff import old_series_head, range_diff
 
 if TYPE_CHECKING:
@@ -119,6 +119,8 @@ class SyncReport:
     range_diff_note: str = json_field(omit_empty=True, default="")  # at a stop: RANGE_DIFF_AT_THE_END
     # checksums of the downstream's manifests pin-sync could not remake (patchctl.loop.versionpin)
     to_refresh: list[str] = json_field(omit_empty=True, default_factory=list)
+    # at a stop: the upstream commits behind each failed hunk (patchctl.loop.stopcause)
+    stop_cause: stopcause.StopCause | None = json_field(omit_empty=True, default=None)
     phase_seconds: dict[str, float] = json_field(digits=3, default_factory=dict)
 
     @property
@@ -350,6 +352,7 @@ def _run(
         stopped = _replay(config, state, say)
     report.patches = list(state.records)
     report.warnings = _drop_warnings(state)
+    explaining = _explaining(config, state) if stopped is not None else None  # on another core meanwhile
     with timer.phase("health"):
         report.health = _health_rows(config, store, state)
     if stopped is not None:
@@ -361,6 +364,8 @@ def _run(
         what = "stops at a conflict" if markers else "stops at a patch that needs a hand (nothing applied)"
         if look:
             report.state, what = "needs-look", "stops at a patch that needs a look"
+        with timer.phase("stop-cause"):  # what is left of it to wait for
+            report.stop_cause = _explain_stop(config, state, explaining, report.state, dry_run=dry_run)
         if dry_run:
             report.next_steps = [f"dry run: {stopped}; a real pin-sync would stop here for you to resolve it"]
             raise SyncStopped(report, f"pin-sync of {state.upstream} (dry run) {what}: {stopped}")
@@ -369,6 +374,11 @@ def _run(
         report.next_steps = _conflict_steps(config, state) if markers else _by_hand_steps(config, state)
         if look:
             report.next_steps = _look_steps(config, state)
+        if report.stop_cause is not None and report.stop_cause.upstream_version:
+            patch_name = _this_run(state).stopped[0].name  # type: ignore[index]
+            report.next_steps.insert(
+                0, f"upstream may have its own version of {patch_name}: {report.stop_cause.advice}"
+            )
         raise SyncStopped(report, f"pin-sync of {state.upstream} {what}: {stopped}; see the report for what to do")
 
     # series -> (its new patches, the export result, the changes to its vendored copies)
@@ -517,6 +527,7 @@ def _replay_series(
         record = _carried_record(series.name, patch, carried, tree)
         twin = None if carried.needs_look else _note_taken(record, tree, move, patch, outcome)
         state.records.append(record)
+        _this_run(state).stopped = (patch, carried)  # what `_explaining` reads, if this one stops
         if carried.needs_look or twin is not None:
             _this_run(state).twin = twin or ""
             return f"{series.name}/{patch.name}: {record.classification} ({record.detail})"
@@ -568,6 +579,7 @@ class _ThisRun:
     heads: dict[str, str] = field(default_factory=dict)  # series -> the commit its tree stands at
     unmerged: list[str] = field(default_factory=list)  # the files the stop's merge left unmerged
     twin: str = ""  # the upstream commit with the stopped patch's patch-id, not its exact change
+    stopped: tuple[PatchFile, carry.Carried] | None = None  # the patch that stopped the replay, as carried
 
 
 def _this_run(state: SyncState) -> _ThisRun:
@@ -722,6 +734,47 @@ def _look_steps(config: Config, state: SyncState) -> list[str]:
     ]
 
 
+def _explaining(config: Config, state: SyncState) -> Future | None:
+    """The cause of the stop (`patchctl.loop.stopcause`), asked of git on another thread while the
+    report's health rows are: it reads the sync tree and the upstream's history, and writes nothing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    entry = next((e for e in state.series if e.head_before is not None), None)
+    if entry is None or _this_run(state).stopped is None:
+        return None
+    patch, carried = _this_run(state).stopped
+    urls = stopcause.upstream_urls(config, state.upstream)
+    pins = stopcause.Pins(Path(entry.tree), state.old_pin, state.target, stopcause.commit_url_base(urls))
+    beside = ThreadPoolExecutor(max_workers=1)
+    explaining = beside.submit(pins.explain_carried, patch, carried)
+    beside.shutdown(wait=False)
+    return explaining
+
+
+def _explain_stop(
+    config: Config, state: SyncState, explaining: Future | None, kind: str, *, dry_run: bool
+) -> stopcause.StopCause | None:
+    """The upstream commits behind the patch that stopped the replay (EXPLAINING), and the way to
+    drop it where upstream may have its own version."""
+    if explaining is None:
+        return None
+    try:
+        cause = explaining.result()
+    except GitError:
+        return None  # what git cannot tell leaves the stop as it is, without its cause
+    entry = next(e for e in state.series if e.head_before is not None)
+    tree = worktree.display(config.root, Path(entry.tree))
+    if cause.upstream_version:
+        drop = [_sync_command(state.upstream, "--continue", "--drop")]
+        if kind == "conflict":  # a conflict resolved to nothing drops the patch
+            drop = [_git_command(tree, "reset", "--hard"), _sync_command(state.upstream, "--continue")]
+        elif kind == "needs-look":  # its merge is staged: undone first
+            drop.insert(0, _git_command(tree, "reset", "--hard"))
+        how = "drop the patch where a real pin-sync stops" if dry_run else f"`{' && '.join(drop)}`"
+        cause.advice = f"compare both sides (under why it stopped), then {how}"
+    return cause
+
+
 def _range_diffs(config: Config, state: SyncState) -> dict[str, str]:
     """Per series: the range-diff of its patches on the old pin (the commits made when the
     replay seeded its blobs, made again if they are gone) against what the replay and the
@@ -787,9 +840,10 @@ def _record(series: str, patch: PatchFile, outcome: PatchOutcome, tree: Path) ->
         if outcome.status != Status.CONFLICT:
             detail += "; nothing was applied"
         if outcome.status == Status.CONFLICT and outcome.hunk:
-            detail += (
-                f"; the patch's {outcome.file} hunk #{outcome.hunk} {outcome.hunk_header or ''} "
-                f"(line {outcome.patch_line} of {patch.name})"
+            detail += "; the patch's " + ", ".join(
+                f"{f.file} hunk #{f.hunk} {f.hunk_header or ''} (line {f.patch_line} of {patch.name})"
+                for f in outcome.failures
+                if f.hunk
             )
     conflicts = conflict_blocks(tree, outcome.conflict_files) if outcome.status == Status.CONFLICT else []
     return PatchRecord(series, patch.name, label, detail, conflicts)

@@ -76,6 +76,8 @@ def sync_markdown(payload: dict) -> str:
                 f"| {md_cell(record['series'])} | {md_cell(record['patch'])} | {md_cell(record['classification'])} | "
                 f"{md_cell(detail)} |"
             )
+    if payload.get("stop_cause"):
+        out += ["", "### Why it stopped", "", *stop_cause_markdown(payload["stop_cause"])]
     if payload.get("health"):
         out += ["", *health_markdown(payload["health"])]
     for series, text in sorted((payload.get("range_diffs") or {}).items()):
@@ -104,6 +106,51 @@ def sync_markdown(payload: dict) -> str:
     if payload.get("next_steps"):
         out += ["", "### Next steps", ""] + [f"- {md_prose(step)}" for step in payload["next_steps"]]
     return "\n".join(out) + "\n"
+
+
+def stop_cause_markdown(cause: dict) -> list[str]:
+    """Why a patch stops (`patchctl.loop.stopcause.StopCause`): per failed hunk, the upstream
+    commits that changed its lines; where upstream may have its own version, what to do and
+    both sides of each hunk, folded."""
+    out = []
+    for hunk in cause.get("hunks") or []:
+        where = md_code(hunk["file"])
+        if hunk.get("hunk"):  # "#N" is text GitHub would link to issue N: md_text keeps it from that
+            where += " " + md_text(f"hunk #{hunk['hunk']}") + " " + md_code(hunk["header"])
+        if hunk.get("old_lines"):
+            where += f" (lines {md_text(hunk['old_lines'])} at the old pin" + (
+                f", in {md_code(hunk['old_path'])})" if hunk.get("old_path") else ")"
+            )
+        commits = hunk.get("commits") or []
+        said = f": {md_prose(hunk['note'])}" if hunk.get("note") else ""
+        out.append(f"- {where}{said}" + (", changed upstream by:" if commits else ""))
+        out += [f"  - {stop_commit_markdown(commit)}" for commit in commits]
+        if hunk.get("more_commits"):
+            out.append(f"  - … and {hunk['more_commits']} more")
+        if hunk.get("series"):
+            out.append(
+                f"  - by earlier patches of the series, as carried: {', '.join(md_code(s) for s in hunk['series'])}"
+            )
+    if not out:
+        out.append("- no hunk of the patch could be told apart (see its detail above)")
+    if cause.get("upstream_version"):
+        advice = md_prose(cause.get("advice") or "compare both sides, then drop the patch")
+        out += [
+            "",
+            f"**Upstream may have its own version** (every hunk of the patch stands there in substance): {advice}",
+        ]
+        for hunk in cause.get("hunks") or []:
+            if hunk.get("upstream_side") or hunk.get("patch_side"):
+                title = f"{hunk['file']} hunk #{hunk.get('hunk')}: the patch, and upstream's lines there at the new pin"
+                sides = ["The patch:", "", *md_fence(hunk.get("patch_side", ""), "diff"), "", "Upstream:", ""]
+                out += ["", *_folded(title, sides + md_fence(hunk.get("upstream_side", "")))]
+    return out
+
+
+def stop_commit_markdown(commit: dict) -> str:
+    """An upstream commit a stop names: short id, subject, date and, on github.com, its link."""
+    link = f" {md_link(commit['url'])}" if commit.get("url") else ""
+    return f"{_commit(commit)} ({md_text(commit.get('date') or '')}){link}"
 
 
 def health_markdown(rows: list[dict]) -> list[str]:
@@ -178,6 +225,14 @@ def canary_markdown(payload: dict) -> str:
                 f"| {md_cell(patch['patch'])} | {md_cell(strict)} | {md_cell(patch.get('trial'))} | "
                 f"{md_cell(patch['verdict'])} | {first} |"
             )
+        for patch in series["patches"]:
+            if patch.get("stop_cause"):
+                out += [
+                    "",
+                    f"Why {md_code(patch['patch'])} needs a hand:",
+                    "",
+                    *stop_cause_markdown(patch["stop_cause"]),
+                ]
         if series.get("range_diff"):
             out += ["", *range_diff_section("the patches on the pin against the tip", series["range_diff"])]
     if payload.get("health"):

@@ -40,6 +40,7 @@ from ..confined.names import invalid_path_reason
 from ..output.jsonout import json_field
 from ..upstream.store import prefetch_blobs
 from .diffblocks import ParsedDiff, may_change_links, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
+from .mergehunks import CONFLICT, conflicting_hunks
 from .patchset import FileDiff, Hunk, MalformedPatch, PatchFile
 from .textapply import MemoryTree, file_commands
 
@@ -97,10 +98,12 @@ class FailedHunk:
     """One place a patch does not apply: a missing file, or a hunk whose context is not there."""
 
     file: str
-    cause: str  # "file missing" | "context drift" | "already exists"
+    cause: str  # "file missing" | "context drift" | "already exists" | "conflict" (a 3-way merge failed on it)
     hunk: int | None = None
     hunk_header: str | None = None
     patch_line: int | None = None
+    # A conflict's hunk: the lines of ours (1-based, inclusive) whose changes it conflicts with.
+    ours_lines: tuple[tuple[int, int], ...] = json_field(omit=True, default=())
 
     def describe(self) -> str:
         where = self.file + (f" hunk #{self.hunk}" if self.hunk else "")
@@ -816,16 +819,13 @@ def apply_in_worktree(
             input=patch.data,
         )
         conflicts = sorted(set(_CONFLICT_RE.findall(merged.stdout + merged.stderr)))
-        if conflicts or not merged.ok:
-            # A conflicting merge wrote the tree and its index: the hunks are checked against HEAD,
-            # which they stood at before it (a failed one wrote nothing: the tree is still that).
-            every_hunk = _every_failing_hunk(tree, patch, at_head=bool(conflicts))
-            outcome = _classify_failure(patch, strict.stderr, reverse, every_hunk)
         if conflicts:
-            # Only the files the index really holds unmerged: a file git merged cleanly is no conflict.
-            outcome.status, outcome.conflict_files = Status.CONFLICT, unmerged_paths(tree) or conflicts
-            return outcome
+            # Only the files the index really holds unmerged, and only the hunks the merge failed
+            # on: a file or a hunk git merged cleanly is no conflict, however it failed strictly.
+            return _conflict_outcome(tree, patch, unmerged_paths(tree) or conflicts)
         if not merged.ok:
+            # A failed merge wrote nothing: the hunks are checked in the tree, still as it was.
+            outcome = _classify_failure(patch, strict.stderr, reverse, _every_failing_hunk(tree, patch))
             # 3-way could not even start (missing file, no preimage blob): keep the strict cause, add git's reason
             outcome.three_way = three_way_reasons(merged.stderr) or git.first_line(merged.stderr).removeprefix(
                 "error: "
@@ -842,24 +842,34 @@ def apply_in_worktree(
     return outcome
 
 
-def _every_failing_hunk(tree: Path, patch: PatchFile, *, at_head: bool = False) -> str:
+def _conflict_outcome(tree: Path, patch: PatchFile, files: list[str]) -> PatchOutcome:
+    """A 3-way merge that left FILES unmerged in TREE, naming the hunks it failed on
+    (`patchctl.series.mergehunks`), the first as the outcome's file and hunk."""
+    failures = [
+        FailedHunk(found.diff.path, CONFLICT, found.hunk.index, found.hunk.header, found.hunk.line, found.ours_lines)
+        if found.hunk is not None
+        else FailedHunk(found.diff.path, CONFLICT, patch_line=found.diff.line)
+        for found in conflicting_hunks(tree, _safe_files(patch), files)
+    ]
+    first = failures[0] if failures else FailedHunk(files[0], CONFLICT)
+    return PatchOutcome(
+        patch.name,
+        Status.CONFLICT,
+        file=first.file,
+        hunk=first.hunk,
+        hunk_header=first.hunk_header,
+        patch_line=first.patch_line,
+        conflict_files=files,
+        failures=failures,
+    )
+
+
+def _every_failing_hunk(tree: Path, patch: PatchFile) -> str:
     """git's words (stderr) on every hunk of PATCH that fails in TREE, from a `--check --reject`
-    run, which goes on past a file's first failing hunk; AT_HEAD: against TREE's HEAD, in a
-    private index, for when the tree and its index no longer stand there."""
-    if not at_head:
-        return git.run(
-            [*APPLY_CONFIG, "apply", "-v", "--check", "--reject", "--index", "-"], tree, check=False, input=patch.data
-        ).stderr
-    with tempfile.TemporaryDirectory(prefix="patchctl-index-") as directory:
-        env = {"GIT_INDEX_FILE": str(Path(directory) / "index")}
-        git.run(["read-tree", "HEAD"], tree, env=env)
-        return git.run(
-            [*APPLY_CONFIG, "apply", "-v", "--check", "--reject", "--cached", "-"],
-            tree,
-            check=False,
-            input=patch.data,
-            env=env,
-        ).stderr
+    run, which goes on past a file's first failing hunk."""
+    return git.run(
+        [*APPLY_CONFIG, "apply", "-v", "--check", "--reject", "--index", "-"], tree, check=False, input=patch.data
+    ).stderr
 
 
 def _on_disk(tree: Path, path: str, test: Callable[[Path], bool]) -> bool:
