@@ -332,7 +332,7 @@ def first_line(text: str) -> str:
 
 def rev_parse(repo: Path, rev: str) -> str:
     """Resolve REV to a full commit id, or raise GitError naming it."""
-    result = run(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], repo, check=False)
+    result = run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], repo, check=False)
     if not result.ok:
         raise GitError(f"unknown revision {rev!r} in {repo}")
     return result.stdout.strip()

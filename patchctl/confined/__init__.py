@@ -33,9 +33,10 @@ from pathlib import Path
 
 from .names import component_reason, invalid_path_reason, is_dotgit
 from .regular import file_kind
-from .root import Refused, Root, TooLarge
+from .root import OpenDirectory, Refused, Root, TooLarge, move
 
 __all__ = [
+    "OpenDirectory",
     "Refused",
     "Root",
     "TooLarge",
@@ -45,6 +46,7 @@ __all__ = [
     "file_kind",
     "invalid_path_reason",
     "is_dotgit",
+    "move",
 ]
 
 

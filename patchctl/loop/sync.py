@@ -30,7 +30,6 @@ matrix.yaml and patches/ are not touched before step 4; `--dry-run` never reache
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable
@@ -39,12 +38,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from .. import git
-from ..confined import all_confined
+from ..confined import Root, all_confined
 from ..confined.regular import kind_of
-from ..errors import CheckFailed, EnvironmentFailure, GitError, PatchctlError, UsageError
+from ..errors import CheckFailed, EnvironmentFailure, GitError, UsageError
 from ..output.escape import shell_command, shell_word
 from ..output.jsonout import json_field
-from ..paths import remove_tree
 from ..project.config import Config, Series
 from ..series.applier import PatchOutcome, Status, commit_worktree, is_clean, seed_three_way_objects
 from ..series.apply_job import ApplyJob, apply_job
@@ -202,7 +200,7 @@ def pin_sync(
     commits, note = upstream_commits(mirror.path, up.pin, target)
     if target == up.pin:
         # Sync trees without a state file are what a killed run left: nothing to continue from.
-        remove_tree(worktree.sync_root(config.root, name))
+        Root(config.root).remove_tree(worktree.sync_root(config.root, name))
         return SyncReport(
             "up-to-date",
             name,
@@ -600,8 +598,10 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
         for entry in state.series:
             mirror = mirrors[entry.name]
             commit = store.resolve(mirror, state.target)
-            store.add_worktree(mirror, commit, Path(entry.tree))
-            settle_checkout(Path(entry.tree))
+            # Checked out in the state directory, settled there, then moved in by descriptor.
+            treeswap.check_out(
+                store, mirror, commit, tree=Path(entry.tree), project=config.root, prepare=settle_checkout
+            )
             _moved(state, entry, commit)
     except BaseException:
         for future in seeding.values():
@@ -1119,7 +1119,7 @@ def _gate_series(
         # A clean checkout only where something runs in it: the strict apply itself is done in the index.
         checkout = gate_tree if series.build or series.gates else None
         with timer.phase("strict-apply"):
-            detail, head = _strict_apply(store, mirror, series, tree, state.target, patches, checkout)
+            detail, head = _strict_apply(store, mirror, series, tree, state.target, patches, checkout, config.root)
         report.gates.append(
             GateRecord(
                 series.name,
@@ -1185,8 +1185,7 @@ def _gate_series(
     finally:
         # Only where one is (a series without build steps or gates gets none); a registration
         # a killed run left behind goes with the next `worktree prune` (every add_worktree).
-        if os.path.lexists(gate_tree):
-            store.remove_worktree(mirror, gate_tree)
+        treeswap.remove_worktree(Root(config.root), gate_tree)
 
 
 def _strict_apply(
@@ -1197,6 +1196,7 @@ def _strict_apply(
     target: str,
     patches: list[PatchFile],
     gate_tree: Path | None,
+    project: Path,
 ) -> tuple[str | None, str | None]:
     """The re-exported series applied strictly at TARGET, in the index of TREE's object store
     (export's verify: it must give TREE's files), then checked out clean at GATE_TREE when
@@ -1212,7 +1212,7 @@ def _strict_apply(
     except CheckFailed as exc:
         return str(exc), target
     if gate_tree is not None:
-        job = ApplyJob([series], series.upstream, gate_tree)
+        job = ApplyJob([series], series.upstream, gate_tree, project=project)
         result = apply_job(store, mirror, job, target, patches, force=True, applied=applied)
         if result.failure is not None:
             return result.failure.describe(), target
@@ -1323,16 +1323,12 @@ def _mirror_of(config: Config, store: Store, upstream: str) -> Mirror:
 
 
 def _remove_sync_root(config: Config, store: Store, root: Path, state: SyncState) -> None:
-    if not root.exists():
+    repository = Root(config.root)
+    if repository.kind(root) is None:
         drop_state(config.root, state.upstream)
         return
     for entry in state.series:
-        try:
-            mirror = _mirror_of(config, store, entry.upstream)
-        except PatchctlError:
-            continue
         for tree in (Path(entry.tree), worktree.sync_gate_tree(config.root, state.upstream, entry.name)):
-            if os.path.lexists(tree):
-                store.remove_worktree(mirror, tree)
-    remove_tree(root)
+            treeswap.remove_worktree(repository, tree)  # by descriptor, and pruned from its mirror
+    repository.remove_tree(root)
     drop_state(config.root, state.upstream)  # last: trees without a state are what a start cleans up

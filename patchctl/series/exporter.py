@@ -551,7 +551,7 @@ def _work_tree(path: Path, series: str, default: bool) -> Path:
 
 
 def _resolve_base(tree: Path, base: str, series: str = "", default: bool = False) -> str:
-    found = git.run(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], tree, check=False)
+    found = git.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{base}^{{commit}}"], tree, check=False)
     if not found.ok:
         raise UsageError(f"base {base[:12]} is not in the history of {tree}")
     base_id = found.stdout.strip()

@@ -195,7 +195,9 @@ class Store:
 
     @staticmethod
     def _rev_parse(mirror: Mirror, rev: str) -> str | None:
-        found = git.run(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], mirror.path, check=False)
+        found = git.run(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], mirror.path, check=False
+        )
         return found.stdout.strip() if found.ok else None
 
     def branch_tip(self, mirror: Mirror, branch: str) -> str:
