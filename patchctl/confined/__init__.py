@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import scratch
 from .names import component_reason, invalid_path_reason, is_dotgit
 from .regular import file_kind
 from .root import OpenDirectory, Refused, Root, TooLarge, move
@@ -47,6 +48,7 @@ __all__ = [
     "invalid_path_reason",
     "is_dotgit",
     "move",
+    "scratch",
 ]
 
 

@@ -498,26 +498,22 @@ class Root:
             os.set_blocking(file_fd, True)
             return os.fdopen(file_fd, "wb")
 
-    def append_regular(self, path: Path | str, data: bytes) -> None:
-        """Append DATA to the regular file PATH (made when missing), never through a link, never
-        blocking on a FIFO."""
-        with self._parent(path, "write") as (fd, name, parts):
+    def open_shared(self, path: Path | str) -> int:
+        """A descriptor of the regular file PATH, opened for reading and writing and made when
+        missing (mode 0644), never through a link and never blocking: for a lock file, which
+        every run opens and none replaces. Anything else there is refused in one line."""
+        with self._parent(path, "write", create=True) as (fd, name, parts):
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
             try:
-                file_fd = os.open(
-                    name,
-                    os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                    0o644,
-                    dir_fd=fd,
-                )
+                file_fd = os.open(name, flags, 0o644, dir_fd=fd)
             except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                if exc.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EACCES):
                     raise
                 raise self._refusal(fd, name, parts, parts, "write", "a regular file") from None
-            with os.fdopen(file_fd, "ab") as out:
-                if not stat.S_ISREG(os.fstat(out.fileno()).st_mode):
-                    raise Refused(f"refusing to write {self.shown(parts)}: it is not a regular file")
-                os.set_blocking(file_fd, True)
-                out.write(data)
+            if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+                os.close(file_fd)
+                raise Refused(f"refusing to write {self.shown(parts)}: it is not a regular file")
+            return file_fd
 
     @contextlib.contextmanager
     def directory(self, path: Path | str = "", verb: str = "use", *, create: bool = False) -> Iterator[OpenDirectory]:

@@ -31,6 +31,7 @@ matrix.yaml and patches/ are not touched before step 4; `--dry-run` never reache
 from __future__ import annotations
 
 import re
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from .. import git
-from ..confined import Root, all_confined
+from ..confined import Refused, Root, all_confined
 from ..confined.regular import kind_of
 from ..errors import CheckFailed, EnvironmentFailure, GitError, UsageError
 from ..output.escape import shell_command, shell_word
@@ -231,7 +232,7 @@ def pin_sync(
     _this_run(state).patches = read  # see _patches
     sync_root = worktree.sync_root(config.root, name)
     _remove_sync_root(config, store, sync_root, state)
-    sync_root.mkdir(parents=True, exist_ok=True)
+    Root(config.root).mkdirs(sync_root)
     with timer.phase("checkout"):
         _check_out_and_seed(config, store, state)
     report = SyncReport("synced", name, up.pin, target, spec, moved, commits, note, phase_seconds=seconds)
@@ -787,12 +788,12 @@ def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
     """FILE:START-END for every conflict-marker block git left in FILES."""
     blocks = []
     for name in files:
-        path = tree / name
-        if not path.is_file():
+        data = _tree_file(tree, name)
+        if data is None:
             blocks.append(f"{name} (deleted on one side)")
             continue
         start = None
-        data, number, counted = path.read_bytes(), 1, 0
+        number, counted = 1, 0
         for marker in _MARKER_RE.finditer(data):  # lines as git counts them: after each \n
             number += data.count(b"\n", counted, marker.start())
             counted = marker.start()
@@ -805,6 +806,20 @@ def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
 
 
 _MARKER_RE = re.compile(rb"^([<>])\1{6} ", re.MULTILINE)  # a line that opens or closes a conflict block
+MAX_TREE_FILE_BYTES = 64 * 1024 * 1024
+
+
+def _tree_file(tree: Path, name: str) -> bytes | None:
+    """The bytes of the regular file NAME in TREE (a sync tree), read without following a link on
+    the way (from the repository), or None when it is absent or not a regular file."""
+    try:
+        where = worktree.reached_through(tree)
+        info = where.lstat(tree / name)
+        if info is None or not stat.S_ISREG(info.st_mode):
+            return None
+        return where.read_bytes(tree / name, MAX_TREE_FILE_BYTES)
+    except Refused:
+        return None
 
 
 # The commands below are printed to be pasted as they are, from the repository root (where
@@ -948,7 +963,7 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
             f"still unmerged in {shown}: {', '.join(unmerged)}; resolve them, "
             f"`{_git_command(shown, 'add', '--', *unmerged)}`, then `{_sync_command(state.upstream, '--continue')}`"
         )
-    marked = [name for name in changed if (tree / name).is_file() and _MARKER_RE.search((tree / name).read_bytes())]
+    marked = [name for name in changed if _MARKER_RE.search(_tree_file(tree, name) or b"")]
     if marked:
         raise UsageError(
             f"conflict markers left in {', '.join(marked)} ({shown}); finish resolving, then "
@@ -1108,7 +1123,7 @@ def _gate_series(
     mirror = _mirror_of(config, store, series.upstream)
     gate_tree = worktree.sync_gate_tree(config.root, state.upstream, series.name)
     logs = worktree.sync_logs(config.root, state.upstream, series.name)
-    logs.mkdir(parents=True, exist_ok=True)
+    Root(config.root).mkdirs(logs)
     try:
         say(f"gate strict-apply: {series.name}")
         start = time.monotonic()
@@ -1226,9 +1241,10 @@ def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.Fi
     lists = []  # each series' own list: edited last, on what the pin edits leave of the same file
     for name, (patches_plan, export_result, vendored) in planned.items():
         directory = config.get_series(name).dir
+        repository = Root(config.root)
         for patch in patches_plan:
             target = directory / patch.name
-            if not (target.exists() and target.read_bytes() == patch.data):
+            if repository.read_bytes(target, MAX_TREE_FILE_BYTES) != patch.data:
                 changes.append(pinfile.FileChange(target, patch.data))
         changes += [pinfile.FileChange(directory / gone, None) for gone in export_result.removed]
         if export_result.list_update is not None:

@@ -89,6 +89,17 @@ def canary_logs(root: Path, upstream: str) -> Path:
     return state_dir(root) / "logs" / "canary" / upstream
 
 
+def reached_through(path: Path) -> Root:
+    """The `Root` patchctl reaches PATH through: for a path under a repository's `.patchctl/` (a
+    tree, a log) that repository, so that no link on the way from it is followed; for anything
+    else (a tree or log directory the user named) PATH's own directory, the user's choice."""
+    path = Path(path)
+    for parent in path.parents:
+        if parent.name == STATE_DIR:
+            return Root(parent.parent)
+    return Root(path.parent, "the directory")
+
+
 def log_name(name: str) -> str:
     """NAME made safe for a log file name."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name)

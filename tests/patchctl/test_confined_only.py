@@ -75,7 +75,26 @@ TEMPFILE_CALLS = {
 # (module, function, call): why it may stay raw. The function is the innermost `def` holding
 # the call ("<module>" at the top level); the call as `describe` names it.
 EXCEPTIONS: dict[tuple[str, str, str], str] = {
-    ("project/yamlloc.py", "load_text", "Path.read_text"): "placeholder",
+    ("paths.py", "cache_dir", "Path.mkdir"): (
+        "makes the cache directory itself ($PATCHCTL_CACHE or the user's cache directory, the user's choice); "
+        "every file below it goes through confined.Root"
+    ),
+    ("git.py", "init_repo", "Path.mkdir"): (
+        "the directory `git init` initializes: the cache's new mirror (made by Root.mkdirs first) and the tests' "
+        "repositories; never a path in a repository patchctl reads"
+    ),
+    ("loop/canary.py", "canary", "Path.mkdir"): (
+        "`canary --work-dir DIR`: a directory the user named, outside the repository (refused inside it), "
+        "made with its parents as `mkdir -p` would"
+    ),
+    ("matrix/actions.py", "installed_commit", "Path.read_text"): (
+        "importlib.metadata's Distribution.read_text: pip's record of how patchctl itself was installed, "
+        "not a path of any repository"
+    ),
+    ("output/progress.py", "tail_lines", "os.open"): (
+        "the live line's tail of a log that confined.Root.open_log just made: read-only, O_NOFOLLOW|O_NONBLOCK, "
+        "fstat-checked to be a regular file, its last 4 KiB (output/ stands below confined/ and cannot import it)"
+    ),
 }
 
 
@@ -113,6 +132,8 @@ def describe(call: ast.Call, roots: set[str], modules: set[str]) -> str | None:
         return "tarfile.open" if name == "open" and call.args else None  # open(fileobj=...) reads no path
     if owner in roots or owner in modules or owner in ("self", "cls") or _makes_root(receiver):
         return None
+    if isinstance(receiver, ast.Attribute) and receiver.attr in roots:  # self.where = Root(...)
+        return None
     if name == "replace":  # str.replace takes two arguments, Path.replace one
         return "Path.replace" if len(call.args) == 1 and not call.keywords else None
     if name in PATH_METHODS:
@@ -120,22 +141,51 @@ def describe(call: ast.Call, roots: set[str], modules: set[str]) -> str | None:
     return None
 
 
+def _root_makers() -> set[str]:
+    """`Root`, and every function of patchctl declared to return one (`statehome.state_root`, ...)."""
+    names = {"Root"}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef) and node.returns is not None:
+                if ast.unparse(node.returns).split("|")[0].strip() in ("Root", "confined.Root"):
+                    names.add(node.name)
+    return names
+
+
+ROOT_MAKERS = _root_makers()
+
+
 def _makes_root(node: ast.AST) -> bool:
-    """Whether NODE is `Root(...)` or `confined.Root(...)`."""
+    """Whether NODE is a call that gives a `Root`: `Root(...)`, `confined.Root(...)`,
+    `statehome.state_root(...)`."""
     if not isinstance(node, ast.Call):
         return False
     func = node.func
-    return (isinstance(func, ast.Name) and func.id == "Root") or (
-        isinstance(func, ast.Attribute) and func.attr == "Root"
-    )
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return name in ROOT_MAKERS
+
+
+def _gives_root(node: ast.AST) -> bool:
+    """Whether NODE's value is a Root: a call that makes one, `a or Root(...)`, `Root(x) if c else Root(y)`."""
+    if isinstance(node, ast.BoolOp):
+        return any(_gives_root(v) for v in node.values)
+    if isinstance(node, ast.IfExp):
+        return _gives_root(node.body) and _gives_root(node.orelse)
+    return _makes_root(node)
 
 
 def _roots_in(function: ast.AST) -> set[str]:
-    """The names FUNCTION (or a module) binds to a Root: assigned `Root(...)`, or annotated `Root`."""
+    """The names FUNCTION (or a module) binds to a Root: assigned one, or annotated `Root`."""
     names = set()
     for node in ast.walk(function):
-        if isinstance(node, ast.Assign) and _makes_root(node.value):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if isinstance(node, ast.Assign):
+            pairs = [(t, node.value) for t in node.targets]
+            for target, value in list(pairs):
+                if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+                    pairs += list(zip(target.elts, value.elts))
+            for target, value in pairs:
+                if _gives_root(value) and isinstance(target, (ast.Name, ast.Attribute)):
+                    names.add(target.id if isinstance(target, ast.Name) else target.attr)
         elif isinstance(node, ast.arg) and node.annotation is not None and "Root" in ast.unparse(node.annotation):
             names.add(node.arg)
         elif (
@@ -196,6 +246,14 @@ def raw_calls(path: Path) -> list[Found]:
         if isinstance(node, ast.Assign) and _makes_root(node.value)
         for t in node.targets
         if isinstance(t, ast.Name)
+    }
+    # Attributes a class sets to a Root anywhere (`self.where = statehome.root_for(...)`).
+    top_roots |= {
+        t.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and _makes_root(node.value)
+        for t in node.targets
+        if isinstance(t, ast.Attribute)
     }
     visit(tree, "<module>", top_roots)
     return found
