@@ -92,12 +92,14 @@ def canary_logs(root: Path, upstream: str) -> Path:
 def reached_through(path: Path) -> Root:
     """The `Root` patchctl reaches PATH through: for a path under a repository's `.patchctl/` (a
     tree, a log) that repository, so that no link on the way from it is followed; for anything
-    else (a tree or log directory the user named) PATH's own directory, the user's choice."""
+    else (a tree or log directory the user named) the nearest directory above PATH that exists,
+    the user's choice."""
     path = Path(path)
     for parent in path.parents:
         if parent.name == STATE_DIR:
             return Root(parent.parent)
-    return Root(path.parent, "the directory")
+    existing = next((p for p in path.parents if os.path.isdir(p)), Path(path.anchor))  # what is made goes below
+    return Root(existing, "the directory")
 
 
 def log_name(name: str) -> str:

@@ -332,8 +332,15 @@ def prefetch_blobs(repo: Path, rev: str, paths: list[str]) -> None:
         return
     if not paths:
         return
-    listing = git.run(["ls-tree", "-z", rev, "--", *sorted(set(paths))], repo).stdout
-    blobs = [entry.split()[2] for entry in listing.split("\0") if entry and entry.split()[1] == "blob"]
+    wanted = sorted(set(paths))
+    if git.paths_fit_argv(wanted):
+        listing = git.run(["ls-tree", "-z", rev, "--", *wanted], repo).stdout
+        entries = [entry.partition("\t")[0] for entry in listing.split("\0") if entry]
+    else:  # long paths: the whole tree, read here, never the command line
+        listing = git.run(["ls-tree", "-r", "-z", "--full-tree", rev], repo).stdout
+        chosen = set(wanted)
+        entries = [meta for meta, _, path in (e.partition("\t") for e in listing.split("\0") if e) if path in chosen]
+    blobs = [meta.split()[2] for meta in entries if meta.split()[1:2] == ["blob"]]
     if not blobs:
         return
     # rev-list marks what is absent without fetching it (naming an absent blob directly is an error).
