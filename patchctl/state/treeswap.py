@@ -112,7 +112,7 @@ def check_out(
             prepare(tree)
     else:
         state, private = area
-        staged = state.path / private / "tree"
+        staged = state.absolute(f"{private}/tree")
         try:
             store.add_worktree(mirror, rev, staged)
             git.run(["worktree", "lock", "--reason", LOCK_REASON, str(staged)], mirror.path)
@@ -132,13 +132,11 @@ def _root(tree: Path, project: Path | None) -> Root:
 
 def _staging_area(project: Path, where: Root, directory: Path) -> tuple[Root, str] | None:
     """(the state directory, a new private directory in its staging area) when that is on the
-    file system of DIRECTORY (under WHERE), else None."""
-    home = statehome.ensure(project)
-    state = Root(home, "the state directory")
-    target = where.lstat(directory, "write")
-    if target is None or state.lstat(STAGING) is None:
-        state.mkdirs(STAGING)
-    staging = state.lstat(STAGING)
+    file system of DIRECTORY (under WHERE: one rename moves a tree from one to the other), else None."""
+    statehome.ensure(project)
+    state = statehome.state_root(project)
+    state.mkdirs(STAGING)
+    target, staging = where.lstat(directory, "write"), state.lstat(STAGING)
     if target is None or staging is None or target.st_dev != staging.st_dev:
         return None
     return state, f"{STAGING}/{state.make_private_dir(STAGING, STAGE_PREFIX)}"
@@ -147,7 +145,7 @@ def _staging_area(project: Path, where: Root, directory: Path) -> tuple[Root, st
 def recover_staging(project: Path) -> list[str]:
     """Remove what killed runs left in the state directory's staging area (under the project
     lock: no run of this project is staging now); the names removed."""
-    state = Root(statehome.home(project), "the state directory")
+    state = statehome.state_root(project)
     names = [n for n in state.listdir(STAGING) or [] if n.startswith(STAGE_PREFIX)]
     for name in names:
         _remove(state, f"{STAGING}/{name}/tree")

@@ -102,6 +102,17 @@ def reached_through(path: Path) -> Root:
     return Root(existing, "the directory")
 
 
+def tree_root(tree: Path, label: str) -> Root:
+    """TREE as a `Root`: for patchctl's own tree under a repository's `.patchctl/`, reached from
+    the repository at every call (a directory on the way swapped for a link redirects nothing);
+    for a tree the user named, from the tree itself."""
+    tree = Path(tree)
+    for parent in tree.parents:
+        if parent.name == STATE_DIR:
+            return Root(parent.parent, label, prefix=tree.relative_to(parent.parent).parts)
+    return Root(tree, label)
+
+
 def log_name(name: str) -> str:
     """NAME made safe for a log file name."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name)
