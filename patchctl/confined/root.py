@@ -147,7 +147,10 @@ class Root:
 
     def link_target(self, fd: int, name: str, upto: tuple[str, ...]) -> str:
         """What the link NAME says, and where that leads when it is elsewhere than it reads."""
-        written = os.readlink(name, dir_fd=fd)
+        try:
+            written = os.readlink(name, dir_fd=fd)
+        except OSError:  # swapped back for a directory or a file since it was seen
+            return "a link no longer there (something swapped it while patchctl looked)"
         link = self.path.joinpath(*upto)
         real = Path(os.path.realpath(link))
         where = written if written == str(real) else f"{written} ({real})"

@@ -57,9 +57,10 @@ def entries(
     """(directory descriptor, name, path from the top as parts, lstat) of everything below the
     directory FD that is not a directory, in sorted order, depth first. FD is the walk's own:
     it is closed when the walk ends. The descriptor yielded is open only while its entry is
-    being handled. MAX_DEPTH defaults to the module's. SKIP_DOTGIT: `.git` in any spelling is not entered (nor yielded). A child that
-    cannot be opened as a directory (swapped for a link or a file since its lstat) raises
-    OSError with the path in `filename`; deeper than MAX_DEPTH raises TooDeep."""
+    being handled. SKIP_DOTGIT: `.git` in any spelling is not entered (nor yielded). A child
+    that cannot be opened as a directory (swapped for a link or a file since its lstat) raises
+    OSError with the path in `filename`; deeper than MAX_DEPTH (default: the module's) raises
+    TooDeep."""
     max_depth = MAX_DEPTH if max_depth is None else max_depth
     # One frame per level: (names of the directory, index of the next one, its identity).
     frames: list[tuple[list[str], int, tuple[int, int]]] = [(sorted(os.listdir(fd)), 0, _identity(fd))]

@@ -7,9 +7,9 @@ reaches and no link can be planted on the way), locked there (`git worktree lock
 directory while git still knows it by a path it has left), given its marker, then moved beside
 the target (`.NAME.patchctl-new`) by one rename between directory descriptors. Then two
 renames swap them: the old tree to `.NAME.patchctl-old`, the new one into place; only then is
-the old one deleted. `git worktree repair`, run with the moved tree itself (opened by
-descriptor) as its working directory, records the new path, and the lock is lifted. No path
-under the work tree is ever handed to git to create or delete: a directory on the way swapped
+the old one deleted. The new path is written in the tree's administrative directory (its
+`gitdir` file, as `git worktree repair` would write it, for this tree alone) and the lock is
+lifted. No path under the work tree is ever handed to git to create, repair or delete: a directory on the way swapped
 for a link while this runs redirects nothing (tests/patchctl/test_race_swaps.py). Where the
 state directory is on another file system than the tree (a project in a plain directory, or
 `apply --into` elsewhere), the tree is checked out at `.NAME.patchctl-new` directly.
@@ -265,10 +265,16 @@ def _moving(where: Root, tree: Path) -> bool:
 
 
 def _repair(where: Root, tree: Path) -> None:
-    """`git worktree repair` in TREE, opened by descriptor: git records the path of that very
-    directory, whatever is swapped on the way to it meanwhile."""
-    with where.directory(tree) as opened:
-        git.run(["worktree", "repair"], opened.cwd, check=False)
+    """Record TREE's path in its administrative directory (`MIRROR/worktrees/ID/gitdir`, the
+    absolute path of its `.git` file: gitrepository-layout), as `git worktree repair` does from
+    inside the tree, but written through `Root`, and for this tree alone: `git worktree repair`
+    also rewrites the `.git` file of every other worktree of the mirror, by the path it has
+    recorded for it, through whatever link stands on that path now."""
+    admin = _admin_dir(where, tree)
+    if admin is not None:
+        Root(admin, "the worktree's administrative directory").write_bytes(
+            "gitdir", f"{where.absolute(tree)}/.git\n".encode()
+        )
 
 
 def _reattach(where: Root, tree: Path) -> None:

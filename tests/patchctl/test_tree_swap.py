@@ -50,7 +50,8 @@ def test_killed_between_the_two_renames_the_next_command_rolls_the_new_tree_forw
 
 
 def test_killed_before_git_learns_the_new_path_the_tree_is_reattached(tmp_path: Path) -> None:
-    project, env, _old, new = _killed_apply(tmp_path, lambda op: op.startswith("exec git worktree repair"))
+    recording = lambda op: op.startswith("open .gitdir")  # noqa: E731 - the worktree's new path, being written
+    project, env, _old, new = _killed_apply(tmp_path, recording)
     tree = worktree.applied_tree(project, "main")
     cache = Path(env["PATCHCTL_CACHE"])
     assert [b for b in _mirror_worktrees(cache) if "locked" in b]  # locked, known by its staging path
