@@ -166,6 +166,18 @@ class Root:
             return f"{where}, inside .git"
         return written
 
+    @contextlib.contextmanager
+    def _vanished(self, verb: str, path: Path | str) -> Iterator[None]:
+        """FileNotFoundError (a directory on the way made, then moved or deleted meanwhile: a
+        race) as Refused, one line."""
+        try:
+            yield
+        except FileNotFoundError:
+            shown = self.shown(path if isinstance(path, tuple) else Path(path))
+            raise Refused(
+                f"refusing to {verb} {shown}: it or a directory on the way moved or was deleted while patchctl used it"
+            ) from None
+
     # ------------------------------------------------------------ looking
 
     def lstat(self, path: Path | str, verb: str = "read") -> os.stat_result | None:
@@ -331,35 +343,37 @@ class Root:
 
     def mkdirs(self, path: Path | str) -> None:
         """Directory PATH and those above it, made where missing (never through a link)."""
-        parts = self.parts(path, "write")
-        os.close(self._open_dir(parts, parts, "write", create=True))
+        with self._vanished("write", path):
+            parts = self.parts(path, "write")
+            os.close(self._open_dir(parts, parts, "write", create=True))
 
     def write_bytes(self, path: Path | str, data: bytes, mode: int | None = None) -> None:
         """PATH holds DATA, all or nothing: a temporary file beside it, synced, renamed over it.
         MODE: its permission bits (default: the old file's, else 0644)."""
-        with self._parent(path, "write", create=True) as (fd, name, parts):
-            try:
-                old = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                old = None
-            if old is not None and not stat.S_ISREG(old.st_mode):
-                raise self._refusal(fd, name, parts, parts, "write", "a regular file")
-            bits = mode if mode is not None else (stat.S_IMODE(old.st_mode) if old is not None else 0o644)
-            temp = f".{name[:200]}{TEMP_INFIX}{os.urandom(4).hex()}"
-            temp_fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=fd)
-            try:
-                with os.fdopen(temp_fd, "wb") as out:
-                    out.write(data)
-                    out.flush()
-                    os.fchmod(out.fileno(), bits)
-                    os.fsync(out.fileno())
-                os.replace(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp, dir_fd=fd)
-                raise
-            with contextlib.suppress(OSError):  # some file systems cannot sync a directory
-                os.fsync(fd)
+        with self._vanished("write", path):
+            with self._parent(path, "write", create=True) as (fd, name, parts):
+                try:
+                    old = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    old = None
+                if old is not None and not stat.S_ISREG(old.st_mode):
+                    raise self._refusal(fd, name, parts, parts, "write", "a regular file")
+                bits = mode if mode is not None else (stat.S_IMODE(old.st_mode) if old is not None else 0o644)
+                temp = f".{name[:200]}{TEMP_INFIX}{os.urandom(4).hex()}"
+                temp_fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=fd)
+                try:
+                    with os.fdopen(temp_fd, "wb") as out:
+                        out.write(data)
+                        out.flush()
+                        os.fchmod(out.fileno(), bits)
+                        os.fsync(out.fileno())
+                    os.replace(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(temp, dir_fd=fd)
+                    raise
+                with contextlib.suppress(OSError):  # some file systems cannot sync a directory
+                    os.fsync(fd)
 
     def unlink(self, path: Path | str, *, missing_ok: bool = True) -> bool:
         """Remove the file PATH (a link is removed, never followed); whether one was removed."""
@@ -461,7 +475,10 @@ class Root:
                     except OSError:  # swapped since the lstat: removed as what it is now
                         os.unlink(name, dir_fd=fd)
                         return True
-                    tree_walk.remove_below(child, failures.append)
+                    try:
+                        tree_walk.remove_below(child, failures.append)
+                    except tree_walk.Moved as exc:
+                        raise Refused(f"cannot remove all of {self.shown(parts)}: {exc}") from None
                     try:
                         os.rmdir(name, dir_fd=fd)
                     except OSError as exc:
@@ -485,38 +502,40 @@ class Root:
         a hard link to a file elsewhere loses a name, never its content. Anything else there
         (a link, a FIFO, a device, a directory) is refused in one line. The file is created
         O_EXCL|O_NOFOLLOW|O_NONBLOCK: nothing planted meanwhile is followed or waited on."""
-        with self._parent(path, "write", create=True) as (fd, name, parts):
-            try:
-                old = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                old = None
-            if old is not None:
-                if not stat.S_ISREG(old.st_mode):
-                    raise self._refusal(fd, name, parts, parts, "write", "a log file")
-                os.unlink(name, dir_fd=fd)
-            try:
-                file_fd = os.open(name, _CREATE_FLAGS | os.O_NONBLOCK, 0o644, dir_fd=fd)
-            except FileExistsError:
-                raise self._refusal(fd, name, parts, parts, "write", "a log file") from None
-            os.set_blocking(file_fd, True)
-            return os.fdopen(file_fd, "wb")
+        with self._vanished("write", path):
+            with self._parent(path, "write", create=True) as (fd, name, parts):
+                try:
+                    old = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    old = None
+                if old is not None:
+                    if not stat.S_ISREG(old.st_mode):
+                        raise self._refusal(fd, name, parts, parts, "write", "a log file")
+                    os.unlink(name, dir_fd=fd)
+                try:
+                    file_fd = os.open(name, _CREATE_FLAGS | os.O_NONBLOCK, 0o644, dir_fd=fd)
+                except FileExistsError:
+                    raise self._refusal(fd, name, parts, parts, "write", "a log file") from None
+                os.set_blocking(file_fd, True)
+                return os.fdopen(file_fd, "wb")
 
     def open_shared(self, path: Path | str) -> int:
         """A descriptor of the regular file PATH, opened for reading and writing and made when
         missing (mode 0644), never through a link and never blocking: for a lock file, which
         every run opens and none replaces. Anything else there is refused in one line."""
-        with self._parent(path, "write", create=True) as (fd, name, parts):
-            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-            try:
-                file_fd = os.open(name, flags, 0o644, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EACCES):
-                    raise
-                raise self._refusal(fd, name, parts, parts, "write", "a regular file") from None
-            if not stat.S_ISREG(os.fstat(file_fd).st_mode):
-                os.close(file_fd)
-                raise Refused(f"refusing to write {self.shown(parts)}: it is not a regular file")
-            return file_fd
+        with self._vanished("write", path):
+            with self._parent(path, "write", create=True) as (fd, name, parts):
+                flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                try:
+                    file_fd = os.open(name, flags, 0o644, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EACCES):
+                        raise
+                    raise self._refusal(fd, name, parts, parts, "write", "a regular file") from None
+                if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+                    os.close(file_fd)
+                    raise Refused(f"refusing to write {self.shown(parts)}: it is not a regular file")
+                return file_fd
 
     @contextlib.contextmanager
     def directory(self, path: Path | str = "", verb: str = "use", *, create: bool = False) -> Iterator[OpenDirectory]:
@@ -524,7 +543,8 @@ class Root:
         block: its descriptor, and a working directory to hand a child process that is that very
         directory whatever is renamed or swapped afterwards (`/proc/self/fd/N` where there is one)."""
         parts = self.parts(path, verb)
-        fd = self._open_dir(parts, parts, verb, create=create)
+        with self._vanished(verb, parts):
+            fd = self._open_dir(parts, parts, verb, create=create)
         try:
             yield OpenDirectory(fd, self.path.joinpath(*parts))
         finally:
@@ -533,15 +553,16 @@ class Root:
     def make_private_dir(self, path: Path | str, prefix: str) -> str:
         """A new directory (mode 0700) named PREFIX + random hex inside directory PATH (made when
         missing); its name."""
-        with self.directory(path, "write", create=True) as opened:
-            for _ in range(100):
-                name = f"{prefix}{os.urandom(6).hex()}"
-                try:
-                    os.mkdir(name, 0o700, dir_fd=opened.fd)
-                    return name
-                except FileExistsError:
-                    continue
-        raise Refused(f"cannot make a private directory in {self.shown(self.parts(path))}")
+        with self._vanished("write", path):
+            with self.directory(path, "write", create=True) as opened:
+                for _ in range(100):
+                    name = f"{prefix}{os.urandom(6).hex()}"
+                    try:
+                        os.mkdir(name, 0o700, dir_fd=opened.fd)
+                        return name
+                    except FileExistsError:
+                        continue
+            raise Refused(f"cannot make a private directory in {self.shown(self.parts(path))}")
 
     def describe_link(self, path: Path | str) -> str:
         """What the link PATH says, and where it leads when that matters (outside, into .git,
@@ -580,8 +601,9 @@ def move(source_root: Root, source: Path | str, target_root: Root, target: Path 
     """Move SOURCE (below SOURCE_ROOT) to TARGET (below TARGET_ROOT), which must not exist:
     one rename(2) between the parents' descriptors, each reached without a link; the directory
     TARGET lands in is made when missing. The two must be on one file system (OSError EXDEV)."""
-    with source_root._parent(source, "move") as (source_fd, source_name, _):
-        with target_root._parent(target, "write", create=True) as (target_fd, target_name, parts):
-            if _lstat_or_none(target_name, target_fd) is not None:
-                raise Refused(f"refusing to write {target_root.shown(parts)}: something is there already")
-            os.rename(source_name, target_name, src_dir_fd=source_fd, dst_dir_fd=target_fd)
+    with target_root._vanished("move", target):
+        with source_root._parent(source, "move") as (source_fd, source_name, _):
+            with target_root._parent(target, "write", create=True) as (target_fd, target_name, parts):
+                if _lstat_or_none(target_name, target_fd) is not None:
+                    raise Refused(f"refusing to write {target_root.shown(parts)}: something is there already")
+                os.rename(source_name, target_name, src_dir_fd=source_fd, dst_dir_fd=target_fd)

@@ -310,19 +310,21 @@ def test_swapping_every_directory_for_a_link_while_commands_run_changes_nothing_
             if os.environ.get("RACE_VERBOSE"):
                 print(outcomes[-1], result.stderr[-200:])
             problems += _problems(args, result)
-    freely = Freely(swaps)
-    freely.start()
-    try:
-        for prepare, args in COMMANDS:
-            _prepare(project, prepare)
+    failures = []
+    for prepare, args in COMMANDS:
+        _prepare(project, prepare)
+        freely = Freely(swaps)  # racing the command alone, not what puts the project in place for it
+        freely.start()
+        try:
             result = _run(project, args)
-            outcomes.append((" ".join(args), "thread", 0, result.exit_code))
-            problems += _problems(args, result)
-    finally:
-        freely.stop.set()
-        freely.join(timeout=30)
+        finally:
+            freely.stop.set()
+            freely.join(timeout=30)
+        failures += [freely.failure] if freely.failure else []
+        outcomes.append((" ".join(args), "thread", 0, result.exit_code))
+        problems += _problems(args, result)
     after = {"outside": snapshot(sentinels, ()), "upstream": snapshot(upstream.path, ())}
-    assert freely.failure is None, f"the swapping thread failed: {freely.failure!r}"
+    assert failures == [], f"the swapping thread failed: {failures!r}"
     assert swaps.count > 100, f"few swaps ({swaps.count})"
     assert _changed(before, after) == [], f"written outside through a swapped link: {_changed(before, after)[:20]}"
     assert problems == [], "\n".join(problems)
