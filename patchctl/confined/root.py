@@ -375,6 +375,16 @@ class Root:
                 with contextlib.suppress(OSError):  # some file systems cannot sync a directory
                     os.fsync(fd)
 
+    def write_scratch(self, path: Path | str, data: bytes) -> None:
+        """PATH holds DATA, written in place and not synced (never through a link): for patchctl's
+        own scratch files in a private directory (`scratch.make`), which no reader shares."""
+        with self._vanished("write", path), self._parent(path, "write") as (fd, name, _):
+            file_fd = os.open(
+                name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd
+            )
+            with os.fdopen(file_fd, "wb") as out:
+                out.write(data)
+
     def unlink(self, path: Path | str, *, missing_ok: bool = True) -> bool:
         """Remove the file PATH (a link is removed, never followed); whether one was removed."""
         try:

@@ -382,7 +382,7 @@ class IndexBuilder:
         """The private index as it was before the last patch: HEAD's tree, or the index saved in
         `undo_to` where the patches before it were not committed (the seed)."""
         if self.undo_to is not None:
-            self.private.write_bytes("index", self.undo_to)
+            self.private.write_scratch("index", self.undo_to)
         else:
             git.run(["read-tree", self.head], self.repo, env=self.env)
 
@@ -443,7 +443,7 @@ class IndexBuilder:
             return False
         files = []
         for number, patch in enumerate(patches):
-            self.private.write_bytes(f"{number:06d}.patch", patch.data)
+            self.private.write_scratch(f"{number:06d}.patch", patch.data)
             files.append(str(self._dir / f"{number:06d}.patch"))
         # A failing `git apply` writes no index: all of them or none.
         return git.run([*APPLY_CONFIG, "apply", "--cached", *files], self.repo, check=False, env=self.env).ok
