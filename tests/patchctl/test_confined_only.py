@@ -87,7 +87,7 @@ EXCEPTIONS: dict[tuple[str, str, str], str] = {
         "`canary --work-dir DIR`: a directory the user named, outside the repository (refused inside it), "
         "made with its parents as `mkdir -p` would"
     ),
-    ("matrix/actions.py", "installed_commit", "Path.read_text"): (
+    ("matrix/action_source.py", "pip_vcs_record", "Path.read_text"): (
         "importlib.metadata's Distribution.read_text: pip's record of how patchctl itself was installed, "
         "not a path of any repository"
     ),
