@@ -91,6 +91,10 @@ EXCEPTIONS: dict[tuple[str, str, str], str] = {
         "importlib.metadata's Distribution.read_text: pip's record of how patchctl itself was installed, "
         "not a path of any repository"
     ),
+    ("git.py", "_worktree_of_own_bare", "os.open"): (
+        "the `.git` file of the directory git is about to run in, read to tell one of patchctl's own worktrees: "
+        "read-only, O_NOFOLLOW|O_NONBLOCK, fstat-checked, 4 KiB (git.py stands below confined/ and cannot import it)"
+    ),
     ("output/progress.py", "tail_lines", "os.open"): (
         "the live line's tail of a log that confined.Root.open_log just made: read-only, O_NOFOLLOW|O_NONBLOCK, "
         "fstat-checked to be a regular file, its last 4 KiB (output/ stands below confined/ and cannot import it)"
