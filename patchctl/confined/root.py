@@ -224,12 +224,17 @@ class Root:
             pass
         return self.path.joinpath(*parts)
 
+    def _open_existing_dir(self, parts: tuple[str, ...], verb: str) -> int | None:
+        """`_open_dir` of PARTS, or None when a component is missing."""
+        try:
+            return self._open_dir(parts, parts, verb)
+        except FileNotFoundError:
+            return None
+
     def listdir(self, path: Path | str = "") -> list[str] | None:
         """The names in directory PATH, sorted; None when it does not exist."""
-        parts = self.parts(path, "list")
-        try:
-            fd = self._open_dir(parts, parts, "list")
-        except FileNotFoundError:
+        fd = self._open_existing_dir(self.parts(path, "list"), "list")
+        if fd is None:
             return None
         try:
             return sorted(os.listdir(fd))
@@ -321,10 +326,8 @@ class Root:
         """The bytes of the `.git` file in DIRECTORY (a worktree's `gitdir: ...`), or None when
         there is none, or it is a directory, a link or anything but a regular file. The one
         read of a `.git` entry `Root` makes: its name is never a path component here."""
-        parts = self.parts(directory, "read")
-        try:
-            fd = self._open_dir(parts, parts, "read")
-        except FileNotFoundError:
+        fd = self._open_existing_dir(self.parts(directory, "read"), "read")
+        if fd is None:
             return None
         try:
             file_fd = os.open(".git", _READ_FLAGS, dir_fd=fd)
@@ -352,10 +355,7 @@ class Root:
         MODE: its permission bits (default: the old file's, else 0644)."""
         with self._vanished("write", path):
             with self._parent(path, "write", create=True) as (fd, name, parts):
-                try:
-                    old = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    old = None
+                old = _lstat_or_none(name, fd)
                 if old is not None and not stat.S_ISREG(old.st_mode):
                     raise self._refusal(fd, name, parts, parts, "write", "a regular file")
                 bits = mode if mode is not None else (stat.S_IMODE(old.st_mode) if old is not None else 0o644)
@@ -456,10 +456,7 @@ class Root:
         """Make PATH a symlink to TARGET (what it says is not judged here), replacing a file or
         link of that name; never a directory."""
         with self._parent(path, "write", create=True) as (fd, name, parts):
-            try:
-                old = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                old = None
+            old = _lstat_or_none(name, fd)
             if old is not None:
                 if stat.S_ISDIR(old.st_mode):
                     raise Refused(f"refusing to write {self.shown(parts)}: it is a directory")
@@ -514,10 +511,7 @@ class Root:
         O_EXCL|O_NOFOLLOW|O_NONBLOCK: nothing planted meanwhile is followed or waited on."""
         with self._vanished("write", path):
             with self._parent(path, "write", create=True) as (fd, name, parts):
-                try:
-                    old = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    old = None
+                old = _lstat_or_none(name, fd)
                 if old is not None:
                     if not stat.S_ISREG(old.st_mode):
                         raise self._refusal(fd, name, parts, parts, "write", "a log file")

@@ -16,6 +16,7 @@ reason; an exception that no longer matches anything fails too, so the list stay
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -263,6 +264,7 @@ def raw_calls(path: Path) -> list[Found]:
     return found
 
 
+@functools.lru_cache(maxsize=1)
 def scan(package: Path = PACKAGE) -> list[Found]:
     return [
         found for path in sorted(package.rglob("*.py")) if CONFINED not in path.parents for found in raw_calls(path)

@@ -6,9 +6,7 @@ reach git on stdin, never the command line."""
 from __future__ import annotations
 
 import os
-import signal
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from patchctl.loop import health
 
 from .conftest import Project, Repo, make_patch, numbered, one_line_error
 from .fixtures_sync import add_line20_patch, main_c, write_config
+from .hostile_tree import time_bound
 
 GATE = """\
 gates:
@@ -27,22 +26,6 @@ gates:
     command: echo gate ran
     timeout: 30
 """
-
-
-@contextmanager
-def bounded(seconds: float):
-    """Fail the test (not hang it) when the block runs past SECONDS: a FIFO opened to write blocks."""
-
-    def stop(_signum, _frame):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture
@@ -79,7 +62,7 @@ def test_a_fifo_at_a_gate_log_is_refused_at_once(gated: Project, cli) -> None:
     """The open itself never waits for a reader: a FIFO made `gate` hang for good."""
     os.mkfifo(_log(gated))
     started = time.monotonic()
-    with bounded(20):
+    with time_bound(20):  # (a hang is cut off there, and fails the test)
         line = one_line_error(cli("-C", gated.path, "gate", "main"), 2)
     assert "01-g.log is a FIFO, not a log file" in line, line
     assert time.monotonic() - started < 20
