@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .errors import CheckFailed, UsageError
+from .errors import CheckFailed, PatchctlError, UsageError
 from .output import progress
 from .output.escape import log_block, log_line
 
@@ -105,6 +105,11 @@ class AppContext:
         """A path option, relative to -C DIR like git's."""
         return None if value is None else (self.workdir / value).resolve()
 
+    def output(self, value: Path | None) -> Path | None:
+        """A file option the command writes (`--json-file`, `--html`), relative to -C DIR, its links
+        not resolved: one that lies in the repository as written is written there through no link."""
+        return None if value is None else self.workdir / value
+
 
 pass_app = click.make_pass_decorator(AppContext)
 
@@ -134,7 +139,10 @@ def _complete_names(ctx: click.Context, section: str, incomplete: str) -> list[s
         path = config_mod.find_config(params.get("directory"), params.get("config_file"))
         import yaml  # only completion reads the file this loosely
 
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        from .confined import Root
+
+        text = (Root(path.parent).read_bytes(path.name, 16 * 1024 * 1024) or b"").decode("utf-8")
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         names = sorted(str(name) for name in (data.get(section) or {}))
     except Exception:  # noqa: BLE001 - a shell completion must never print a traceback
         return []
@@ -182,16 +190,30 @@ def publish_report(
 ) -> None:
     """A report (PAYLOAD, and MARKDOWN made of it) written where the command was asked to write
     it, then printed: as JSON with --json, else as Markdown."""
-    from .output import report as report_mod
+    from .confined import named
 
+    repository = _repository_of_outputs()
     if markdown_file:
-        report_mod.write_text(markdown_file, markdown)
+        named.write_text(markdown_file, markdown, repository)
     if json_file:
-        report_mod.write_json(json_file, payload)
+        named.write_json(json_file, payload, repository)
     if as_json:
         emit_json(payload)
     else:
         echo_report(markdown)
+
+
+def _repository_of_outputs() -> Path | None:
+    """The repository of the running command (where a file it is asked to write goes through no
+    link), or None outside one."""
+    ctx = click.get_current_context(silent=True)
+    app = ctx.find_object(AppContext) if ctx is not None else None
+    if app is None:
+        return None
+    try:
+        return app.root
+    except PatchctlError:
+        return None
 
 
 def print_findings(findings: list[Finding], as_json: bool, bases: tuple[Path, ...] = ()) -> None:

@@ -332,7 +332,7 @@ def first_line(text: str) -> str:
 
 def rev_parse(repo: Path, rev: str) -> str:
     """Resolve REV to a full commit id, or raise GitError naming it."""
-    result = run(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], repo, check=False)
+    result = run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], repo, check=False)
     if not result.ok:
         raise GitError(f"unknown revision {rev!r} in {repo}")
     return result.stdout.strip()
@@ -356,3 +356,23 @@ def commit_all(repo: Path, message: str, *, date: str = FIXED_DATE) -> str:
         env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
     )
     return rev_parse(repo, "HEAD")
+
+
+# Paths (a patch's, an upstream's) reach git's command line only while they are short: a hostile
+# patch may name a path of any length (4,201 characters killed `canary` with "argument list too
+# long"). Past these bounds a caller sends them on stdin (`log`/`rev-list --stdin`, paths after a
+# `--` line) or reads a whole listing and picks them out (`ls-tree`, `ls-files`).
+MAX_PATH_ARG_BYTES = 4096  # PATH_MAX: no longer path names a file
+MAX_PATH_ARGS_BYTES = 32 * 1024
+
+
+def paths_fit_argv(paths: list[str]) -> bool:
+    """Whether PATHS may go on git's command line: each short, all together short, one a line."""
+    sizes = [len(p.encode("utf-8", "surrogateescape")) for p in paths]
+    return all(size <= MAX_PATH_ARG_BYTES for size in sizes) and sum(sizes) <= MAX_PATH_ARGS_BYTES
+
+
+def stdin_revisions_and_paths(revisions: list[str], paths: list[str]) -> str:
+    """The stdin of `git log --stdin` / `git rev-list --stdin`: REVISIONS, a `--` line, then PATHS
+    one a line (a path holding a line break cannot be said so: it names no file git lists there)."""
+    return "".join(f"{r}\n" for r in revisions) + "--\n" + "".join(f"{p}\n" for p in paths if "\n" not in p)

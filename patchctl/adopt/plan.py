@@ -128,8 +128,10 @@ def plan(
         chosen.append(f"canary: upstream {detected.upstream}, weekly, apply-only (toolchains: [] compiles nothing)")
     files: dict[str, bytes] = {CONFIG_NAME: render_config(detected, layout, action, home).encode()}
     files.update(detected.extra_files)
-    for template in sorted(Path(templates).glob("*.j2")):
-        files[f"{TEMPLATES_DIR}/{template.name}"] = template.read_bytes()
+    installed = Root(templates, "patchctl's installed templates")
+    for name in installed.listdir("") or []:
+        if name.endswith(".j2"):
+            files[f"{TEMPLATES_DIR}/{name}"] = installed.read_bytes(name, MAX_LAYOUT_FILE_BYTES) or b""
     snippet = pre_commit_snippet(detected, prefix)
     exists = bool(prefix) or (root / PRE_COMMIT_NAME).exists() or (root / PRE_COMMIT_NAME).is_symlink()
     if not exists:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..app import AppContext, complete_upstreams, json_options, pass_app, progress_display, publish_report
+from ..confined import named
 from ..errors import CheckFailed, UsageError
 from ..loop import canary
 from ..output import report as report_mod
@@ -105,8 +106,8 @@ def canary_cmd(
     if rev and latest:
         raise UsageError("--rev and --latest exclude each other")
     as_json, json_file = json_options(upstream, as_json, json_file)
-    json_file, summary_file, work_dir = app.path(json_file), app.path(summary_file), app.path(work_dir)
-    issues_file = app.path(issues_file)
+    json_file, summary_file, work_dir = app.output(json_file), app.output(summary_file), app.path(work_dir)
+    issues_file = app.output(issues_file)
     if do_compile:  # its build logs go to .patchctl/logs/canary; without --compile it writes nothing
         app.lock_project()
     with progress_display() as progress:
@@ -125,8 +126,8 @@ def canary_cmd(
     payload = to_json(report)
     markdown = report_mod.canary_markdown(payload)
     if issues_file:
-        report_mod.write_json_list(issues_file, [to_json(issue) for issue in report.issues()])
-    report_mod.append_step_summary(markdown)
+        named.write_json_list(issues_file, [to_json(issue) for issue in report.issues()], app.root)
+    named.append_step_summary(markdown)
     publish_report(payload, markdown, markdown_file=summary_file, json_file=json_file, as_json=as_json)
     if report.red:
         raise CheckFailed(report.red_reason())

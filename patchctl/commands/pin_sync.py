@@ -116,7 +116,7 @@ def pin_sync_cmd(
         raise UsageError("--wait waits at the stops of a sync that can go on: not with --abort or --dry-run")
     as_json, json_file = json_options(upstream, as_json, json_file)
     app.lock_project()
-    report_file, json_file = app.path(report_file), app.path(json_file)
+    report_file, json_file = app.output(report_file), app.output(json_file)
     outputs = (report_file, json_file, as_json)
     action = "abort" if abort else "continue" if resume else "start"
     waited = False

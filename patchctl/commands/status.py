@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app, progress_display
+from ..confined import named
 from ..loop import health
 from ..loop.status import status
 from ..output import report as report_mod
@@ -67,7 +68,7 @@ def status_cmd(
       patchctl status llama.cpp --json | jq '.series[].patches[] | {patch, upstream_status, drift, verdict}'
       patchctl status --html status.html --rev b6000
     """
-    html_file, markdown_file = app.path(html_file), app.path(markdown_file)
+    html_file, markdown_file = app.output(html_file), app.output(markdown_file)
     with progress_display() as progress:
         report = status(
             app.config, app.store, series, rev=rev, trial=trial, check_submitted=check_submitted, progress=progress
@@ -76,9 +77,10 @@ def status_cmd(
     if html_file:
         from ..loop.health_page import render_page  # matplotlib: only for the page
 
-        report_mod.write_text(html_file, render_page(payload))
+        named.write_text(html_file, render_page(payload), app.root)
     if markdown_file:
-        report_mod.write_text(markdown_file, "\n".join(report_mod.health_markdown(health.rows_of(report))) + "\n")
+        markdown = "\n".join(report_mod.health_markdown(health.rows_of(report))) + "\n"
+        named.write_text(markdown_file, markdown, app.root)
     if as_json:
         emit_json(payload)
         return

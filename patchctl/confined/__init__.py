@@ -24,18 +24,28 @@ user's choice and are not confined.
 
 Symlinks inside trees that patchctl publishes (applied trees, pin-sync and canary worktrees,
 extracted sdists) are judged by where they resolve through each other (`links`); archives are
-extracted through `Root` (`tar`). State files read by absolute path use `regular.read_regular`.
+extracted through `Root` (`tar`).
+
+This layer is the only way to the file system: no other module of patchctl opens, creates,
+renames, deletes or walks a path itself (tests/patchctl/test_confined_only.py reads their
+source). Beside `Root`: `walk` (iterative walks and removals by descriptor, to git's depth
+bound), `scratch` (private temporary directories), `named` (files a user or CI names on the
+command line), `move` (one rename between two roots' descriptors: a tree checked out in the
+state directory moved into the work tree), `Root.open_log` (a log: created, never followed or
+waited on), `Root.directory` (a directory held by descriptor, a child's working directory).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from . import scratch
 from .names import component_reason, invalid_path_reason, is_dotgit
 from .regular import file_kind
-from .root import Refused, Root, TooLarge
+from .root import OpenDirectory, Refused, Root, TooLarge, move
 
 __all__ = [
+    "OpenDirectory",
     "Refused",
     "Root",
     "TooLarge",
@@ -45,6 +55,8 @@ __all__ = [
     "file_kind",
     "invalid_path_reason",
     "is_dotgit",
+    "move",
+    "scratch",
 ]
 
 

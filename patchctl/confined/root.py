@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from ..errors import ConfigError
+from . import walk as tree_walk
 from .names import component_reason, is_dotgit
 from .regular import file_kind
 
@@ -40,12 +41,18 @@ class TooLarge(Refused):
 
 class Root:
     """The directory PATH (reached however the caller named it) as the root of every path given
-    to its methods. LABEL names it in messages ("the repository", "the applied tree")."""
+    to its methods. LABEL names it in messages ("the repository", "the applied tree").
 
-    def __init__(self, path: Path | str, label: str = "the repository"):
+    PREFIX: components below PATH that every relative path is taken under, each walked like the
+    rest (no link, a real directory): `Root(GITDIR, prefix=("patchctl",))` is the state
+    directory, reached from the git directory at every call, so that a link swapped in for
+    `patchctl` redirects nothing. Absolute paths must lie below PATH/PREFIX."""
+
+    def __init__(self, path: Path | str, label: str = "the repository", *, prefix: tuple[str, ...] = ()):
         self.given = Path(path).absolute()
         self.path = self.given.resolve()
         self.label = label
+        self.prefix = prefix
 
     # ------------------------------------------------------------ names
 
@@ -55,11 +62,13 @@ class Root:
         if given.is_absolute():
             for base in (self.path, self.given):
                 with contextlib.suppress(ValueError):
-                    given = given.relative_to(base)
+                    given = given.relative_to(base.joinpath(*self.prefix))
                     break
             else:
-                raise Refused(f"refusing to {verb} {path}: it is outside {self.label} {self.path}")
-        parts = PurePosixPath(given.as_posix()).parts
+                raise Refused(
+                    f"refusing to {verb} {path}: it is outside {self.label} {self.path.joinpath(*self.prefix)}"
+                )
+        parts = (*self.prefix, *PurePosixPath(given.as_posix()).parts)
         for part in parts:
             if (reason := component_reason(part)) is not None:
                 raise Refused(f"refusing to {verb} {self.shown(parts)}: {reason}")
@@ -138,7 +147,10 @@ class Root:
 
     def link_target(self, fd: int, name: str, upto: tuple[str, ...]) -> str:
         """What the link NAME says, and where that leads when it is elsewhere than it reads."""
-        written = os.readlink(name, dir_fd=fd)
+        try:
+            written = os.readlink(name, dir_fd=fd)
+        except OSError:  # swapped back for a directory or a file since it was seen
+            return "a link no longer there (something swapped it while patchctl looked)"
         link = self.path.joinpath(*upto)
         real = Path(os.path.realpath(link))
         where = written if written == str(real) else f"{written} ({real})"
@@ -153,6 +165,18 @@ class Root:
         if any(is_dotgit(part) for part in real.relative_to(self.path).parts):
             return f"{where}, inside .git"
         return written
+
+    @contextlib.contextmanager
+    def _vanished(self, verb: str, path: Path | str) -> Iterator[None]:
+        """FileNotFoundError (a directory on the way made, then moved or deleted meanwhile: a
+        race) as Refused, one line."""
+        try:
+            yield
+        except FileNotFoundError:
+            shown = self.shown(path if isinstance(path, tuple) else Path(path))
+            raise Refused(
+                f"refusing to {verb} {shown}: it or a directory on the way moved or was deleted while patchctl used it"
+            ) from None
 
     # ------------------------------------------------------------ looking
 
@@ -200,12 +224,17 @@ class Root:
             pass
         return self.path.joinpath(*parts)
 
+    def _open_existing_dir(self, parts: tuple[str, ...], verb: str) -> int | None:
+        """`_open_dir` of PARTS, or None when a component is missing."""
+        try:
+            return self._open_dir(parts, parts, verb)
+        except FileNotFoundError:
+            return None
+
     def listdir(self, path: Path | str = "") -> list[str] | None:
         """The names in directory PATH, sorted; None when it does not exist."""
-        parts = self.parts(path, "list")
-        try:
-            fd = self._open_dir(parts, parts, "list")
-        except FileNotFoundError:
+        fd = self._open_existing_dir(self.parts(path, "list"), "list")
+        if fd is None:
             return None
         try:
             return sorted(os.listdir(fd))
@@ -228,29 +257,33 @@ class Root:
 
     def _entries(self, path: Path | str, verb: str) -> Iterator[tuple[int, str, str, os.stat_result]]:
         """`walk`'s entries, each with its directory's descriptor (open while it is yielded) and
-        its name there."""
+        its name there: iterative (`walk.entries`), to `tree_walk.MAX_DEPTH` directories, one line past it."""
         parts = self.parts(path, verb)
         try:
             fd = self._open_dir(parts, parts, verb)
         except FileNotFoundError:
             return
-        yield from self._walk_fd(fd, parts, (), verb)
-
-    def _walk_fd(self, fd: int, base: tuple[str, ...], relative: tuple[str, ...], verb: str):
         try:
-            names = sorted(os.listdir(fd))
-            for name in names:
-                if is_dotgit(name):
-                    continue
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                if not stat.S_ISDIR(info.st_mode):
-                    yield fd, name, "/".join((*relative, name)), info
-                    continue
-                try:
-                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                except OSError:  # swapped for a link or a file since the stat
-                    raise self._refusal(fd, name, (*base, *relative, name), (*base, *relative, name), verb) from None
-                yield from self._walk_fd(child, base, (*relative, name), verb)
+            for dir_fd, name, relative, info in tree_walk.entries(fd):
+                yield dir_fd, name, "/".join(relative), info
+        except tree_walk.TooDeep as exc:
+            raise Refused(f"refusing to {verb} {self.shown(parts)}: {exc} (git's own bound)") from None
+        except tree_walk.Moved as exc:
+            raise Refused(f"refusing to {verb} {self.shown(parts)}: {exc}") from None
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EACCES) or not exc.filename:
+                raise
+            whole = (*parts, *str(exc.filename).split("/"))
+            raise self._refusal_at(whole, verb) from None
+
+    def _refusal_at(self, whole: tuple[str, ...], verb: str) -> Refused:
+        """`_refusal` for WHOLE's last component, its parent opened again (a walk's descriptors are gone)."""
+        try:
+            fd = self._open_dir(whole[:-1], whole, verb)
+        except FileNotFoundError:
+            return Refused(f"refusing to {verb} {self.shown(whole)}: it moved while patchctl read it")
+        try:
+            return self._refusal(fd, whole[-1], whole, whole, verb)
         finally:
             os.close(fd)
 
@@ -289,39 +322,68 @@ class Root:
             raise TooLarge(f"refusing to read {self.shown(self.parts(path))}: larger than {limit:,} bytes")
         return data
 
+    def read_gitfile(self, directory: Path | str, limit: int) -> bytes | None:
+        """The bytes of the `.git` file in DIRECTORY (a worktree's `gitdir: ...`), or None when
+        there is none, or it is a directory, a link or anything but a regular file. The one
+        read of a `.git` entry `Root` makes: its name is never a path component here."""
+        fd = self._open_existing_dir(self.parts(directory, "read"), "read")
+        if fd is None:
+            return None
+        try:
+            file_fd = os.open(".git", _READ_FLAGS, dir_fd=fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        with os.fdopen(file_fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            os.set_blocking(handle.fileno(), True)
+            data = handle.read(limit + 1)
+        return data if len(data) <= limit else None
+
     # ------------------------------------------------------------ writing
 
     def mkdirs(self, path: Path | str) -> None:
         """Directory PATH and those above it, made where missing (never through a link)."""
-        parts = self.parts(path, "write")
-        os.close(self._open_dir(parts, parts, "write", create=True))
+        with self._vanished("write", path):
+            parts = self.parts(path, "write")
+            os.close(self._open_dir(parts, parts, "write", create=True))
 
     def write_bytes(self, path: Path | str, data: bytes, mode: int | None = None) -> None:
         """PATH holds DATA, all or nothing: a temporary file beside it, synced, renamed over it.
         MODE: its permission bits (default: the old file's, else 0644)."""
-        with self._parent(path, "write", create=True) as (fd, name, parts):
-            try:
-                old = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                old = None
-            if old is not None and not stat.S_ISREG(old.st_mode):
-                raise self._refusal(fd, name, parts, parts, "write", "a regular file")
-            bits = mode if mode is not None else (stat.S_IMODE(old.st_mode) if old is not None else 0o644)
-            temp = f".{name[:200]}{TEMP_INFIX}{os.urandom(4).hex()}"
-            temp_fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=fd)
-            try:
-                with os.fdopen(temp_fd, "wb") as out:
-                    out.write(data)
-                    out.flush()
-                    os.fchmod(out.fileno(), bits)
-                    os.fsync(out.fileno())
-                os.replace(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp, dir_fd=fd)
-                raise
-            with contextlib.suppress(OSError):  # some file systems cannot sync a directory
-                os.fsync(fd)
+        with self._vanished("write", path):
+            with self._parent(path, "write", create=True) as (fd, name, parts):
+                old = _lstat_or_none(name, fd)
+                if old is not None and not stat.S_ISREG(old.st_mode):
+                    raise self._refusal(fd, name, parts, parts, "write", "a regular file")
+                bits = mode if mode is not None else (stat.S_IMODE(old.st_mode) if old is not None else 0o644)
+                temp = f".{name[:200]}{TEMP_INFIX}{os.urandom(4).hex()}"
+                temp_fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=fd)
+                try:
+                    with os.fdopen(temp_fd, "wb") as out:
+                        out.write(data)
+                        out.flush()
+                        os.fchmod(out.fileno(), bits)
+                        os.fsync(out.fileno())
+                    os.replace(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(temp, dir_fd=fd)
+                    raise
+                with contextlib.suppress(OSError):  # some file systems cannot sync a directory
+                    os.fsync(fd)
+
+    def write_scratch(self, path: Path | str, data: bytes) -> None:
+        """PATH holds DATA, written in place and not synced (never through a link): for patchctl's
+        own scratch files in a private directory (`scratch.make`), which no reader shares."""
+        with self._vanished("write", path), self._parent(path, "write") as (fd, name, _):
+            file_fd = os.open(
+                name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=fd
+            )
+            with os.fdopen(file_fd, "wb") as out:
+                out.write(data)
 
     def unlink(self, path: Path | str, *, missing_ok: bool = True) -> bool:
         """Remove the file PATH (a link is removed, never followed); whether one was removed."""
@@ -394,15 +456,117 @@ class Root:
         """Make PATH a symlink to TARGET (what it says is not judged here), replacing a file or
         link of that name; never a directory."""
         with self._parent(path, "write", create=True) as (fd, name, parts):
-            try:
-                old = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                old = None
+            old = _lstat_or_none(name, fd)
             if old is not None:
                 if stat.S_ISDIR(old.st_mode):
                     raise Refused(f"refusing to write {self.shown(parts)}: it is a directory")
                 os.unlink(name, dir_fd=fd)
             os.symlink(target, name, dir_fd=fd)
+
+    def remove_tree(self, path: Path | str) -> bool:
+        """Remove PATH and everything below it, never following a link (a link, a file, a FIFO at
+        PATH is unlinked itself; nothing is opened but directories, with O_NOFOLLOW); whether
+        something was there. What cannot be removed is left and named in one line (Refused)."""
+        failures: list[OSError] = []
+        try:
+            with self._parent(path, "delete") as (fd, name, parts):
+                try:
+                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    return False
+                if stat.S_ISDIR(info.st_mode):
+                    try:
+                        child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                    except FileNotFoundError:
+                        return False
+                    except OSError:  # swapped since the lstat: removed as what it is now
+                        os.unlink(name, dir_fd=fd)
+                        return True
+                    try:
+                        tree_walk.remove_below(child, failures.append)
+                    except tree_walk.Moved as exc:
+                        raise Refused(f"cannot remove all of {self.shown(parts)}: {exc}") from None
+                    try:
+                        os.rmdir(name, dir_fd=fd)
+                    except OSError as exc:
+                        failures.append(exc)
+                else:
+                    os.unlink(name, dir_fd=fd)
+        except FileNotFoundError:
+            return False
+        if failures:
+            raise Refused(f"cannot remove all of {self.shown(parts)}: {failures[0].strerror or failures[0]}")
+        return True
+
+    def rename(self, source: Path | str, target: Path | str) -> None:
+        """Move SOURCE (a file or a directory tree) to TARGET, which must not exist: rename(2)
+        between the two parents' descriptors, no link followed on the way to either."""
+        move(self, source, self, target)
+
+    def open_log(self, path: Path | str) -> BinaryIO:
+        """A new, empty log file PATH, open for writing; the directories on the way are made
+        (never through a link). An old log there (a regular file) is unlinked first, by name:
+        a hard link to a file elsewhere loses a name, never its content. Anything else there
+        (a link, a FIFO, a device, a directory) is refused in one line. The file is created
+        O_EXCL|O_NOFOLLOW|O_NONBLOCK: nothing planted meanwhile is followed or waited on."""
+        with self._vanished("write", path):
+            with self._parent(path, "write", create=True) as (fd, name, parts):
+                old = _lstat_or_none(name, fd)
+                if old is not None:
+                    if not stat.S_ISREG(old.st_mode):
+                        raise self._refusal(fd, name, parts, parts, "write", "a log file")
+                    os.unlink(name, dir_fd=fd)
+                try:
+                    file_fd = os.open(name, _CREATE_FLAGS | os.O_NONBLOCK, 0o644, dir_fd=fd)
+                except FileExistsError:
+                    raise self._refusal(fd, name, parts, parts, "write", "a log file") from None
+                os.set_blocking(file_fd, True)
+                return os.fdopen(file_fd, "wb")
+
+    def open_shared(self, path: Path | str) -> int:
+        """A descriptor of the regular file PATH, opened for reading and writing and made when
+        missing (mode 0644), never through a link and never blocking: for a lock file, which
+        every run opens and none replaces. Anything else there is refused in one line."""
+        with self._vanished("write", path):
+            with self._parent(path, "write", create=True) as (fd, name, parts):
+                flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                try:
+                    file_fd = os.open(name, flags, 0o644, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.EACCES):
+                        raise
+                    raise self._refusal(fd, name, parts, parts, "write", "a regular file") from None
+                if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+                    os.close(file_fd)
+                    raise Refused(f"refusing to write {self.shown(parts)}: it is not a regular file")
+                return file_fd
+
+    @contextlib.contextmanager
+    def directory(self, path: Path | str = "", verb: str = "use", *, create: bool = False) -> Iterator[OpenDirectory]:
+        """Directory PATH opened once (no link on the way, nor PATH itself), for the time of the
+        block: its descriptor, and a working directory to hand a child process that is that very
+        directory whatever is renamed or swapped afterwards (`/proc/self/fd/N` where there is one)."""
+        parts = self.parts(path, verb)
+        with self._vanished(verb, parts):
+            fd = self._open_dir(parts, parts, verb, create=create)
+        try:
+            yield OpenDirectory(fd, self.path.joinpath(*parts))
+        finally:
+            os.close(fd)
+
+    def make_private_dir(self, path: Path | str, prefix: str) -> str:
+        """A new directory (mode 0700) named PREFIX + random hex inside directory PATH (made when
+        missing); its name."""
+        with self._vanished("write", path):
+            with self.directory(path, "write", create=True) as opened:
+                for _ in range(100):
+                    name = f"{prefix}{os.urandom(6).hex()}"
+                    try:
+                        os.mkdir(name, 0o700, dir_fd=opened.fd)
+                        return name
+                    except FileExistsError:
+                        continue
+            raise Refused(f"cannot make a private directory in {self.shown(self.parts(path))}")
 
     def describe_link(self, path: Path | str) -> str:
         """What the link PATH says, and where it leads when that matters (outside, into .git,
@@ -416,3 +580,34 @@ def _lstat_or_none(name: str, fd: int) -> os.stat_result | None:
         return os.stat(name, dir_fd=fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
+
+
+class OpenDirectory:
+    """A directory held open by descriptor (`Root.directory`)."""
+
+    def __init__(self, fd: int, path: Path):
+        self.fd = fd
+        self.path = path  # where it was when it was opened: for messages
+
+    @property
+    def cwd(self) -> str:
+        """A path naming this very directory, for a child's working directory: the kernel's
+        `/proc/self/fd/N` (the child chdirs before it closes inherited descriptors), else the
+        path it was opened at."""
+        proc = f"/proc/self/fd/{self.fd}"
+        return proc if _HAS_PROC_FD else str(self.path)
+
+
+_HAS_PROC_FD = os.path.isdir("/proc/self/fd")
+
+
+def move(source_root: Root, source: Path | str, target_root: Root, target: Path | str) -> None:
+    """Move SOURCE (below SOURCE_ROOT) to TARGET (below TARGET_ROOT), which must not exist:
+    one rename(2) between the parents' descriptors, each reached without a link; the directory
+    TARGET lands in is made when missing. The two must be on one file system (OSError EXDEV)."""
+    with target_root._vanished("move", target):
+        with source_root._parent(source, "move") as (source_fd, source_name, _):
+            with target_root._parent(target, "write", create=True) as (target_fd, target_name, parts):
+                if _lstat_or_none(target_name, target_fd) is not None:
+                    raise Refused(f"refusing to write {target_root.shown(parts)}: something is there already")
+                os.rename(source_name, target_name, src_dir_fd=source_fd, dst_dir_fd=target_fd)

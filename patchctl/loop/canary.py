@@ -37,8 +37,6 @@ The canary is red (exit 1) when any patch fails strictly or any compile fails.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -47,6 +45,7 @@ from typing import ClassVar
 
 from .. import git
 from ..confined import confined_path
+from ..confined import scratch as scratch_dirs
 from ..errors import GitError, UsageError
 from ..output.escape import marker_token, md_code, md_fence, md_link, md_prose, md_text, visible
 from ..output.jsonout import json_field, to_json
@@ -287,7 +286,7 @@ def canary(
     if not work_dir:
         logs = confined_path(worktree.state_owner(config.root), logs)
     # Trees are scratch: a temporary directory removed at the end, whatever happens.
-    scratch = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="patchctl-canary-"))
+    scratch = Path(work_dir) if work_dir else scratch_dirs.make("patchctl-canary-")
     report = CanaryReport(
         name,
         up.pin,
@@ -338,7 +337,7 @@ def canary(
                     report.compiles.append(record)
     finally:
         if work_dir is None:
-            shutil.rmtree(scratch, ignore_errors=True)
+            scratch_dirs.remove(scratch)
     report.duration_s = time.monotonic() - start
     return report
 

@@ -308,6 +308,9 @@ def _staged(builder: IndexBuilder, paths: list[str]) -> dict[str, tuple[str, str
     """Path -> (mode, blob) in BUILDER's index, for PATHS."""
     if not paths:
         return {}
+    if not git.paths_fit_argv(paths):  # long paths: the whole index, read here, never the command line
+        listed = _modes_and_blobs(git.run(["ls-files", "-s", "-z"], builder.repo, env=builder.env).stdout, 1)
+        return {path: listed[path] for path in paths if path in listed}
     return _modes_and_blobs(git.run(["ls-files", "-s", "-z", "--", *paths], builder.repo, env=builder.env).stdout, 1)
 
 
@@ -316,6 +319,9 @@ def _listed(repo: Path, commit: str, paths: list[str]) -> dict[str, tuple[str, s
     if not paths:
         return {}
     literal = {"GIT_LITERAL_PATHSPECS": "1"}
+    if not git.paths_fit_argv(paths):  # long paths: the whole tree, read here, never the command line
+        listed = _modes_and_blobs(git.run(["ls-tree", "-r", "-z", "--full-tree", commit], repo).stdout, 2)
+        return {path: listed[path] for path in paths if path in listed}
     return _modes_and_blobs(
         git.run(["ls-tree", "-z", "--full-tree", commit, "--", *paths], repo, env=literal).stdout, 2
     )
@@ -534,12 +540,13 @@ def _commits_with_patch_ids(move: PinMove, patch: PatchFile) -> list[str]:
     a commit. A patch-id hashes each changed file's `---`/`+++` lines, so only a commit whose
     changed files are the patch's can have it: one `git log --raw` of the commits touching the
     patch's paths says which those are, and the others are never shown (on a real bump, most)."""
-    listed = git.run_fixed(
-        ["log", "--no-merges", "-z", "--format=%x00%H", "--raw", "--no-abbrev", "--no-renames", "--full-diff"]
-        + [f"{move.old}..{move.new}", "--", *patch.touched_paths()],
-        move.repo,
-        commits=(move.old, move.new),
-    )
+    log = ["log", "--no-merges", "-z", "--format=%x00%H", "--raw", "--no-abbrev", "--no-renames", "--full-diff"]
+    paths = patch.touched_paths()
+    if git.paths_fit_argv(paths):
+        listed = git.run_fixed([*log, f"{move.old}..{move.new}", "--", *paths], move.repo, commits=(move.old, move.new))
+    else:  # long paths go on stdin, never the command line
+        stdin = git.stdin_revisions_and_paths([f"{move.old}..{move.new}"], paths)
+        listed = git.run([*log, "--stdin"], move.repo, check=False, input=stdin)
     if not listed.ok:
         return []
     commits = [commit for commit, files in _raw_log(listed.stdout) if _may_share_patch_id(patch, files)]
@@ -617,7 +624,12 @@ def _other_change(move: PinMove, commit: str, diff: FileDiff, old_path: str | No
     """Where COMMIT changed DIFF's file other than by the patch's own edits and edits of its
     context lines; None when it did nothing else there."""
     paths = [diff.path] + ([old_path] if old_path else []) + ([diff.source_path] if diff.source_path else [])
-    shown = git.run_fixed([*_SHOW, "-M", "-U0", commit, "--", *dict.fromkeys(paths)], move.repo, commits=(commit,))
+    paths = list(dict.fromkeys(paths))
+    if git.paths_fit_argv(paths):
+        shown = git.run_fixed([*_SHOW, "-M", "-U0", commit, "--", *paths], move.repo, commits=(commit,))
+    else:  # long paths go on stdin, never the command line
+        stdin = git.stdin_revisions_and_paths([commit], paths)
+        shown = git.run([*_SHOW, "-M", "-U0", "--stdin"], move.repo, check=False, input=stdin)
     shown = shown.stdout
     removed_ok = {line[1:] for h in diff.hunks for line in h.body if line[:1] in ("-", " ")}
     context = {line[1:] for h in diff.hunks for line in h.body if line[:1] == " "}

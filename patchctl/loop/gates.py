@@ -23,21 +23,21 @@ import hashlib
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..confined import confined_path
+from ..confined import Root, confined_path, scratch
 from ..errors import CheckFailed, ConfigError, UsageError
 from ..output import progress
 from ..output.escape import shell_word
 from ..output.jsonout import json_field
-from ..paths import atomic_write_text
 from ..project import gate_env
 from ..project.config import Config, Gate, Series
+from ..project.yamlloc import MAX_BYTES as MAX_CONFIG_BYTES
 from ..series.patchset import read_series
 from ..state import worktree
 
@@ -118,9 +118,11 @@ def run_gates(
     tree = (tree or worktree.applied_tree(config.root, series.name)).resolve()
     check_tree(tree, series)
     log_dir = log_dir or confined_path(worktree.state_owner(config.root), worktree.gate_logs(config.root, series.name))
-    log_dir.mkdir(parents=True, exist_ok=True)
+    logs = worktree.reached_through(log_dir / "x.log")  # the repository, for patchctl's own logs
+    logs.mkdirs(log_dir)
     results: list[GateResult] = []
-    with tempfile.TemporaryDirectory(prefix="patchctl-gate-") as out:
+    with scratch.directory("patchctl-gate-") as out_dir:
+        out = str(out_dir)
         patchctl_vars = {
             "PATCHCTL_TREE": str(tree),
             "PATCHCTL_ROOT": str(config.root),
@@ -136,7 +138,7 @@ def run_gates(
             env = gate_env.scrubbed(pass_env=gate.pass_env, extra=patchctl_vars)
             log = log_dir / f"{index + 1:02d}-{worktree.log_name(gate.name)}.log"
             with progress.step(f"gate {gate.name} ({series.name})", tail=log):
-                result = _run_one(gate, tree, env, log)
+                result = _run_one(gate, tree, env, log, logs)
             if result.ok and gate.baseline is not None:
                 _check_baseline(config, series, index, gate, Path(out), result, update_baseline)
             results.append(result)
@@ -150,21 +152,25 @@ def _upstream_rev(tree: Path) -> str:
     return marker.rev if marker is not None else ""
 
 
-def _run_one(gate: Gate, tree: Path, env: dict[str, str], log_path: Path) -> GateResult:
+def _run_one(gate: Gate, tree: Path, env: dict[str, str], log_path: Path, logs: Root) -> GateResult:
+    """Run GATE in TREE (opened by descriptor: the gate starts in that very directory, whatever
+    is swapped on the way to it), its output in LOG_PATH (a new file, below LOGS, created
+    no-follow and non-blocking: a link or a FIFO planted there is refused in one line). The
+    gate's timeout counts from before the log is opened."""
     start = time.monotonic()
-    with open(log_path, "wb") as log:
+    with logs.open_log(log_path) as log, worktree.reached_through(tree).directory(tree) as opened:
         log.write(f"$ {gate.command}\n".encode())
         log.flush()
         process = subprocess.Popen(
             ["/bin/sh", "-c", gate.command],
-            cwd=tree,
+            cwd=opened.cwd,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         try:
-            returncode = process.wait(timeout=gate.timeout)
+            returncode = process.wait(timeout=max(gate.timeout - (time.monotonic() - start), 0.001))
         except subprocess.TimeoutExpired:
             _kill_group(process)
             return GateResult(
@@ -179,7 +185,7 @@ def _run_one(gate: Gate, tree: Path, env: dict[str, str], log_path: Path) -> Gat
             _kill_group(process)
             raise
     duration = time.monotonic() - start
-    cases = _cases(log_path)
+    cases = _cases(logs, log_path)
     result = GateResult(gate.name, returncode == 0, returncode, duration, log_path, cases=cases)
     if returncode != 0:
         failed = next((c for c in cases if not c.ok), None)
@@ -199,22 +205,30 @@ def _kill_group(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def _cases(log_path: Path) -> list[GateCase]:
+def _cases(logs: Root, log_path: Path) -> list[GateCase]:
     cases = []
-    for line in log_path.read_text(errors="replace").splitlines():
-        if m := CASE_RE.match(line.strip()):
-            cases.append(GateCase(m.group(2), m.group(1) == "PASS", (m.group(3) or "").strip()))
+    with logs.open_regular(log_path) as (handle, _):
+        for raw in handle:
+            if m := CASE_RE.match(raw.decode("utf-8", errors="replace").strip()):
+                cases.append(GateCase(m.group(2), m.group(1) == "PASS", (m.group(3) or "").strip()))
     return cases
 
 
 def output_digest(root: Path) -> str:
-    """sha256 over every file under ROOT: relative path, NUL, size, NUL, contents, in path order."""
+    """sha256 over every regular file under ROOT (a link is never followed): relative path, NUL,
+    size, NUL, contents, in path order."""
+    where = Root(root.parent, "the gate's output")
+    kind = where.kind(root.name)
+    if kind == "directory":
+        files = [(name, f"{root.name}/{name}") for name, info in where.walk(root.name) if stat.S_ISREG(info.st_mode)]
+    else:
+        files = [(root.name, root.name)] if kind == "regular file" else []
     digest = hashlib.sha256()
-    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else ([root] if root.is_file() else [])
-    for path in files:
-        data = path.read_bytes()
-        rel = path.relative_to(root).as_posix() if root.is_dir() else path.name
-        digest.update(rel.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
+    for shown, path in sorted(files):
+        with where.open_regular(path) as (handle, info):
+            digest.update(shown.encode() + b"\0" + str(info.st_size).encode() + b"\0")
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -251,7 +265,8 @@ def _check_baseline(
 
 def update_baseline_digest(config: Config, keypath: tuple, digest: str) -> None:
     """Rewrite one `sha256:` value in matrix.yaml in place, keeping every other byte."""
-    text = config.path.read_text()
+    where = Root(config.path.parent)
+    text = (where.read_bytes(config.path.name, MAX_CONFIG_BYTES) or b"").decode("utf-8")
     lines = text.splitlines(keepends=True)
     line_no = config.doc.line_of(keypath)
     line = lines[line_no - 1]
@@ -259,4 +274,4 @@ def update_baseline_digest(config: Config, keypath: tuple, digest: str) -> None:
     if count != 1:
         raise ConfigError(f"{config.path}:{line_no}: cannot find the sha256 value to update on this line")
     lines[line_no - 1] = new_line
-    atomic_write_text(config.path, "".join(lines))
+    where.write_bytes(config.path.name, "".join(lines).encode("utf-8"))

@@ -138,7 +138,11 @@ def drift(repo: Path, pin: str, tip: str, paths: list[str]) -> int | None:
     """How many commits of TIP that PIN lacks touched PATHS (None when git cannot tell)."""
     if not paths:
         return 0
-    counted = git.run(["rev-list", "--count", f"{pin}..{tip}", "--", *paths], repo, check=False)
+    if git.paths_fit_argv(paths):
+        counted = git.run(["rev-list", "--count", f"{pin}..{tip}", "--", *paths], repo, check=False)
+    else:  # long paths go on stdin, never the command line
+        stdin = git.stdin_revisions_and_paths([f"{pin}..{tip}"], paths)
+        counted = git.run(["rev-list", "--count", "--stdin"], repo, check=False, input=stdin)
     return int(counted.stdout.strip()) if counted.ok and counted.stdout.strip().isdigit() else None
 
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..confined import Root
 from ..errors import ConfigError
 from ..project.config import Config, Upstream
 from ..project.manifests import is_abbreviation
+from ..project.yamlloc import MAX_BYTES as MAX_PIN_FILE_BYTES  # matrix.yaml's own bound
 from ..state.journal import FileChange
 
-__all__ = ["FileChange", "moved_upstreams", "pin_changes"]
+__all__ = ["FileChange", "moved_upstreams", "pin_changes", "read_pin_file"]
 _PIN_VALUE_RE = re.compile(r"(?P<quote>[\"']?)(?P<pin>[0-9a-f]{40})(?P=quote)")
 
 
@@ -41,9 +43,10 @@ def pin_changes(config: Config, upstream: str, new_pin: str) -> list[FileChange]
 
     def text_of(path: Path) -> str:
         if path not in texts:
-            if not path.is_file():
+            data = read_pin_file(config, path)
+            if data is None:
                 raise ConfigError(f"{path}: pin file does not exist")
-            texts[path] = path.read_bytes().decode("utf-8", errors="surrogateescape")
+            texts[path] = data.decode("utf-8", errors="surrogateescape")
         return texts[path]
 
     for moved in moved_upstreams(config, upstream):
@@ -75,6 +78,14 @@ def pin_changes(config: Config, upstream: str, new_pin: str) -> list[FileChange]
     changes = []
     for path, text in texts.items():
         data = text.encode("utf-8", errors="surrogateescape")
-        if data != path.read_bytes():
+        if data != read_pin_file(config, path):
             changes.append(FileChange(path, data))
     return changes
+
+
+def read_pin_file(config: Config, path: Path) -> bytes | None:
+    """The bytes of PATH, matrix.yaml or a pin file of CONFIG's repository, or None when it does
+    not exist; read through `confined.Root` (a link on the way or at PATH, a FIFO, a device is
+    refused in one line, exit 2, and never read), at most MAX_PIN_FILE_BYTES."""
+    where = Root(config.path.parent) if path == config.path else Root(config.root)
+    return where.read_bytes(path, MAX_PIN_FILE_BYTES)

@@ -28,11 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, ClassVar
 
+from ..confined import Refused
 from ..errors import EnvironmentFailure, UsageError
 from ..output import progress as progress_mod
 from ..output.jsonout import json_field
 from ..project import gate_env
 from ..project.config import BuildStep
+from ..state import worktree
 
 Progress = Callable[[str], None]
 CONTAINER_WORKDIR = "/src"
@@ -70,10 +72,10 @@ def run_build(step: BuildStep, tree: Path, log_path: Path, progress: Progress | 
     failing build (see BuildResult.ok); raises EnvironmentFailure when the runner itself
     is unavailable (no bash, no Docker engine, no image)."""
     tree = Path(tree).resolve()
-    if not tree.is_dir():
+    if worktree.reached_through(tree).kind(tree) != "directory":
         raise UsageError(f"build {step.name}: tree {tree} does not exist")
     log_path = Path(log_path)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    worktree.reached_through(log_path).mkdirs(log_path.parent)  # patchctl's own logs: no link on the way
     # Output lines are notes of the step (the live line's tail), never log lines of their own.
     progress = progress_mod.note if progress is None or progress is progress_mod.say else progress
     if step.runner == "local":
@@ -117,13 +119,13 @@ def _run_local(step: BuildStep, tree: Path, log_path: Path, progress: Progress |
     if shell is None:
         raise EnvironmentFailure(f"build {step.name}: neither bash nor sh is on PATH")
     env = gate_env.scrubbed(pass_env=step.pass_env, extra=dict(step.env))
-    start = time.monotonic()
+    start = time.monotonic()  # the timeout counts the log's open too
     timed_out = False
-    with open(log_path, "wb") as log:
+    with open_log(log_path) as log, worktree.reached_through(tree).directory(tree) as opened:
         sink = _LineSink(log, progress)
         proc = subprocess.Popen(
             [shell, "-c", step.command],
-            cwd=tree,
+            cwd=opened.cwd,  # that very directory, whatever is swapped on the way to it
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -134,7 +136,7 @@ def _run_local(step: BuildStep, tree: Path, log_path: Path, progress: Progress |
         reader = threading.Thread(target=_pump, args=(proc.stdout, sink), daemon=True)
         reader.start()
         try:
-            proc.wait(timeout=step.timeout)
+            proc.wait(timeout=max(step.timeout - (time.monotonic() - start), 0.001))
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_group(proc)
@@ -151,6 +153,12 @@ def _run_local(step: BuildStep, tree: Path, log_path: Path, progress: Progress |
     duration = time.monotonic() - start
     returncode = None if timed_out else proc.returncode
     return BuildResult(step.name, returncode == 0, returncode, duration, log_path, timed_out, "local")
+
+
+def open_log(log_path: Path) -> BinaryIO:
+    """A new log file at LOG_PATH (`confined.Root.open_log`: no link followed, from the repository
+    for patchctl's own logs; nothing but a regular file replaced; never blocking on a FIFO)."""
+    return worktree.reached_through(log_path).open_log(log_path)
 
 
 def _pump(stream: BinaryIO, sink: _LineSink) -> None:
@@ -222,7 +230,7 @@ def _run_docker(step: BuildStep, tree: Path, log_path: Path, progress: Progress 
         timed_out = False
         returncode: int | None = None
         container = None
-        with open(log_path, "wb") as log:
+        with open_log(log_path) as log:
             sink = _LineSink(log, progress)
             try:
                 container = client.containers.create(
@@ -336,12 +344,10 @@ def _split_tag(image: str) -> tuple[str, str]:
 def log_tail(path: Path, lines: int = 30, max_chars: int = 4000) -> str:
     """The last LINES lines of a build log (at most MAX_CHARS), for reports; '' when unreadable."""
     try:
-        with open(path, "rb") as log:
-            log.seek(0, os.SEEK_END)
-            size = log.tell()
-            log.seek(max(0, size - 64 * 1024))
-            text = log.read().decode("utf-8", errors="replace")
-    except OSError:
+        with worktree.reached_through(path).open_regular(path) as (log, info):
+            log.seek(max(0, info.st_size - 64 * 1024))
+            text = log.read(64 * 1024).decode("utf-8", errors="replace")
+    except (OSError, Refused):  # absent, or refused (a link, a FIFO): no tail
         return ""
     tail = "\n".join(text.replace("\r", "").splitlines()[-lines:])
     return tail[-max_chars:]

@@ -6,11 +6,8 @@ text form are `patchctl.loop.health`'s, the project's history `patchctl.loop.ser
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
-
 from .. import git
+from ..confined import scratch as scratch_dirs
 from ..errors import UsageError
 from ..output.jsonout import to_json
 from ..project.config import Config
@@ -88,11 +85,8 @@ def status(
         outcomes: dict[str, dict] = {}
         if trial and patches:
             say(f"trying {series.name} at {tip[:12]}")
-            scratch = Path(tempfile.mkdtemp(prefix="patchctl-status-"))
-            try:
+            with scratch_dirs.directory("patchctl-status-") as scratch:
                 tried = trial_at(store, mirror, series, patches, pin, tip, scratch, commit_url=commit_url(up.name))
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
             outcomes = {
                 p.patch: {
                     "verdict": p.verdict,

@@ -30,8 +30,8 @@ matrix.yaml and patches/ are not touched before step 4; `--dry-run` never reache
 
 from __future__ import annotations
 
-import os
 import re
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,12 +39,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from .. import git
-from ..confined import all_confined
+from ..confined import Refused, Root, all_confined
 from ..confined.regular import kind_of
-from ..errors import CheckFailed, EnvironmentFailure, GitError, PatchctlError, UsageError
+from ..errors import CheckFailed, EnvironmentFailure, GitError, UsageError
 from ..output.escape import shell_command, shell_word
 from ..output.jsonout import json_field
-from ..paths import remove_tree
 from ..project.config import Config, Series
 from ..series.applier import PatchOutcome, Status, commit_worktree, is_clean, seed_three_way_objects
 from ..series.apply_job import ApplyJob, apply_job
@@ -210,7 +209,7 @@ def pin_sync(
     commits, note = upstream_commits(mirror.path, up.pin, target)
     if target == up.pin:
         # Sync trees without a state file are what a killed run left: nothing to continue from.
-        remove_tree(worktree.sync_root(config.root, name))
+        Root(config.root).remove_tree(worktree.sync_root(config.root, name))
         return SyncReport(
             "up-to-date",
             name,
@@ -242,7 +241,7 @@ def pin_sync(
     _this_run(state).patches = read  # see _patches
     sync_root = worktree.sync_root(config.root, name)
     _remove_sync_root(config, store, sync_root, state)
-    sync_root.mkdir(parents=True, exist_ok=True)
+    Root(config.root).mkdirs(sync_root)
     with timer.phase("checkout"):
         _check_out_and_seed(config, store, state)
     report = SyncReport("synced", name, up.pin, target, spec, moved, commits, note, phase_seconds=seconds)
@@ -624,8 +623,10 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
         for entry in state.series:
             mirror = mirrors[entry.name]
             commit = store.resolve(mirror, state.target)
-            store.add_worktree(mirror, commit, Path(entry.tree))
-            settle_checkout(Path(entry.tree))
+            # Checked out in the state directory, settled there, then moved in by descriptor.
+            treeswap.check_out(
+                store, mirror, commit, tree=Path(entry.tree), project=config.root, prepare=settle_checkout
+            )
             _moved(state, entry, commit)
     except BaseException:
         for future in seeding.values():
@@ -853,12 +854,12 @@ def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
     """FILE:START-END for every conflict-marker block git left in FILES."""
     blocks = []
     for name in files:
-        path = tree / name
-        if not path.is_file():
+        data = _tree_file(tree, name)
+        if data is None:
             blocks.append(f"{name} (deleted on one side)")
             continue
         start = None
-        data, number, counted = path.read_bytes(), 1, 0
+        number, counted = 1, 0
         for marker in _MARKER_RE.finditer(data):  # lines as git counts them: after each \n
             number += data.count(b"\n", counted, marker.start())
             counted = marker.start()
@@ -871,6 +872,20 @@ def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
 
 
 _MARKER_RE = re.compile(rb"^([<>])\1{6} ", re.MULTILINE)  # a line that opens or closes a conflict block
+MAX_TREE_FILE_BYTES = 64 * 1024 * 1024
+
+
+def _tree_file(tree: Path, name: str) -> bytes | None:
+    """The bytes of the regular file NAME in TREE (a sync tree), read without following a link on
+    the way (from the repository), or None when it is absent or not a regular file."""
+    try:
+        where = worktree.reached_through(tree)
+        info = where.lstat(tree / name)
+        if info is None or not stat.S_ISREG(info.st_mode):
+            return None
+        return where.read_bytes(tree / name, MAX_TREE_FILE_BYTES)
+    except Refused:
+        return None
 
 
 # The commands below are printed to be pasted as they are, from the repository root (where
@@ -1014,7 +1029,7 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
             f"still unmerged in {shown}: {', '.join(unmerged)}; resolve them, "
             f"`{_git_command(shown, 'add', '--', *unmerged)}`, then `{_sync_command(state.upstream, '--continue')}`"
         )
-    marked = [name for name in changed if (tree / name).is_file() and _MARKER_RE.search((tree / name).read_bytes())]
+    marked = [name for name in changed if _MARKER_RE.search(_tree_file(tree, name) or b"")]
     if marked:
         raise UsageError(
             f"conflict markers left in {', '.join(marked)} ({shown}); finish resolving, then "
@@ -1174,7 +1189,7 @@ def _gate_series(
     mirror = _mirror_of(config, store, series.upstream)
     gate_tree = worktree.sync_gate_tree(config.root, state.upstream, series.name)
     logs = worktree.sync_logs(config.root, state.upstream, series.name)
-    logs.mkdir(parents=True, exist_ok=True)
+    Root(config.root).mkdirs(logs)
     try:
         say(f"gate strict-apply: {series.name}")
         start = time.monotonic()
@@ -1185,7 +1200,7 @@ def _gate_series(
         # A clean checkout only where something runs in it: the strict apply itself is done in the index.
         checkout = gate_tree if series.build or series.gates else None
         with timer.phase("strict-apply"):
-            detail, head = _strict_apply(store, mirror, series, tree, state.target, patches, checkout)
+            detail, head = _strict_apply(store, mirror, series, tree, state.target, patches, checkout, config.root)
         report.gates.append(
             GateRecord(
                 series.name,
@@ -1251,8 +1266,7 @@ def _gate_series(
     finally:
         # Only where one is (a series without build steps or gates gets none); a registration
         # a killed run left behind goes with the next `worktree prune` (every add_worktree).
-        if os.path.lexists(gate_tree):
-            store.remove_worktree(mirror, gate_tree)
+        treeswap.remove_worktree(Root(config.root), gate_tree)
 
 
 def _strict_apply(
@@ -1263,6 +1277,7 @@ def _strict_apply(
     target: str,
     patches: list[PatchFile],
     gate_tree: Path | None,
+    project: Path,
 ) -> tuple[str | None, str | None]:
     """The re-exported series applied strictly at TARGET, in the index of TREE's object store
     (export's verify: it must give TREE's files), then checked out clean at GATE_TREE when
@@ -1278,7 +1293,7 @@ def _strict_apply(
     except CheckFailed as exc:
         return str(exc), target
     if gate_tree is not None:
-        job = ApplyJob([series], series.upstream, gate_tree)
+        job = ApplyJob([series], series.upstream, gate_tree, project=project)
         result = apply_job(store, mirror, job, target, patches, force=True, applied=applied)
         if result.failure is not None:
             return result.failure.describe(), target
@@ -1292,9 +1307,10 @@ def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.Fi
     lists = []  # each series' own list: edited last, on what the pin edits leave of the same file
     for name, (patches_plan, export_result, vendored) in planned.items():
         directory = config.get_series(name).dir
+        repository = Root(config.root)
         for patch in patches_plan:
             target = directory / patch.name
-            if not (target.exists() and target.read_bytes() == patch.data):
+            if repository.read_bytes(target, MAX_TREE_FILE_BYTES) != patch.data:
                 changes.append(pinfile.FileChange(target, patch.data))
         changes += [pinfile.FileChange(directory / gone, None) for gone in export_result.removed]
         if export_result.list_update is not None:
@@ -1391,16 +1407,12 @@ def _mirror_of(config: Config, store: Store, upstream: str) -> Mirror:
 
 
 def _remove_sync_root(config: Config, store: Store, root: Path, state: SyncState) -> None:
-    if not root.exists():
+    repository = Root(config.root)
+    if repository.kind(root) is None:
         drop_state(config.root, state.upstream)
         return
     for entry in state.series:
-        try:
-            mirror = _mirror_of(config, store, entry.upstream)
-        except PatchctlError:
-            continue
         for tree in (Path(entry.tree), worktree.sync_gate_tree(config.root, state.upstream, entry.name)):
-            if os.path.lexists(tree):
-                store.remove_worktree(mirror, tree)
-    remove_tree(root)
+            treeswap.remove_worktree(repository, tree)  # by descriptor, and pruned from its mirror
+    repository.remove_tree(root)
     drop_state(config.root, state.upstream)  # last: trees without a state are what a start cleans up

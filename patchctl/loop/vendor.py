@@ -372,7 +372,7 @@ def take_back(config: Config, series: Series, tree: Path, message: str) -> list[
             "taking the vendored copy's edits back"
         )
     changed: list[str] = []
-    repository, applied = Root(config.root), Root(tree, "the applied tree")
+    repository, applied = Root(config.root), worktree.tree_root(tree, "the applied tree")
     for copy in series.vendor:
         prefix = f"{copy.source}/" if copy.source else ""
         if repository.kind(copy.dest) != "directory":  # a missing copy is no edit that deletes every file

@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from .. import git
+from ..confined import Refused, Root
 from ..errors import ConfigError, UsageError
 from .actions import ACTION_NAME, COMMIT_SHA, SELF_ACTION
 
@@ -67,10 +68,11 @@ def home_repository() -> str:
 
 def is_patchctl_repository(root: Path) -> bool:
     """ROOT is patchctl's own repository: its action.yml is patchctl's, beside patchctl's pyproject.toml."""
+    where = Root(root)
     try:
-        action = yaml.safe_load((root / "action.yml").read_text(encoding="utf-8"))
-        project = (root / "pyproject.toml").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        action = yaml.safe_load((where.read_bytes("action.yml", 1024 * 1024) or b"").decode("utf-8"))
+        project = (where.read_bytes("pyproject.toml", 1024 * 1024) or b"").decode("utf-8")
+    except (OSError, Refused, UnicodeDecodeError, yaml.YAMLError):  # a link, a FIFO: not patchctl's own
         return False
     own_action = isinstance(action, dict) and action.get("name") == "patchctl" and "runs" in action
     return own_action and re.search(r'^name\s*=\s*"patchctl"\s*$', project, re.MULTILINE) is not None

@@ -36,6 +36,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from ..confined import Refused, Root
 from ..output.findings import Finding
 from ..project.config import Config
 from .conventions import (
@@ -613,10 +614,19 @@ def backend_paths(matrix: BuildMatrix) -> list[Finding]:
 # ---------------------------------------------------------------- build inputs, GitHub limits
 
 
-def make_targets(makefile: Path) -> list[str]:
-    """The explicit and pattern targets of a Makefile's rules (`a b: deps`, `backends/%-darwin:`)."""
+MAX_READ_BYTES = 16 * 1024 * 1024  # a Makefile of the repository
+
+
+def make_targets(makefile: Path, root: Path | None = None) -> list[str]:
+    """The explicit and pattern targets of a Makefile's rules (`a b: deps`, `backends/%-darwin:`),
+    read through `confined.Root` (from ROOT, the repository: no link on the way or as the file)."""
+    where = Root(root) if root is not None else Root(makefile.parent)
+    try:
+        data = where.read_bytes(makefile, MAX_READ_BYTES) or b""
+    except Refused:
+        data = b""  # a Makefile patchctl does not read has no targets
     targets = []
-    for line in makefile.read_text(errors="replace").splitlines():
+    for line in data.decode("utf-8", errors="replace").splitlines():
         if not line or line[0] in " \t#" or line.startswith("."):
             continue
         match = re.match(r"([^:=#]+?)\s*::?(?!=)", line)
@@ -647,7 +657,7 @@ def build_inputs(matrix: BuildMatrix) -> list[Finding]:
         if row.section == DARWIN:
             target = DARWIN_MAKE_TARGET.format(backend=row.backend)
             makefile = next((root / name for name in MAKEFILES if (root / name).is_file()), None)
-            if makefile is None or not _target_made(target, make_targets(makefile)):
+            if makefile is None or not _target_made(target, make_targets(makefile, root)):
                 where = f"{makefile.name} has no rule for it" if makefile else "there is no Makefile"
                 found.append(
                     Finding(

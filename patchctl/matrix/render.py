@@ -26,7 +26,7 @@ import jinja2
 import yaml
 
 from .. import templates_dir as default_templates_dir
-from ..confined import confined_path
+from ..confined import Root, confined_path
 from ..errors import ConfigError
 from ..output.jsonout import json_field
 from ..project.config import Config
@@ -134,9 +134,11 @@ class RenderResult:
         return [f"{'wrote    ' if f.stale else 'unchanged'} {f.display}" for f in self.files]
 
 
-def environment(templates_dir: Path) -> jinja2.Environment:
+def environment(sources: dict[str, str]) -> jinja2.Environment:
+    """The Jinja environment of SOURCES (template name -> text, read by `read_templates`): it reads
+    no file itself, so an include follows no link either."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir)),
+        loader=jinja2.DictLoader(sources),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
@@ -202,11 +204,33 @@ def project_templates(config: Config) -> Path:
     return own if own.exists() or own.is_symlink() else default_templates_dir()
 
 
-def targets(templates_dir: Path, matrix: BuildMatrix) -> list[tuple[str, Path]]:
-    if not templates_dir.is_dir():
+MAX_TEMPLATE_BYTES = 1024 * 1024
+MAX_RENDERED_BYTES = 16 * 1024 * 1024
+
+
+def read_templates(config: Config, templates_dir: Path) -> dict[str, str]:
+    """Name -> text of every `*.j2` in TEMPLATES_DIR, read through `confined.Root`: from the
+    repository when the directory is in it (a link on the way, or as a template, is refused in
+    one line and never read), else from the directory's parent (patchctl's installed defaults)."""
+    inside = templates_dir.resolve().is_relative_to(config.root.resolve())
+    where = Root(config.root) if inside else Root(templates_dir.parent, "the templates' directory")
+    names = where.listdir(templates_dir)  # a link (or a file) there: Refused, one line
+    if names is None:
         raise ConfigError(f"{templates_dir}: no templates directory (the workflows are rendered from templates/*.j2)")
+    sources = {}
+    for name in names:
+        if name.endswith(".j2"):
+            data = where.read_bytes(templates_dir / name, MAX_TEMPLATE_BYTES) or b""
+            try:
+                sources[name] = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ConfigError(f"{templates_dir / name}: not UTF-8 text") from None
+    return sources
+
+
+def targets(templates_dir: Path, matrix: BuildMatrix, names: list[str]) -> list[tuple[str, Path]]:
     found = []
-    for template in sorted(p.name for p in templates_dir.glob("*.j2")):
+    for template in sorted(names):
         if template == INDEX_TEMPLATE:
             if matrix.index_file is not None:
                 found.append((template, Path(matrix.index_output)))
@@ -222,10 +246,11 @@ def targets(templates_dir: Path, matrix: BuildMatrix) -> list[tuple[str, Path]]:
 def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = None) -> RenderResult:
     """Render every template in memory; nothing is written here."""
     templates_dir = Path(templates_dir) if templates_dir is not None else project_templates(config)
-    env = environment(templates_dir)
+    sources = read_templates(config, templates_dir)
+    env = environment(sources)
     values = context(config, matrix)
     files = []
-    for template, relative in targets(templates_dir, matrix):
+    for template, relative in targets(templates_dir, matrix, list(sources)):
         try:
             body = env.get_template(template).render(values)
         except (UnsafeValue, UnpinnedAction) as exc:
@@ -246,6 +271,7 @@ def render(config: Config, matrix: BuildMatrix, templates_dir: Path | None = Non
                 f"{getattr(exc, 'problem', exc)}"
             ) from None
         path = confined_path(config.root, config.root / relative)
-        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        old = Root(config.root).read_bytes(path, MAX_RENDERED_BYTES)
+        current = old.decode("utf-8", errors="replace") if old is not None else None
         files.append(RenderedFile(path, relative.as_posix(), text, current))
     return RenderResult(files)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
+from ..confined import Refused, Root
 from ..errors import ConfigError
 from ..output.findings import Finding
 from ..project import yamlloc
@@ -53,8 +54,17 @@ class WorkflowTally:
 
 
 def workflow_files(root: Path) -> list[Path]:
-    directory = root / WORKFLOWS_DIR
-    return sorted(p for p in directory.glob("*.y*ml") if p.suffix in (".yml", ".yaml") and p.is_file())
+    """The workflow files of the repository at ROOT: regular files reached through no link."""
+    where, directory = Root(root), root / WORKFLOWS_DIR
+    try:
+        names = where.listdir(directory) or []
+        return [
+            directory / n
+            for n in names
+            if n.endswith((".yml", ".yaml")) and where.kind(directory / n) == "regular file"
+        ]
+    except Refused:
+        return []
 
 
 # ---------------------------------------------------------------- MX801: local actions

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..confined import Refused, Root
+
 LINUX, MACOS, WINDOWS = "linux", "macos", "windows"
 ANY_SYSTEM = frozenset({LINUX, MACOS, WINDOWS})
 # The shells whose scripts are read; any other (cmd, python, a custom program) is not judged.
@@ -348,7 +350,7 @@ def found(path: Path, system: str, shell: str) -> bool:
     parent = _casefolded(path.parent)
     if parent is None:
         return False
-    names = {entry.name.lower() for entry in parent.iterdir()}
+    names = {name.lower() for name in _names(parent)}
     return any((path.name + ext).lower() in names for ext in extensions)
 
 
@@ -359,5 +361,13 @@ def _casefolded(path: Path) -> Path | None:
     parent = _casefolded(path.parent) if path.parent != path else None
     if parent is None:
         return None
-    match = [entry for entry in parent.iterdir() if entry.name.lower() == path.name.lower() and entry.is_dir()]
+    match = [parent / n for n in _names(parent) if n.lower() == path.name.lower() and (parent / n).is_dir()]
     return match[0] if match else None
+
+
+def _names(directory: Path) -> list[str]:
+    """The names in DIRECTORY (listed through `confined.Root`), [] when it cannot be listed."""
+    try:
+        return Root(directory, "the directory").listdir("") or []
+    except (Refused, OSError):
+        return []

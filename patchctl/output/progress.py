@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -60,9 +61,14 @@ def printable(line: str) -> str:
 def tail_lines(path: Path) -> list[str]:
     """The non-empty lines of PATH's last 4 KiB, printable; [] when it cannot be read."""
     try:
-        with open(path, "rb") as handle:
+        # Never blocking (a FIFO planted at a log path), never through a last link: the log a
+        # gate or build writes was made so by `confined.Root.open_log` already.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return []
             handle.seek(max(0, handle.seek(0, os.SEEK_END) - 4096))
-            tail = handle.read().decode("utf-8", errors="replace")
+            tail = handle.read(4096).decode("utf-8", errors="replace")
     except OSError:
         return []
     return [printable(line) for line in tail.replace("\r", "\n").splitlines() if printable(line)]

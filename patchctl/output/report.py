@@ -3,14 +3,8 @@ the two forms never disagree. Also where reports go: a file, or $GITHUB_STEP_SUM
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-
-from ..paths import atomic_write_text
 from .escape import html_text, md_cell, md_code, md_fence, md_link, md_prose, md_text
 
-STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 MAX_COMMITS_SHOWN = 50
 MAX_HEALTH_ROWS = 100
 
@@ -263,33 +257,3 @@ def canary_markdown(payload: dict) -> str:
     if payload.get("work_dir"):
         out += ["", f"Logs: {md_code(payload.get('work_dir'))}"]
     return "\n".join(out) + "\n"
-
-
-def write_text(path: Path, text: str) -> None:
-    """A report file the user named: replaced atomically when it is a file. A device, a FIFO or
-    a /dev/fd/N (`--json-file /dev/null`, `--report >(cat)`) is written into as it is: replacing it
-    would put a regular file where /dev/null was."""
-    path = Path(path)
-    if path.exists() and not path.is_file() and not path.is_dir():
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        return
-    atomic_write_text(path, text)
-
-
-def write_json(path: Path, payload: dict) -> None:
-    write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
-
-
-def write_json_list(path: Path, items: list) -> None:
-    write_text(path, json.dumps(items, indent=2, sort_keys=True) + "\n")
-
-
-def append_step_summary(markdown: str, env: dict[str, str] | None = None) -> Path | None:
-    """Append to the file GitHub Actions names in $GITHUB_STEP_SUMMARY (steps share it)."""
-    target = (env if env is not None else os.environ).get(STEP_SUMMARY_ENV)
-    if not target:
-        return None
-    with open(target, "a", encoding="utf-8") as handle:
-        handle.write(markdown)
-    return Path(target)

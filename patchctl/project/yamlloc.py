@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from ..confined import Root
 from ..errors import ConfigError
 
 KeyPath = tuple[Any, ...]
@@ -111,7 +112,11 @@ def _count_events(text: str, path: Path) -> None:
 
 def load(path: Path, *, merge_keys: bool = False) -> LocatedDocument:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        # Never through a link (a committed matrix.yaml that points elsewhere), never a FIFO: one line.
+        data = Root(Path(path).parent).read_bytes(Path(path).name, MAX_BYTES)
+        if data is None:
+            raise FileNotFoundError(path)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except UnicodeDecodeError:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import datetime
 import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -35,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from .. import git
+from ..confined import Root, scratch
 from ..confined.links import index_links, link_dirs, new_bad_link
 from ..confined.names import invalid_path_reason
 from ..output.jsonout import json_field
@@ -65,6 +65,7 @@ _MALFORMED_MARKERS = (
 # the directory a tree is checked out in.
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 1024
+MAX_INDEX_BYTES = 1024 * 1024 * 1024  # a private index of an upstream's tree (chromium's: ~100 MiB)
 
 # Pinned so that a repository's own config cannot change what a patch means.
 APPLY_CONFIG = ["-c", "apply.whitespace=nowarn", "-c", "core.whitespace=", "-c", "core.filemode=true"]
@@ -368,8 +369,9 @@ class IndexBuilder:
     def __init__(self, repo: Path, base: str):
         self.repo = Path(repo)
         self.head = base
-        self._dir = tempfile.TemporaryDirectory(prefix="patchctl-index-")
-        self.env = {"GIT_INDEX_FILE": str(Path(self._dir.name) / "index")}
+        self._dir = scratch.make("patchctl-index-")
+        self.private = Root(self._dir, "the private index's directory")
+        self.env = {"GIT_INDEX_FILE": str(self._dir / "index")}
         git.run(["read-tree", base], self.repo, env=self.env)
         self._links: dict[str, str] | None = None  # the index's symlinks before the next patch
         self._link_dirs: set[str] = set()  # the directories holding them
@@ -377,17 +379,13 @@ class IndexBuilder:
         self.undo_to: bytes | None = None  # the index to go back to when a patch is undone (else HEAD's tree)
 
     def close(self) -> None:
-        self._dir.cleanup()
-
-    @property
-    def index_file(self) -> Path:
-        return Path(self.env["GIT_INDEX_FILE"])
+        scratch.remove(self._dir)
 
     def _undo(self) -> None:
         """The private index as it was before the last patch: HEAD's tree, or the index saved in
         `undo_to` where the patches before it were not committed (the seed)."""
         if self.undo_to is not None:
-            self.index_file.write_bytes(self.undo_to)
+            self.private.write_scratch("index", self.undo_to)
         else:
             git.run(["read-tree", self.head], self.repo, env=self.env)
 
@@ -448,9 +446,8 @@ class IndexBuilder:
             return False
         files = []
         for number, patch in enumerate(patches):
-            path = Path(self._dir.name) / f"{number:06d}.patch"
-            path.write_bytes(patch.data)
-            files.append(str(path))
+            self.private.write_scratch(f"{number:06d}.patch", patch.data)
+            files.append(str(self._dir / f"{number:06d}.patch"))
         # A failing `git apply` writes no index: all of them or none.
         return git.run([*APPLY_CONFIG, "apply", "--cached", *files], self.repo, check=False, env=self.env).ok
 
@@ -608,7 +605,7 @@ def _seed_in_one_import(repo: Path, base: str, patches: list[PatchFile]) -> str 
     this does not read) None: the seed is then made a write-tree a patch."""
     changes: list[tuple[list[bytes], PatchFile]] = []  # per patch in order: its fast-import file commands
     with IndexBuilder(repo, base) as builder:
-        before = _index_entries(builder.index_file.read_bytes())
+        before = _index_entries(builder.private.read_bytes("index", MAX_INDEX_BYTES) or b"")
         if before is None or len(base) != 40:  # a SHA-256 repository's index: not read here
             return None
         in_order = True
@@ -616,7 +613,7 @@ def _seed_in_one_import(repo: Path, base: str, patches: list[PatchFile]) -> str 
             in_order = builder.apply(patch, commit=False).ok and in_order
             if not in_order:
                 continue
-            data = builder.index_file.read_bytes()
+            data = builder.private.read_bytes("index", MAX_INDEX_BYTES) or b""
             after = _index_entries(data)
             if after is None:
                 return None

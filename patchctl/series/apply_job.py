@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import git
-from ..confined import confined_path
+from ..confined import Root, confined_path
 from ..errors import CheckFailed, UsageError
 from ..output import progress
 from ..output.jsonout import json_field
@@ -78,6 +78,7 @@ class ApplyJob:
     tree: Path
     into: bool = False  # a tree named with --into (advice repeats it)
     rev_option: str | None = None  # --rev as given (advice repeats it)
+    project: Path | None = None  # the repository TREE is patchctl's own tree in (None: a tree --into names)
 
     def command(self, *extra: str) -> str:
         """The `patchctl apply` that targets this tree again, with EXTRA options, ready to paste."""
@@ -104,7 +105,7 @@ def plan(config: Config, names: tuple[str, ...], into: Path | None, rev: str | N
     if into is None:
         owner = worktree.state_owner(config.root)
         trees = [confined_path(owner, worktree.applied_tree(config.root, s.name)) for s in selected]
-        return [ApplyJob([s], s.upstream, tree, rev_option=rev) for s, tree in zip(selected, trees)]
+        return [ApplyJob([s], s.upstream, tree, rev_option=rev, project=owner) for s, tree in zip(selected, trees)]
     upstreams = {s.upstream for s in selected}
     if len(upstreams) > 1:
         raise UsageError(f"--into takes series of one upstream; these span {', '.join(sorted(upstreams))}")
@@ -155,7 +156,7 @@ def apply_job(
     names = [s.name for s in job.series]
     digest = series_digest(patches)
     result = ApplyResult(names, job.upstream, rev, job.tree, "failed")
-    treeswap.recover_tree(job.tree)  # a run killed while replacing this tree: finish that first
+    treeswap.recover_tree(job.tree, job.project)  # a run killed while replacing this tree: finish that first
     local = _existing_tree_state(job, force)
     existing = local.marker if local is not None else None
     if local is not None and not local.has_commits and local.marker.matches(names, rev, digest):
@@ -179,10 +180,8 @@ def apply_job(
         existing = None
     result.head = head
     marker = Marker(names, job.upstream, rev, digest, head, [p.name for p in patches])
-    if not (
-        existing is not None and _is_worktree_of(job.tree, mirror) and _update_in_place(job.tree, existing, marker)
-    ):
-        _replace_tree(store, mirror, job.tree, head, marker)
+    if not (existing is not None and _is_worktree_of(job.tree, mirror) and _update_in_place(job, existing, marker)):
+        _replace_tree(store, mirror, job, head, marker)
     result.state = "applied"
     return result
 
@@ -205,9 +204,11 @@ def _existing_tree_state(job: ApplyJob, force: bool) -> _LocalTree | None:
     or None when the tree may be (re)built. Refuses to replace a directory patchctl did not
     make, or uncommitted changes, unless FORCE."""
     tree = job.tree
-    if not tree.exists():
+    where = _where(job)
+    kind = where.kind(tree)
+    if kind is None:
         return None
-    if tree.is_dir() and not any(tree.iterdir()):
+    if kind == "directory" and not where.listdir(tree):
         return None
     marker = worktree.read_marker(tree)
     if marker is not None and marker.updating:
@@ -294,20 +295,27 @@ def _is_worktree_of(tree: Path, mirror: Mirror) -> bool:
     return common is not None and common.resolve() == mirror.path.resolve()
 
 
-def _update_in_place(tree: Path, existing: Marker, marker: Marker) -> bool:
+def _update_in_place(job: ApplyJob, existing: Marker, marker: Marker) -> bool:
     """Warm apply: move a clean applied tree to the new HEAD, writing only the files that
     differ between the two commits (untracked files, such as a build directory, stay). The
     marker says `updating` while git works, so a run cut off half-way leaves a tree the next
     apply recognises as its own and rebuilds. False when git refuses (an untracked file in
     the way): the caller then replaces the tree."""
-    worktree.write_marker(tree, replace(existing, updating=marker.head))
-    checkout = git.run(["-c", "checkout.workers=0", "checkout", "-q", "--detach", marker.head], tree, check=False)
-    if not checkout.ok:
-        return False
+    tree = job.tree
+    with _where(job).directory(tree) as opened:  # git works in that very directory, whatever is swapped on the way
+        worktree.write_marker(tree, replace(existing, updating=marker.head))
+        checkout = ["-c", "checkout.workers=0", "checkout", "-q", "--detach", marker.head]  # a full commit id
+        if not git.run(checkout, opened.cwd, check=False).ok:
+            return False
     worktree.write_marker(tree, marker)
     return True
 
 
-def _replace_tree(store: Store, mirror: Mirror, tree: Path, head: str, marker: Marker) -> None:
-    """Check HEAD out as a worktree at TREE; a kill at any point leaves the old tree or the new."""
-    treeswap.replace_tree(store, mirror, tree, head, marker)
+def _where(job: ApplyJob) -> Root:
+    """What JOB's tree is reached through: its repository, or (--into) the directory holding it."""
+    return Root(job.project if job.project is not None else job.tree.parent)
+
+
+def _replace_tree(store: Store, mirror: Mirror, job: ApplyJob, head: str, marker: Marker) -> None:
+    """Check HEAD out as a worktree at JOB's tree; a kill at any point leaves the old tree or the new."""
+    treeswap.replace_tree(store, mirror, job.tree, head, marker, job.project)

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ..confined import Root, scratch
 from ..project.config import Series
 from ..project.series_keys import PatchForm
 
@@ -59,15 +59,12 @@ def formatter(series: Series) -> Iterator[Formatter]:
     """The Formatter of SERIES' canonical form, its attributes file alive while in use."""
     form = series.form
     settings = [*form.config]
-    path = None
-    try:
+    with scratch.directory("patchctl-attributes-") as directory:
+        path = None
         if form.attributes:
-            handle, path = tempfile.mkstemp(prefix="patchctl-attributes-")
-            with os.fdopen(handle, "w") as out:
-                out.write("".join(f"{line}\n" for line in form.attributes))
+            text = "".join(f"{line}\n" for line in form.attributes)
+            Root(directory, "a private directory").write_scratch("attributes", text.encode())
+            path = directory / "attributes"
         settings.append(f"core.attributesFile={path or os.devnull}")
         config = tuple(part for setting in settings for part in ("-c", setting))
         yield Formatter(form, config, ("format-patch", "-1", "--stdout", *form.args))
-    finally:
-        if path is not None:
-            os.unlink(path)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from .. import git
-from ..confined import confined_path
+from ..confined import Root, confined_path
 from ..errors import CheckFailed, UsageError
 from ..output.jsonout import json_field
 from ..project.config import Config, Series
@@ -60,6 +60,7 @@ from .patchset import (
     is_excluded,
     read_series,
 )
+from .seriesdir import MAX_PATCH_BYTES
 
 
 @dataclass(frozen=True)
@@ -499,10 +500,11 @@ def series_changes(
     series: Series, planned: list[GeneratedPatch], removed: list[str], list_update: ListUpdate | None = None
 ) -> list[FileChange]:
     """The writes that make the series' directory hold PLANNED: changed patches, its list
-    file, removed patches; files already holding the right bytes are left out."""
+    file, removed patches; files already holding the right bytes (read through no link) are left out."""
     directory = series.dir
     wanted = [(directory / patch.name, patch.data) for patch in planned]
-    changes = [FileChange(path, data) for path, data in wanted if not (path.is_file() and path.read_bytes() == data)]
+    where = Root(series.root if series.root is not None else directory.parent)  # no link followed
+    changes = [FileChange(path, data) for path, data in wanted if where.read_bytes(path, MAX_PATCH_BYTES) != data]
     if list_update is not None:
         changes.append(list_update.change(series))
     return changes + [FileChange(directory / name, None) for name in removed]
@@ -553,7 +555,7 @@ def _work_tree(path: Path, series: str, default: bool) -> Path:
 
 
 def _resolve_base(tree: Path, base: str, series: str = "", default: bool = False) -> str:
-    found = git.run(["rev-parse", "--verify", "--quiet", f"{base}^{{commit}}"], tree, check=False)
+    found = git.run(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{base}^{{commit}}"], tree, check=False)
     if not found.ok:
         raise UsageError(f"base {base[:12]} is not in the history of {tree}")
     base_id = found.stdout.strip()

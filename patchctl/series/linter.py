@@ -23,12 +23,14 @@ build. Each rule has an id; findings carry `file:line`.
 
 from __future__ import annotations
 
+from ..confined import Refused, Root
 from ..errors import EnvironmentFailure
 from ..output import progress
 from ..output.findings import Finding
 from ..project import manifests
 from ..project.config import Config, Series, Upstream
 from ..project.manifests import formats, is_abbreviation
+from ..project.yamlloc import MAX_BYTES as MAX_PIN_FILE_BYTES
 from ..state import worktree
 from ..upstream.store import Store
 from . import naming, patchlist
@@ -230,10 +232,15 @@ def _pin_findings(config: Config) -> list[Finding]:
         for index, pin_file in enumerate(upstream.pin_files):
             path = config.root / pin_file.path
             where = config.doc.line_of(("upstreams", name, "pin_files", index, "path"))
-            if not path.is_file():
+            try:
+                data = Root(config.root).read_bytes(path, MAX_PIN_FILE_BYTES)
+            except Refused as refused:  # a link, a FIFO, a device: never read, named with where it points
+                found.append(Finding(matrix, where, "PC010", f"pin file {pin_file.path}: {refused}", name))
+                continue
+            if data is None:
                 found.append(Finding(matrix, where, "PC010", f"pin file {pin_file.path} does not exist", name))
                 continue
-            text = path.read_text(errors="replace")
+            text = data.decode("utf-8", errors="replace")
             matches = list(pin_file.pattern.finditer(text))
             if not matches:
                 found.append(

@@ -18,7 +18,6 @@ anything there. So everything is read through `patchctl.confined.Root`:
 from __future__ import annotations
 
 import difflib
-import os
 import stat
 import threading
 import time
@@ -206,9 +205,10 @@ def _shown(series: Series | None, path: Path) -> str:
 def _did_you_mean(series: Series) -> str:
     """A near directory name beside the missing one (`patches/llama-cpp` -> `patches/llama.cpp`)."""
     parent = series.dir.parent
+    root = _root(series)
     try:
-        siblings = [entry.name for entry in os.scandir(parent) if entry.is_dir(follow_symlinks=False)]
-    except OSError:
+        siblings = [name for name in root.listdir(parent) or [] if root.kind(parent / name) == "directory"]
+    except (Refused, OSError):
         return ""
     close = difflib.get_close_matches(series.dir.name, siblings, n=1, cutoff=0.6)
     if not close or close[0] == series.dir.name:

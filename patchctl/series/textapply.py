@@ -101,7 +101,12 @@ class MemoryTree:
         unknown = [path for path in paths if path not in self._listed]
         if unknown:
             literal = {"GIT_LITERAL_PATHSPECS": "1"}
-            out = git.run(["ls-tree", "-z", "--full-tree", self.base, "--", *unknown], self.repo, env=literal).stdout
+            if git.paths_fit_argv(unknown):
+                out = git.run(
+                    ["ls-tree", "-z", "--full-tree", self.base, "--", *unknown], self.repo, env=literal
+                ).stdout
+            else:  # long paths: the whole tree (and its directories), read here, never the command line
+                out = git.run(["ls-tree", "-r", "-t", "-z", "--full-tree", self.base], self.repo).stdout
             self._listed.update(dict.fromkeys(unknown))
             for entry in out.split("\0"):
                 meta, _, path = entry.partition("\t")

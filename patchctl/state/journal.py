@@ -32,7 +32,6 @@ removed through its directory's descriptor, opened without following a link (`_J
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -92,7 +91,7 @@ def commit(config_file: Path, changes: list[FileChange]) -> None:
     problem = _untrusted(config_file, "staging", entries, new_config)
     if problem is not None:
         raise ConfigError(f"refusing to write through the journal: {problem}")
-    journal = _JournalFile(statehome.ensure(root) / JOURNAL_NAME)
+    journal = _JournalFile(root, statehome.ensure(root) / JOURNAL_NAME)
     journal.write("staging", entries)
     try:
         for change, entry in zip(changes, entries, strict=True):
@@ -173,13 +172,13 @@ def _recover_one(config_file: Path, path: Path) -> str | None:
     repository = Root(config_file.parent)
     if journal.state == "committed":
         _discard(repository, journal.entries)
-        _JournalFile(journal.path).remove()
+        _JournalFile(config_file.parent, journal.path).remove()
         return "completed"
     if journal.state == "prepared":
         for entry in journal.entries:
             _roll_back(repository, entry)
     _discard(repository, journal.entries)
-    _JournalFile(journal.path).remove()
+    _JournalFile(config_file.parent, journal.path).remove()
     return "rolled-back"
 
 
@@ -310,49 +309,21 @@ def _discard(repository: Root, entries: list[dict]) -> None:
 
 
 class _JournalFile:
-    """The journal file PATH, in the state directory (`patchctl.state.statehome`): replaced atomically
-    and removed through the directory's descriptor, which is opened without following a link
-    (`statehome.ensure` refused one already; this holds if one is swapped in since)."""
+    """The journal file PATH, in the state directory (`patchctl.state.statehome`) of the repository
+    at ROOT: replaced atomically and removed through `confined.Root`, reached from the git
+    directory at every call, no link followed (`statehome.ensure` refused one already; this
+    holds if one is swapped in since)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, root: Path, path: Path):
         self.path = path
-
-    def _directory(self) -> int:
-        return os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        self.where = statehome.root_for(root, path)
 
     def write(self, state: str, entries: list[dict]) -> None:
         data = (json.dumps({"state": state, "entries": entries}, indent=2) + "\n").encode("utf-8")
-        directory = self._directory()
-        # `.journal.json.XXXX.tmp`: the name recovery sweeps up after a kill (patchctl.state.recovery).
-        temp = f".{self.path.name}.{os.urandom(4).hex()}.tmp"
-        try:
-            fd = os.open(
-                temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=directory
-            )
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(temp, self.path.name, src_dir_fd=directory, dst_dir_fd=directory)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp, dir_fd=directory)
-                raise
-        finally:
-            os.close(directory)
+        self.where.write_bytes(self.path, data, 0o600)
 
     def remove(self) -> None:
-        try:
-            directory = self._directory()
-        except FileNotFoundError:
-            return
-        try:
-            os.unlink(self.path.name, dir_fd=directory)
-        except FileNotFoundError:
-            pass
-        finally:
-            os.close(directory)
+        self.where.unlink(self.path)
 
 
 # ---------------------------------------------------------------- the file operations on the repository's files

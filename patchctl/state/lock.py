@@ -13,11 +13,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..confined import Refused
 from ..errors import EnvironmentFailure, UsageError
 from . import statehome, worktree
 
@@ -64,12 +64,11 @@ class ProjectLock:
         # A directory, a FIFO, a device or a symlink where the lock belongs: one line, never opened.
         worktree.check_state_path(self.root, self.path, "lock")
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+            fd = statehome.state_root(self.root).open_shared(LOCK_NAME)
+        except Refused:  # swapped for something else since the check
+            raise EnvironmentFailure(worktree.unexpected_state(self.root, self.path, "lock", "special file")) from None
         except OSError as exc:
             raise EnvironmentFailure(f"cannot open the lock {self.path}: {exc.strerror}") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise EnvironmentFailure(worktree.unexpected_state(self.root, self.path, "lock", "special file"))
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:

@@ -18,22 +18,22 @@ there is one line (exit 3), never followed.
 
 from __future__ import annotations
 
-import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..confined.regular import kind_of
+from ..confined import Root
+from ..confined.root import TEMP_INFIX
 from ..errors import EnvironmentFailure
 from ..output.escape import shell_word
-from ..paths import atomic_write_bytes
 from . import journal, statehome, sync_state, treeswap, worktree
 from .lock import ProjectLock
 
 _JOURNAL_NAMES = (journal.JOURNAL_NAME, *journal.LEGACY_JOURNAL_NAMES)
-# The atomic writes in a state directory (paths.atomic_write_bytes names its temporary files .NAME.*.tmp).
-_TEMP_GLOBS = (
-    *(f".{name}.*.tmp" for name in _JOURNAL_NAMES),
-    f"sync/*/.{worktree.SYNC_STATE_NAME}.*.tmp",
+# The atomic writes in a state directory: `.NAME.XXXX.tmp` (earlier versions), `.NAME.patchctl-tmp-XXXX` (Root).
+_TEMP_NAME = re.compile(
+    rf"^\.(?:{'|'.join(map(re.escape, (*_JOURNAL_NAMES, worktree.SYNC_STATE_NAME)))})"
+    rf"(?:\..+\.tmp|{re.escape(TEMP_INFIX)}[0-9a-f]+)$"
 )
 
 
@@ -52,13 +52,11 @@ def needs_recovery(root: Path) -> bool:
     """Whether a killed run (or an earlier version) left something behind: a few lstat calls,
     no git, no lock. Refuses a damaged layout (one line, exit 3) before anything else."""
     tree_dirs = _checked_layout(root)
-    home = statehome.home(root)
-    legacy = worktree.state_dir(root)
-    if journal.pending(root) or _legacy_states(root):
+    if journal.pending(root) or _legacy_states(root) or _temporaries(root):
         return True
-    if any(next(base.glob(pattern), None) is not None for base in (home, legacy) for pattern in _TEMP_GLOBS):
+    if statehome.state_root(root).listdir(treeswap.STAGING):
         return True
-    return any(treeswap.interrupted_in(directory) for directory in tree_dirs)
+    return any(treeswap.interrupted_in(directory, root) for directory in tree_dirs)
 
 
 def _recover(config_file: Path) -> list[str]:
@@ -69,15 +67,33 @@ def _recover(config_file: Path) -> list[str]:
     if outcome is not None:
         verb = "completed" if outcome == "completed" else "rolled back"
         done.append(f"{verb} a write an earlier run did not finish")
-    for base in (statehome.home(root), worktree.state_dir(root)):
-        for pattern in _TEMP_GLOBS:
-            for stray in sorted(base.glob(pattern)):
-                _remove_temporary(root, stray)
-                done.append(f"removed {statehome.display(root, stray)}")
+    for where, stray in _temporaries(root):
+        _remove_temporary(root, where, stray)
+        done.append(f"removed {statehome.display(root, where.absolute(stray))}")
+    for name in treeswap.recover_staging(root):
+        done.append(f"removed {name}, a tree an earlier run was checking out")
     for directory in tree_dirs:
-        for tree in treeswap.recover_trees_in(directory):
+        for tree in treeswap.recover_trees_in(directory, root):
             done.append(f"finished replacing {worktree.display(root, tree)}, which an earlier run did not")
     return done
+
+
+def _temporaries(root: Path) -> list[tuple[Root, str]]:
+    """The temporary files of interrupted atomic writes in the state directory and in the
+    `.patchctl/` of earlier versions (its journal, each `sync/UPSTREAM/state.json`)."""
+    found = []
+    for where, base in ((statehome.state_root(root), ()), (Root(root), (worktree.STATE_DIR,))):
+        for directory in [base, *((*base, "sync", name) for name in _listed(where, (*base, "sync")))]:
+            found += [(where, "/".join((*directory, n))) for n in _listed(where, directory) if _TEMP_NAME.match(n)]
+    return found
+
+
+def _listed(where: Root, parts: tuple[str, ...]) -> list[str]:
+    """The names in the directory PARTS below WHERE ([] when it is not a directory)."""
+    path = "/".join(parts)
+    if parts and where.kind(path) != "directory":
+        return []
+    return where.listdir(path) or []
 
 
 def _checked_layout(root: Path) -> list[Path]:
@@ -88,16 +104,17 @@ def _checked_layout(root: Path) -> list[Path]:
     statehome.check_directory(root, home / "sync", "directory of pin-sync states")
     state = worktree.state_dir(root)
     statehome.check_directory(root, state, "directory of trees and logs")
-    if kind_of(state) is None:
+    repository = Root(root)
+    if repository.kind(state) is None:
         return []
     trees, sync = state / "trees", state / "sync"
     statehome.check_directory(root, trees, "directory of applied trees")
     statehome.check_directory(root, sync, "directory of pin-sync trees")
     dirs = [trees]
-    if kind_of(sync) == "directory":
-        for entry in sorted(sync.iterdir()):
-            statehome.check_directory(root, entry, "directory of a pin-sync's trees")
-            dirs.append(entry)
+    if repository.kind(sync) == "directory":
+        for name in repository.listdir(sync) or []:
+            statehome.check_directory(root, sync / name, "directory of a pin-sync's trees")
+            dirs.append(sync / name)
     return dirs
 
 
@@ -113,13 +130,19 @@ class _Move:
 
 def _legacy_states(root: Path) -> list[Path]:
     """The journals and pin-sync states an earlier version left in `.patchctl/` (by lstat)."""
+    repository = Root(root)
     legacy = worktree.state_dir(root)
-    if kind_of(legacy) != "directory":
+    if repository.kind(legacy) != "directory":
         return []
-    found = [legacy / name for name in _JOURNAL_NAMES if os.path.lexists(legacy / name)]
+    found = [legacy / name for name in _JOURNAL_NAMES if repository.lstat(legacy / name) is not None]
     sync = legacy / "sync"
-    if kind_of(sync) == "directory":
-        found += [p / worktree.SYNC_STATE_NAME for p in sorted(sync.iterdir()) if os.path.lexists(p / "state.json")]
+    if repository.kind(sync) == "directory":
+        found += [
+            sync / name / worktree.SYNC_STATE_NAME
+            for name in repository.listdir(sync) or []
+            if repository.kind(sync / name) == "directory"
+            and repository.lstat(sync / name / worktree.SYNC_STATE_NAME) is not None
+        ]
     return found
 
 
@@ -137,7 +160,7 @@ def _migrate(config_file: Path) -> list[str]:
         else:
             journal.load(config_file, old)
             new = statehome.home(root) / old.name
-        if os.path.lexists(new):
+        if statehome.state_root(root).lstat(new) is not None:
             raise EnvironmentFailure(
                 f"{worktree.display(root, old)} (left by an earlier patchctl) and {statehome.display(root, new)} both "
                 f"exist; nothing was changed: remove the one that is not current (`rm {shell_word(old)}`)"
@@ -146,17 +169,18 @@ def _migrate(config_file: Path) -> list[str]:
     if not moves:
         return []
     statehome.ensure(root)
+    state, repository = statehome.state_root(root), Root(root)
     done = []
     for move in moves:
-        atomic_write_bytes(move.new, move.data)
-        move.old.unlink()
+        state.write_bytes(move.new, move.data)
+        repository.unlink(move.old)
         done.append(f"moved {worktree.display(root, move.old)} to {statehome.display(root, move.new)}")
     return done
 
 
-def _remove_temporary(root: Path, path: Path) -> None:
-    kind = kind_of(path)
+def _remove_temporary(root: Path, where: Root, path: str) -> None:
+    kind = where.kind(path)
     if kind in ("regular file", "symlink"):
-        path.unlink(missing_ok=True)
+        where.unlink(path)
     elif kind is not None:
-        raise EnvironmentFailure(worktree.unexpected_state(root, path, "temporary file", kind))
+        raise EnvironmentFailure(worktree.unexpected_state(root, where.absolute(path), "temporary file", kind))

@@ -13,7 +13,6 @@ the next command reads the repository.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -23,7 +22,6 @@ from pathlib import Path
 from ..errors import EnvironmentFailure, UsageError
 from ..output.escape import shell_command
 from ..output.jsonout import json_field
-from ..paths import atomic_write_text
 from . import journal, statehome, worktree
 
 STATE_VERSION = 2
@@ -33,6 +31,7 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _PATCH_ID = re.compile(r"^(?:[0-9a-f]{40,64}|-|)$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _OBJECT_PREFIX = re.compile(r"^[0-9a-f]{4,40}$")  # an id as an index line may abbreviate it
+_FACT_KEY = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64}|patch:[0-9a-f]{64})$")  # a commit, or a patch by its sha256
 
 
 @dataclass
@@ -98,17 +97,17 @@ class SyncState:
 def save_state(root: Path, state: SyncState) -> None:
     text = json.dumps(asdict(state), indent=2, sort_keys=True) + "\n"
     statehome.ensure(root)
-    atomic_write_text(worktree.sync_state_file(root, state.upstream), text)
+    statehome.state_root(root).write_bytes(worktree.sync_state_file(root, state.upstream), text.encode())
 
 
 def drop_state(root: Path, upstream: str) -> None:
     """Forget UPSTREAM's stopped sync (its trees are removed by the caller)."""
     path = worktree.sync_state_file(root, upstream)
+    state = statehome.state_root(root)
     if os.path.lexists(path):
         worktree.check_state_path(root, path, "pin-sync state")
-        path.unlink()
-    with contextlib.suppress(OSError):
-        path.parent.rmdir()  # only when empty
+        state.unlink(path)
+    state.rmdir(path.parent)  # only when empty
 
 
 def load_state(root: Path, upstream: str) -> SyncState:
@@ -154,11 +153,22 @@ def _abort(upstream: str) -> str:
 
 
 def _untrusted(root: Path, upstream: str, state: SyncState) -> str | None:
-    """Why STATE is not one pin-sync of UPSTREAM writes in the repository at ROOT, or None."""
+    """Why STATE is not one pin-sync of UPSTREAM writes in the repository at ROOT, or None.
+    Every field is checked, as the journal's are: the revisions are full commit ids (so none
+    reaches git where it could be read as an option), names are names, texts are bounded."""
     if state.upstream != upstream or not isinstance(upstream, str) or not _NAME.match(upstream):
         return f"upstream {str(state.upstream)[:80]!r} in the state of {upstream}"
+    for what, commit in (("old pin", state.old_pin), ("target", state.target)):
+        if not (isinstance(commit, str) and _COMMIT.match(commit)):
+            return f"{what} {str(commit)[:80]!r}"
+    if not _text_ok(state.target_spec):
+        return f"target {str(state.target_spec)[:80]!r}"
+    if state.phase not in PHASES:
+        return f"phase {str(state.phase)[:80]!r}"
     if not _facts_ok(state.upstream_facts):
         return f"upstream facts {str(state.upstream_facts)[:80]!r}"
+    if not isinstance(state.series, list) or not isinstance(state.records, list):
+        return "series or records that are not lists"
     names = set()
     for entry in state.series:
         if not isinstance(entry.name, str) or not _NAME.match(entry.name) or entry.name in names:
@@ -180,8 +190,44 @@ def _untrusted(root: Path, upstream: str, state: SyncState) -> str | None:
             isinstance(c, str) and _COMMIT.match(c) and _replayed_ok(v) for c, v in entry.replayed.items()
         ):
             return f"replayed commits {str(entry.replayed)[:80]!r} of series {entry.name}"
-        if not isinstance(entry.next, int) or entry.next < 0:
+        if not isinstance(entry.next, int) or isinstance(entry.next, bool) or entry.next < 0:
             return f"next patch {str(entry.next)[:80]!r} of series {entry.name}"
+        if not (isinstance(entry.digest, str) and _SHA256.match(entry.digest)):
+            return f"digest {str(entry.digest)[:80]!r} of series {entry.name}"
+    for record in state.records:
+        if (problem := _record_problem(record, names)) is not None:
+            return problem
+    return None
+
+
+PHASES = ("replaying", "conflict", "gates-failed")
+_MAX_TEXT = 64 * 1024  # a record's detail: a git message, a list of files
+
+
+def _text_ok(value: object, limit: int = _MAX_TEXT) -> bool:
+    return isinstance(value, str) and len(value) <= limit and "\0" not in value
+
+
+def _record_problem(record: PatchRecord, series: set[str]) -> str | None:
+    """Why RECORD is not one a replay of SERIES writes, or None."""
+    if record.series not in series:
+        return f"record of series {str(record.series)[:80]!r}"
+    name = record.patch
+    if not (_text_ok(name, 255) and name and "/" not in name and name not in (".", "..")):
+        return f"patch {str(name)[:80]!r} in the records of {record.series}"
+    if not all(_text_ok(v) for v in (record.classification, record.detail)):
+        return f"record of {name[:80]!r}: classification or detail {str(record.classification)[:80]!r}"
+    for listed in (record.conflicts, record.renames):
+        if not isinstance(listed, list) or not all(_text_ok(v, 4096) for v in listed):
+            return f"record of {name[:80]!r}: files {str(listed)[:80]!r}"
+    taken = record.taken_upstream
+    if taken is not None and not (
+        isinstance(taken, dict)
+        and all(isinstance(k, str) and _text_ok(v, 4096) for k, v in taken.items())
+        and isinstance(taken.get("commit"), str)
+        and _COMMIT.match(taken["commit"])
+    ):
+        return f"record of {name[:80]!r}: taken upstream by {str(taken)[:80]!r}"
     return None
 
 
@@ -205,9 +251,12 @@ def _facts_ok(facts: object) -> bool:
     renames = facts.get("renames", {})
     return (
         isinstance(ids, dict)
-        and all(isinstance(k, str) and isinstance(v, str) and _PATCH_ID.match(v) for k, v in ids.items())
+        and all(
+            isinstance(k, str) and _FACT_KEY.match(k) and isinstance(v, str) and _PATCH_ID.match(v)
+            for k, v in ids.items()
+        )
         and isinstance(renames, dict)
-        and all(isinstance(k, str) and isinstance(v, str) for k, v in renames.items())
+        and all(_text_ok(k, 4096) and _text_ok(v, 4096) for k, v in renames.items())
     )
 
 

@@ -24,13 +24,14 @@ import json
 import os
 import re
 import shlex
+import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import git
-from ..confined.regular import NotRegular, TooLarge, file_kind, kind_of, read_regular
+from ..confined import Refused, Root, TooLarge
+from ..confined.regular import file_kind, kind_of
 from ..errors import EnvironmentFailure, GitError
-from ..paths import atomic_write_text
 from . import statehome
 
 STATE_DIR = ".patchctl"
@@ -85,7 +86,8 @@ def syncs_in_progress(root: Path) -> list[str]:
     """The upstreams with a stopped pin-sync (a state file), sorted."""
     base = sync_states(root)
     statehome.check_directory(root, base, "directory of pin-sync states")
-    return sorted(p.parent.name for p in base.glob(f"*/{SYNC_STATE_NAME}")) if base.is_dir() else []
+    state = statehome.state_root(root)
+    return [name for name in state.listdir("sync") or [] if state.lstat(f"sync/{name}/{SYNC_STATE_NAME}") is not None]
 
 
 def gate_logs(root: Path, series: str) -> Path:
@@ -100,24 +102,54 @@ def canary_logs(root: Path, upstream: str) -> Path:
     return state_dir(root) / "logs" / "canary" / upstream
 
 
+def reached_through(path: Path) -> Root:
+    """The `Root` patchctl reaches PATH through: for a path under a repository's `.patchctl/` (a
+    tree, a log) that repository, so that no link on the way from it is followed; for anything
+    else (a tree or log directory the user named) the nearest directory above PATH that exists,
+    the user's choice."""
+    path = Path(path)
+    for parent in path.parents:
+        if parent.name == STATE_DIR:
+            return Root(parent.parent)
+    existing = next((p for p in path.parents if os.path.isdir(p)), Path(path.anchor))  # what is made goes below
+    return Root(existing, "the directory")
+
+
+def tree_root(tree: Path, label: str) -> Root:
+    """TREE as a `Root`: for patchctl's own tree under a repository's `.patchctl/`, reached from
+    the repository at every call (a directory on the way swapped for a link redirects nothing);
+    for a tree the user named, from the tree itself."""
+    tree = Path(tree)
+    for parent in tree.parents:
+        if parent.name == STATE_DIR:
+            return Root(parent.parent, label, prefix=tree.relative_to(parent.parent).parts)
+    return Root(tree, label)
+
+
 def log_name(name: str) -> str:
     """NAME made safe for a log file name."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name)
 
 
-def read_state(root: Path, path: Path, what: str) -> bytes | None:
+def read_state(root: Path, path: Path, what: str, where: Root | None = None) -> bytes | None:
     """The bytes of patchctl's own state file PATH (WHAT names it: "journal", "lock", ...), or
     None when there is none. Anything there that patchctl did not write (a directory, a FIFO, a
     symlink, a device, a huge file) is refused in one line that says what to remove (exit 3)."""
     try:
-        return read_regular(path, MAX_STATE_BYTES)
-    except NotRegular as exc:
-        raise EnvironmentFailure(unexpected_state(root, path, what, exc.kind)) from None
+        where = where or statehome.root_for(root, path)
+        info = where.lstat(path)
+        if info is None:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            raise EnvironmentFailure(unexpected_state(root, path, what, file_kind(info.st_mode)))
+        return where.read_bytes(path, MAX_STATE_BYTES)
     except TooLarge:
         raise EnvironmentFailure(
             f"{display(root, path)}: larger than {MAX_STATE_BYTES // (1024 * 1024)} MiB, not the {what} patchctl "
             f"writes there; remove it (`{shlex.join(['rm', str(path)])}`)"
         ) from None
+    except Refused as exc:  # a link on the way, or swapped in since the lstat
+        raise EnvironmentFailure(f"{exc}; not the {what} patchctl writes there") from None
     except OSError as exc:
         raise EnvironmentFailure(f"{display(root, path)}: cannot read the {what}: {exc.strerror}") from None
 
@@ -185,17 +217,33 @@ def read_marker(tree: Path) -> Marker | None:
     gitdir = git_dir(tree)
     if gitdir is None:
         return None
-    data = read_state(tree, gitdir / MARKER_NAME, "apply marker")
+    data = read_state(tree, gitdir / MARKER_NAME, "apply marker", Root(gitdir, "the tree's git directory"))
     if data is None:
         return None
     try:
-        return Marker(**json.loads(data))
-    except (ValueError, TypeError):
+        marker = Marker(**json.loads(data))
+    except (ValueError, TypeError, RecursionError):
         return None
+    return marker if _marker_ok(marker) else None
+
+
+def _marker_ok(marker: Marker) -> bool:
+    """Whether MARKER holds what `write_marker` writes: commits as full ids (a value git could read
+    as an option is never trusted), names and digests as such."""
+    return (
+        all(isinstance(v, str) and git.is_full_sha(v) for v in (marker.rev, marker.head))
+        and (marker.updating == "" or (isinstance(marker.updating, str) and git.is_full_sha(marker.updating)))
+        and isinstance(marker.digest, str)
+        and re.fullmatch(r"[0-9a-f]{64}", marker.digest) is not None
+        and all(isinstance(v, list) and all(isinstance(n, str) for n in v) for v in (marker.series, marker.patches))
+        and isinstance(marker.upstream, str)
+        and isinstance(marker.version, int)
+    )
 
 
 def write_marker(tree: Path, marker: Marker) -> None:
     gitdir = git_dir(tree)
     if gitdir is None:
         raise GitError(f"{tree} is not a git work tree")
-    atomic_write_text(gitdir / MARKER_NAME, json.dumps(asdict(marker), indent=2, sort_keys=True) + "\n")
+    data = (json.dumps(asdict(marker), indent=2, sort_keys=True) + "\n").encode()
+    Root(gitdir, "the tree's git directory").write_bytes(MARKER_NAME, data)

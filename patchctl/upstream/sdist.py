@@ -17,16 +17,15 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 import urllib.parse
 import zlib
 from pathlib import Path
 
 from .. import git
+from ..confined import Root
 from ..errors import EnvironmentFailure
 from ..output import progress
-from ..paths import atomic_write_bytes, cache_dir
+from ..paths import cache_dir
 from ..project.upstream_checks import SdistSpec, parse_url
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
@@ -38,31 +37,33 @@ def materialize(url: str) -> Path:
     """The local git repository for URL, built once from cached sdists."""
     spec = parse_url(url)
     digest = hashlib.sha256(spec.url.encode()).hexdigest()[:12]
-    repo = cache_dir() / "sdist-repos" / f"{spec.package}-{digest}"
-    repo.parent.mkdir(parents=True, exist_ok=True)
+    cache = Root(cache_dir(), "the cache")
+    repo = cache.path / "sdist-repos" / f"{spec.package}-{digest}"
+    cache.mkdirs(repo.parent)
     from filelock import FileLock  # here: only an sdist upstream needs it (start-up)
 
     with FileLock(str(repo) + ".lock"):
-        if (repo / "HEAD").exists():
+        if cache.lstat(repo / "HEAD") is not None:
             return repo
-        staging = Path(tempfile.mkdtemp(prefix=f".{repo.name}.", dir=repo.parent))
+        staging = repo.parent / cache.make_private_dir(repo.parent, f".{repo.name}.")
         try:
             with progress.step(f"building the {spec.package} upstream from its sdists"):
-                _build_repo(spec, staging)
-            os.replace(staging, repo)
+                _build_repo(spec, staging, cache)
+            cache.rename(staging, repo)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            cache.remove_tree(staging)
     return repo
 
 
-def _build_repo(spec: SdistSpec, target: Path) -> None:
+def _build_repo(spec: SdistSpec, target: Path, cache: Root) -> None:
     work = target / "work"
-    git.init_repo(work)
+    cache.mkdirs(work)
+    git.run(["init", "-q", "-b", "main", "."], work)
     for index, version in enumerate(spec.versions):
         archive = fetch_sdist(spec.package, version)
-        for entry in work.iterdir():
-            if entry.name != ".git":
-                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        for name in cache.listdir(work) or []:
+            if name != ".git":
+                cache.remove_tree(work / name)
         _extract_subdir(archive, spec.subdir, work)
         # An empty index makes git hash every file: stat data (size, archive mtime) can match
         # between two versions whose contents differ.
@@ -79,10 +80,10 @@ def _build_repo(spec: SdistSpec, target: Path) -> None:
     bare = target / "bare"
     git.run(["clone", "-q", "--bare", str(work), str(bare)], target)
     git.run([f"--git-dir={bare}", "remote", "remove", "origin"], target)
-    shutil.rmtree(work)
-    for entry in bare.iterdir():
-        os.replace(entry, target / entry.name)
-    bare.rmdir()
+    cache.remove_tree(work)
+    for name in cache.listdir(bare) or []:
+        cache.rename(bare / name, target / name)
+    cache.rmdir(bare)
 
 
 def _extract_subdir(archive: Path, subdir: str, dest: Path) -> None:
@@ -92,8 +93,9 @@ def _extract_subdir(archive: Path, subdir: str, dest: Path) -> None:
 
     from ..confined import tar as safetar
 
+    cache = Root(archive.parent, "the cache")
     try:
-        with tarfile.open(archive, "r:gz") as tar:
+        with cache.open_regular(archive.name) as (handle, _), tarfile.open(fileobj=handle, mode="r:gz") as tar:
             members = tar.getmembers()
             if not members:
                 raise EnvironmentFailure(f"{archive}: empty archive")
@@ -127,13 +129,14 @@ def fetch_sdist(package: str, version: str) -> Path:
     Only the archive is fetched, never built: no package code runs. The index must give its
     sha256 (the simple index's `#sha256=` fragment, or the JSON API's digests) and the
     download must match it; a file without a digest is refused."""
-    directory = cache_dir() / "sdists"
-    directory.mkdir(parents=True, exist_ok=True)
+    cache = Root(cache_dir(), "the cache")
+    directory = cache.path / "sdists"
+    cache.mkdirs(directory)
     path = directory / sdist_filename(package, version)
     from filelock import FileLock  # here: only an sdist upstream needs it (start-up)
 
     with FileLock(str(path) + ".lock"):
-        if path.exists():
+        if cache.lstat(path) is not None:
             return path
         try:
             url, sha256 = _find_in_simple_index(package, version)
@@ -147,7 +150,7 @@ def fetch_sdist(package: str, version: str) -> Path:
             data = _download(url)
         if hashlib.sha256(data).hexdigest() != sha256.lower():
             raise EnvironmentFailure(f"{url}: sha256 mismatch, refusing the download")
-        atomic_write_bytes(path, data)
+        cache.write_bytes(path, data)
     return path
 
 

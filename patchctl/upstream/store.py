@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
-import os
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,11 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import git
-from ..confined import Root
-from ..confined.regular import kind_of, read_regular
+from ..confined import Refused, Root
 from ..errors import EnvironmentFailure, GitError, UsageError
 from ..output import progress
-from ..paths import cache_dir, remove_tree
+from ..paths import cache_dir
 from ..project import upstream_checks
 from ..project.yamlloc import format_keypath
 from . import sdist
@@ -85,7 +81,8 @@ class UpstreamPathMissing(EnvironmentFailure):
 class Store:
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root else cache_dir()
-        (self.root / "mirrors").mkdir(parents=True, exist_ok=True)
+        self.cache = Root(cache_dir(self.root), "the cache")
+        self.cache.mkdirs("mirrors")
         git.own_bare_repositories_in(self.root / "mirrors")
 
     def mirror(self, url: str, base: Path | None = None) -> Mirror:
@@ -195,7 +192,9 @@ class Store:
 
     @staticmethod
     def _rev_parse(mirror: Mirror, rev: str) -> str | None:
-        found = git.run(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], mirror.path, check=False)
+        found = git.run(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], mirror.path, check=False
+        )
         return found.stdout.strip() if found.ok else None
 
     def branch_tip(self, mirror: Mirror, branch: str) -> str:
@@ -214,30 +213,18 @@ class Store:
         return dest
 
     def remove_worktree(self, mirror: Mirror, dest: Path) -> None:
+        """Delete the worktree DEST (a scratch tree of the canary, or a directory the user named) and
+        its entry in MIRROR. Its files go by descriptor, no link followed (a FIFO or a link where
+        the tree was is removed itself, never opened); then git forgets it (`worktree prune`)."""
         with self._locked(mirror):
             unlock_killed_adds(mirror.path)
-            git.run(["worktree", "remove", "--force", str(dest)], mirror.path, check=False)
-            remove_tree(dest)  # (a FIFO or a link where the tree was: removed itself, never opened or followed)
+            Root(dest.parent, "the directory").remove_tree(dest.name)
             git.run(["worktree", "prune"], mirror.path, check=False)
-
-    def move_worktree(self, mirror: Mirror, src: Path, dest: Path) -> None:
-        with self._locked(mirror):
-            git.run(["worktree", "move", str(src), str(dest)], mirror.path)
-
-    def export(self, mirror: Mirror, rev: str, dest: Path) -> Path:
-        """A clean export of REV's tracked files into DEST (no .git)."""
-        dest = Path(dest)
-        dest.mkdir(parents=True, exist_ok=True)
-        import tarfile  # here: every command imports the store, few export a tree
-
-        archive = git.run(["archive", "--format=tar", rev], mirror.path, binary=True).stdout
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(dest, filter="tar")
-        return dest
 
     def _create(self, mirror: Mirror) -> None:
         tmp = mirror.path.with_name(mirror.path.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
+        self.cache.remove_tree(tmp)
+        self.cache.mkdirs(tmp)
         git.init_repo(tmp, bare=True)
         git.run(["remote", "add", "--mirror=fetch", "origin", fetch_url(mirror.url)], tmp)
         # Worktrees of a mirror must not see the user's hooks or gc the objects 3-way needs.
@@ -250,13 +237,14 @@ class Store:
             with progress.step(f"mirroring {mirror.url}"):
                 warnings = self._fetch_unlocked(Mirror(mirror.url, tmp))
         except GitError:
-            shutil.rmtree(tmp, ignore_errors=True)
+            self.cache.remove_tree(tmp)
             raise
         if partial and _FILTER_IGNORED in warnings:
             # The server sent everything: an ordinary full mirror, which never fetches lazily.
             git.run(["config", "--unset", "remote.origin.promisor"], tmp)
             git.run(["config", "--unset", "remote.origin.partialclonefilter"], tmp)
-        os.replace(tmp, mirror.path)
+        self.cache.remove_tree(mirror.path)  # a directory without HEAD: what a failed creation left
+        self.cache.rename(tmp, mirror.path)
 
     @staticmethod
     def _fetch_unlocked(mirror: Mirror) -> str:
@@ -301,17 +289,17 @@ def unlock_killed_adds(mirror: Path) -> None:
     happens under the mirror's lock, which the caller holds: no add is under way, so every
     entry still initializing is a killed one. Other locks (`patchctl.state.treeswap` moving a tree)
     are left alone."""
-    admin = mirror / "worktrees"
-    if kind_of(admin) != "directory":
+    where = Root(mirror, "the mirror")
+    if where.kind("worktrees") != "directory":
         return
-    for entry in sorted(admin.iterdir()):
-        locked = entry / "locked"
+    for entry in where.listdir("worktrees") or []:
+        locked = f"worktrees/{entry}/locked"
         try:
-            reason = read_regular(locked, 4096)
-        except OSError:
+            reason = where.read_bytes(locked, 4096)
+        except (OSError, Refused):
             continue
         if reason is not None and reason.strip() == _ADDING:
-            locked.unlink(missing_ok=True)
+            where.unlink(locked)
 
 
 def is_local(url: str) -> bool:
@@ -344,8 +332,15 @@ def prefetch_blobs(repo: Path, rev: str, paths: list[str]) -> None:
         return
     if not paths:
         return
-    listing = git.run(["ls-tree", "-z", rev, "--", *sorted(set(paths))], repo).stdout
-    blobs = [entry.split()[2] for entry in listing.split("\0") if entry and entry.split()[1] == "blob"]
+    wanted = sorted(set(paths))
+    if git.paths_fit_argv(wanted):
+        listing = git.run(["ls-tree", "-z", rev, "--", *wanted], repo).stdout
+        entries = [entry.partition("\t")[0] for entry in listing.split("\0") if entry]
+    else:  # long paths: the whole tree, read here, never the command line
+        listing = git.run(["ls-tree", "-r", "-z", "--full-tree", rev], repo).stdout
+        chosen = set(wanted)
+        entries = [meta for meta, _, path in (e.partition("\t") for e in listing.split("\0") if e) if path in chosen]
+    blobs = [meta.split()[2] for meta in entries if meta.split()[1:2] == ["blob"]]
     if not blobs:
         return
     # rev-list marks what is absent without fetching it (naming an absent blob directly is an error).

@@ -10,8 +10,11 @@ and loops; FIFOs; character devices (as root); state planted where patchctl keep
 (journals, pin-sync states, the lock, trees) with hostile contents; names with newlines,
 `::`, `%`, `.GIT`, `git~1`; hostile git config (hostile_git.py: hooks, fsmonitor, drivers
 named by a `.gitattributes`, a promisor's upload-pack...) in the downstream's own `.git` or a
-git directory's files planted in the work tree, each payload writing under `outside/`. Then
-every command runs in-process, each under a time bound, and `Judge` says what went wrong:
+git directory's files planted in the work tree, each payload writing under `outside/`; links,
+FIFOs and hard links at the paths of patchctl's logs; its state directory given to another user
+(as root). Some examples run every command while a thread swaps the directories patchctl uses
+for links out of the repository and back (racing swaps). Then every command runs in-process,
+each under a time bound, and `Judge` says what went wrong:
 
   outside        anything under `outside/`, the upstream, `.git` (less `.git/patchctl`) or a
                  work-tree path patchctl does not manage differs from before the commands;
@@ -27,11 +30,13 @@ below it, and devices are made only there (never /dev itself).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import stat
+import threading
 import time
 import traceback
 from collections.abc import Iterator
@@ -251,6 +256,23 @@ LINK_TARGETS = (
 # git directory's files (HEAD, config, objects/, refs/: what a checkout can carry) in its work tree.
 GIT_CONFIG_PLACES = (".git", f"{VENDOR_TO}/evil.git", "third_party/evil", ".patchctl/trees/main", "src-local/.git-x")
 COPY = b"COPY"  # a file's content: the series' first patch
+# Where the commands write their logs (the gate "noop" of the series, pin-sync's gates of it).
+LOG_PATHS = (
+    f".patchctl/gates/{SERIES}/01-noop.log",
+    f".patchctl/logs/pin-sync/{UPSTREAM}/{SERIES}/01-noop.log",
+)
+STRANGER = 4242  # the uid of another user (devices and ownership: as root only)
+# The directories a racing example swaps for links to directories under `outside/` while it runs.
+RACED = (
+    ".patchctl",
+    ".patchctl/trees",
+    f".patchctl/trees/{SERIES}",
+    ".patchctl/gates",
+    f".patchctl/sync/{UPSTREAM}",
+    f".patchctl/logs/pin-sync/{UPSTREAM}/{SERIES}",
+    "patches",
+    SERIES_DIR,
+)
 STATE_FILES = (
     ".patchctl/journal.json",
     ".git/patchctl/journal.json",
@@ -352,10 +374,17 @@ def additions(draw, devices: bool, blocking: bool = False) -> Addition:
     (planted state, a lock, trees, `.git/patchctl`, matrix.yaml replaced): drawn apart, so that
     most examples let the commands go deep."""
     if blocking:
-        kinds = ["state", "lock", "git-state-link", "trees", "replace-config"]
+        kinds = ["state", "lock", "git-state-link", "trees", "replace-config"] + (["foreign-state"] if devices else [])
     else:
-        kinds = ["link", "chain", "loop", "fifo", "file", "dir", "replace", "branch"] + (["device"] if devices else [])
+        kinds = ["link", "chain", "loop", "fifo", "file", "dir", "replace", "branch", "log"]
+        kinds += ["device"] if devices else []
     kind = draw(st.sampled_from(kinds))
+    if kind == "log":  # something where patchctl writes a log: never written through, never waited on
+        what = draw(st.sampled_from(["link", "fifo", "hardlink", "dir-link"]))
+        target = draw(st.sampled_from(["OUT/victim.txt", "ABS_OUT", "GIT/config", "SELF"])) if what == "link" else None
+        return Addition("log-" + what, None, draw(st.sampled_from(LOG_PATHS)), target)
+    if kind == "foreign-state":  # .git/patchctl (with a planted journal) made by another user
+        return Addition(kind, None, ".git/patchctl", state_json(draw))
     if kind == "branch":
         return Addition(kind, None, "matrix.yaml", "conflicting")
     if kind == "replace-config":
@@ -554,6 +583,25 @@ def _apply(example: Example, addition: Addition, repository: Path) -> None:
             embedded_git_dir(path, payloads, path)
         if not os.path.lexists(repository / ".gitattributes"):
             (repository / ".gitattributes").write_text(GITATTRIBUTES)
+    elif kind.startswith("log-"):
+        path = repository / addition.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _clear(path)
+        what = kind[len("log-") :]
+        if what == "hardlink":
+            os.link(example.outside / "victim.txt", path)
+        elif what == "dir-link":  # the directory the log goes in
+            _clear(path.parent)
+            os.symlink(_link_target("OUT", path.parent, example, repository), path.parent)
+        else:
+            _make(path, what, addition.detail, example, repository)
+    elif kind == "foreign-state":
+        path = repository / addition.name
+        _clear(path)
+        path.mkdir()
+        (path / "journal.json").write_bytes(_state_text(addition.detail, example, path / "journal.json"))
+        for name in (path, path / "journal.json"):
+            os.lchown(name, STRANGER, STRANGER)
     elif kind == "git-state-link":
         path = repository / addition.name
         _clear(path)
@@ -683,12 +731,86 @@ def differences(before: dict[str, dict[str, tuple]], after: dict[str, dict[str, 
 
 
 def run_every_command(
-    example: Example, upstream: Path, seconds: float, midway: list[Addition] = ()
+    example: Example, upstream: Path, seconds: float, midway: list[Addition] = (), racing: bool = False
 ) -> tuple[list[str], list[Outcome]]:
     """Run every command on EXAMPLE, making each of MIDWAY's additions once the command it names
-    (its `place`) has run; (the problems found, every outcome)."""
+    (its `place`) has run; RACING: while a thread swaps the directories of RACED for links out of
+    the repository and back; (the problems found, every outcome)."""
+    racer = Racer(example) if racing else None  # (its directories outside made before the snapshot)
     before = outside_state(example, upstream)
     outcomes, found = [], []
+    if racer is not None:
+        racer.start()
+    try:
+        found += _run_commands(example, seconds, midway, outcomes)
+    finally:
+        if racer is not None:
+            racer.stop.set()
+            racer.join(timeout=30)
+            found += [f"the racing thread failed: {racer.failure!r}"] if racer.failure else []
+            racer.tidy()
+    outcomes += [run_bounded(example.fresh, args, seconds) for args in INIT_COMMANDS]
+    found += [problem for outcome in outcomes for problem in problems_of(outcome, seconds)]
+    found += [f"changed: {line}" for line in differences(before, outside_state(example, upstream))]
+    return found, outcomes
+
+
+class Racer(threading.Thread):
+    """Swaps each directory of RACED (a real one, when it is there) for a link to a directory
+    under `outside/` for a moment, and puts it back, over and over: what patchctl checked may be a
+    link when it is used. The real directory waits beside it (`NAME.racing`)."""
+
+    def __init__(self, example: Example):
+        super().__init__(daemon=True)
+        self.example = example
+        self.stop = threading.Event()
+        self.failure: BaseException | None = None
+        for relative in RACED:
+            (example.outside / "raced" / relative.replace("/", "__")).mkdir(parents=True, exist_ok=True)
+
+    def run(self) -> None:
+        twins = self.example.outside / "raced"
+        try:
+            while not self.stop.is_set():
+                for relative in RACED:
+                    self._swap(self.example.project / relative, twins / relative.replace("/", "__"))
+        except BaseException as exc:  # noqa: BLE001 - reported as a problem of the example
+            self.failure = exc
+
+    def tidy(self) -> None:
+        """Put back, or drop, what a swap left aside (`NAME.racing`) when patchctl made something
+        new at the name meanwhile: the racer's own leftovers, not patchctl's."""
+        for relative in RACED:
+            path = self.example.project / relative
+            away = path.with_name(path.name + ".racing")
+            if not os.path.lexists(away):
+                continue
+            if not os.path.lexists(path):
+                os.rename(away, path)
+            else:
+                shutil.rmtree(away)
+
+    def _swap(self, path: Path, twin: Path) -> None:
+        away = path.with_name(path.name + ".racing")
+        try:
+            if path.is_symlink() or not path.is_dir() or os.path.lexists(away):
+                return
+            os.rename(path, away)
+            os.symlink(twin, path)
+        except OSError:
+            return
+        time.sleep(0.002)
+        if path.is_symlink():
+            os.unlink(path)
+        if os.path.lexists(path) or not os.path.lexists(away):
+            return  # patchctl made a new one at the name, or deleted the old one with what held it
+        with contextlib.suppress(OSError):
+            os.rename(away, path)
+        time.sleep(0.004)
+
+
+def _run_commands(example: Example, seconds: float, midway, outcomes: list[Outcome]) -> list[str]:
+    found = []
     for args in COMMANDS:
         outcomes.append(run_bounded(example.project, args, seconds))
         if args == ("apply",):  # the tree as apply published it (a midway addition may then edit it)
@@ -698,10 +820,7 @@ def run_every_command(
         for addition in midway:
             if addition.place == " ".join(args):
                 apply_addition(example, addition)
-    outcomes += [run_bounded(example.fresh, args, seconds) for args in INIT_COMMANDS]
-    found += [problem for outcome in outcomes for problem in problems_of(outcome, seconds)]
-    found += [f"changed: {line}" for line in differences(before, outside_state(example, upstream))]
-    return found, outcomes
+    return found
 
 
 # What a user (or a script) may do between two commands: edit the applied tree or a stopped

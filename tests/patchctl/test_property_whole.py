@@ -1,10 +1,12 @@
 """A property test of the whole (issue 31, item 8): random downstream repositories with random
 hostile additions (links into `.git`, out of the repository, chains and loops; FIFOs; devices
-when run as root; planted journals, pin-sync states, locks and trees; hostile names), every
-command run on each. Whatever is added, nothing outside the paths patchctl manages changes
-(the outside directory, the upstream, `.git` less `.git/patchctl`, the rest of the work tree),
-and every run ends within the bound in a verdict or one `patchctl: error:` line, exit 0-3,
-never a traceback. See tests/patchctl/hostile_tree.py for the generators and the judge.
+when run as root; planted journals, pin-sync states, locks and trees; hostile names; links,
+FIFOs and hard links at log paths; a state directory another user owns, as root; issue 44's
+racing swaps of the directories patchctl uses), every command run on each. Whatever is added,
+nothing outside the paths patchctl manages changes (the outside directory, the upstream, `.git`
+less `.git/patchctl`, the rest of the work tree), and every run ends within the bound in a
+verdict or one `patchctl: error:` line, exit 0-3, never a traceback. See
+tests/patchctl/hostile_tree.py for the generators and the judge.
 
 The default run is small and derandomized (the same examples on every run, so CI is
 deterministic): PATCHCTL_PROPERTY_EXAMPLES=N runs N examples (random ones, a new draw each
@@ -95,9 +97,10 @@ def _seeded(test):
     st.lists(additions(devices=AS_ROOT, blocking=True), max_size=1) | st.just([]) | st.just([]),
     st.lists(midway_additions(), max_size=2),
     st.lists(git_config_additions(), max_size=2, unique=True),
+    st.sampled_from([False, False, False, True]),  # racing swaps in one example of four
 )
 # Every place hostile git config can be planted, at once, whatever the draw (issue 44, item 7).
-@example([], [], [], [Addition("git-config", None, place) for place in GIT_CONFIG_PLACES])
+@example([], [], [], [Addition("git-config", None, place) for place in GIT_CONFIG_PLACES], False)
 def test_no_hostile_repository_moves_anything_outside_the_managed_paths(
     template: Template,
     examples_dir: Path,
@@ -107,17 +110,19 @@ def test_no_hostile_repository_moves_anything_outside_the_managed_paths(
     blocking,
     midway,
     configs,
+    racing,
 ) -> None:
     monkeypatch.setenv("PATCHCTL_CACHE", str(shared_cache))
     monkeypatch.setenv("PATCHCTL_LOCK_TIMEOUT", "2")  # a planted lock is waited on this long at most
     example = new_example(template, examples_dir / f"example-{next(_counter)}")
     for addition in [*hostile, *blocking, *configs]:
         apply_addition(example, addition)
-    problems, outcomes = run_every_command(example, template.upstream, SECONDS, midway)
+    problems, outcomes = run_every_command(example, template.upstream, SECONDS, midway, racing)
     if os.environ.get("PATCHCTL_PROPERTY_VERBOSE"):  # with -s: what each example made and what each command said
         print("\n".join(["made: " + "; ".join(example.made), *(o.summary() for o in outcomes)]))
     assert not problems, "\n".join(
-        ["made: " + "; ".join(example.made), *problems, "exit codes: " + str([(o.args, o.exit_code) for o in outcomes])]
+        ["made: " + "; ".join(example.made) + ("; racing swaps" if racing else ""), *problems]
+        + ["exit codes: " + str([(o.args, o.exit_code) for o in outcomes])]
     )
 
 

@@ -9,6 +9,7 @@ import stat
 import threading
 from pathlib import Path
 
+from patchctl.confined import named
 from patchctl.loop.canary import CanaryPatch, CanaryReport, CanarySeries, CompileRecord
 from patchctl.loop.sync import GateRecord, SyncReport
 from patchctl.output import report
@@ -110,7 +111,7 @@ def test_canary_markdown_from_a_real_report() -> None:
 def test_write_json_is_sorted_and_atomic(tmp_path: Path) -> None:
     target = tmp_path / "out" / "r.json"
     target.parent.mkdir()
-    report.write_json(target, {"b": 1, "a": {"d": 2, "c": 3}})
+    named.write_json(target, {"b": 1, "a": {"d": 2, "c": 3}})
     assert target.read_text() == '{\n  "a": {\n    "c": 3,\n    "d": 2\n  },\n  "b": 1\n}\n'
     assert [p.name for p in target.parent.iterdir()] == ["r.json"]  # no temporary left behind
     assert json.loads(target.read_text())["a"]["c"] == 3
@@ -119,9 +120,9 @@ def test_write_json_is_sorted_and_atomic(tmp_path: Path) -> None:
 def test_step_summary_is_appended_only_when_github_names_a_file(tmp_path: Path) -> None:
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
-    assert report.append_step_summary("# one\n", {}) is None
-    assert report.append_step_summary("# one\n", {report.STEP_SUMMARY_ENV: str(summary)}) == summary
-    report.append_step_summary("# two\n", {report.STEP_SUMMARY_ENV: str(summary)})
+    assert named.append_step_summary("# one\n", {}) is None
+    assert named.append_step_summary("# one\n", {named.STEP_SUMMARY_ENV: str(summary)}) == summary
+    named.append_step_summary("# two\n", {named.STEP_SUMMARY_ENV: str(summary)})
     assert summary.read_text() == "earlier step\n# one\n# two\n"
 
 
@@ -133,10 +134,10 @@ def test_a_report_file_that_is_a_fifo_is_written_into_not_replaced(tmp_path: Pat
     received: list[str] = []
     reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
     reader.start()
-    report.write_json(fifo, {"ok": True})
+    named.write_json(fifo, {"ok": True})
     reader.join(timeout=10)
     assert received == ['{\n  "ok": true\n}\n']
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     regular = tmp_path / "report.json"
-    report.write_json(regular, {"ok": False})
+    named.write_json(regular, {"ok": False})
     assert json.loads(regular.read_text()) == {"ok": False}

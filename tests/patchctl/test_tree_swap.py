@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from patchctl import git
-from patchctl.state import treeswap, worktree
+from patchctl.state import statehome, treeswap, worktree
 from patchctl.upstream.store import Store
 
 from .conftest import Project, Repo
@@ -50,7 +50,8 @@ def test_killed_between_the_two_renames_the_next_command_rolls_the_new_tree_forw
 
 
 def test_killed_before_git_learns_the_new_path_the_tree_is_reattached(tmp_path: Path) -> None:
-    project, env, _old, new = _killed_apply(tmp_path, lambda op: op.startswith("exec git worktree repair"))
+    recording = lambda op: op.startswith("open .gitdir")  # noqa: E731 - the worktree's new path, being written
+    project, env, _old, new = _killed_apply(tmp_path, recording)
     tree = worktree.applied_tree(project, "main")
     cache = Path(env["PATCHCTL_CACHE"])
     assert [b for b in _mirror_worktrees(cache) if "locked" in b]  # locked, known by its staging path
@@ -63,11 +64,21 @@ def test_killed_before_git_learns_the_new_path_the_tree_is_reattached(tmp_path: 
 
 
 def test_a_kill_before_the_swap_keeps_the_old_tree(tmp_path: Path) -> None:
+    """Killed while the new tree is still in the state directory's staging area (checked out and
+    locked there, where no checkout reaches): the next command removes it and prunes its entry."""
     project, env, old, _new = _killed_apply(tmp_path, lambda op: op.startswith("exec git worktree lock"))
-    assert treeswap.sibling(worktree.applied_tree(project, "main"), "new").is_dir()
-    assert run_patchctl(["-C", project, "lint", "--no-apply"], env).exit_code == 0
+    staging = statehome.home(project) / treeswap.STAGING
+    assert [p.name for p in staging.iterdir()] and [
+        b for b in _mirror_worktrees(Path(env["PATCHCTL_CACHE"])) if str(staging) in b
+    ]
+    assert not treeswap.sibling(worktree.applied_tree(project, "main"), "new").exists()
+    check = run_patchctl(["-C", project, "lint", "--no-apply"], env)
+    assert check.exit_code == 0, check.output
+    assert "a tree an earlier run was checking out" in check.output
     assert applied_tree_state(project) == old
-    assert not stray_files(project)
+    assert not stray_files(project) and list(staging.iterdir()) == []
+    blocks = _mirror_worktrees(Path(env["PATCHCTL_CACHE"]))
+    assert not [b for b in blocks if "locked" in b or "prunable" in b or str(staging) in b]
 
 
 def test_stale_staging_trees_of_earlier_runs_are_removed_and_pruned(
