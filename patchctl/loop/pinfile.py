@@ -31,9 +31,28 @@ def moved_upstreams(config: Config, upstream: str) -> list[Upstream]:
     return moved
 
 
+def pin_keypaths(upstream: Upstream) -> list[tuple[str, ...]]:
+    """Every `pin:` of UPSTREAM in matrix.yaml, whichever source is followed: its own and its
+    `ci:` block's (when that block states one). They name one revision, so they move together:
+    a pin left behind is a stale series under the other source."""
+    own = ("upstreams", upstream.name, "pin")
+    found = [own]
+    if upstream.ci is not None and upstream.ci.pin_keypath != own:
+        found.append(upstream.ci.pin_keypath)
+    return found
+
+
+def _value_at(config: Config, keypath: tuple[str, ...]) -> object:
+    value: object = config.doc.data
+    for key in keypath:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
 def pin_changes(config: Config, upstream: str, new_pin: str) -> list[FileChange]:
-    """The edits that move UPSTREAM (and its trackers) to NEW_PIN: matrix.yaml's `pin:`
-    values and every pin_files match. Files that would not change are left out."""
+    """The edits that move UPSTREAM (and its trackers) to NEW_PIN: every `pin:` value of theirs
+    in matrix.yaml (the `ci:` block's too, under either source) and every pin_files match.
+    Files that would not change are left out."""
     texts: dict[Path, str] = {}
 
     def text_of(path: Path) -> str:
@@ -44,16 +63,16 @@ def pin_changes(config: Config, upstream: str, new_pin: str) -> list[FileChange]
         return texts[path]
 
     for moved in moved_upstreams(config, upstream):
-        keypath = moved.pin_keypath or ("upstreams", moved.name, "pin")
-        line_no = config.doc.line_of(keypath)
-        lines = text_of(config.path).splitlines(keepends=True)
-        line = lines[line_no - 1]
-        colon = line.find("pin:")
-        found = _PIN_VALUE_RE.search(line, colon + 4 if colon >= 0 else 0)
-        if found is None or found["pin"] != moved.pin:
-            raise config.error(keypath, "cannot find the pin value on its line to update it")
-        lines[line_no - 1] = line[: found.start("pin")] + new_pin + line[found.end("pin") :]
-        texts[config.path] = "".join(lines)
+        for keypath in pin_keypaths(moved):
+            line_no = config.doc.line_of(keypath)
+            lines = text_of(config.path).splitlines(keepends=True)
+            line = lines[line_no - 1]
+            colon = line.find("pin:")
+            found = _PIN_VALUE_RE.search(line, colon + 4 if colon >= 0 else 0)
+            if found is None or found["pin"] != _value_at(config, keypath):
+                raise config.error(keypath, "cannot find the pin value on its line to update it")
+            lines[line_no - 1] = line[: found.start("pin")] + new_pin + line[found.end("pin") :]
+            texts[config.path] = "".join(lines)
         for entry in moved.pin_files:
             path = config.root / entry.path
             text = text_of(path)
