@@ -117,6 +117,9 @@ class SyncReport:
     range_diffs: dict[str, str] = json_field(omit_empty=True, default_factory=dict)
     health: list[health.HealthRow] = json_field(omit_empty=True, default_factory=list)  # the short table of `status`
     range_diff_note: str = json_field(omit_empty=True, default="")  # at a stop: RANGE_DIFF_AT_THE_END
+    # series -> the git tree id its build steps and gates passed on (the series applied at the new
+    # pin): the pin-sync workflow's push job applies what it is handed and compares.
+    gated_trees: dict[str, str] = json_field(omit_empty=True, default_factory=dict)
     phase_seconds: dict[str, float] = json_field(digits=3, default_factory=dict)
 
     @property
@@ -1175,6 +1178,7 @@ def _gate_series(
         # The vendored copies move with the pin and the series: read from the tree the gates passed on.
         if checkout is not None:
             head = git.rev_parse(checkout, "HEAD")
+            report.gated_trees[series.name] = git.run(["rev-parse", "HEAD^{tree}"], checkout).stdout.strip()
         # A series without vendored copies changes none (no commit to read them from: see _strict_apply).
         planned[series.name] = (
             patches_plan,
