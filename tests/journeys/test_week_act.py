@@ -340,6 +340,7 @@ def test_week_for_a_new_downstream(tmp_path: Path, image: str, report_week: list
     upstream = WeekUpstream(tmp_path)
     source = new_downstream(tmp_path / "checkout", upstream, image)
     assert not (source / "action.yml").exists() and not (source / ".ci").exists()
+    linters_find_nothing(source)
     published = copy_checkout(REPO, tmp_path / "published-patchctl")
     actions = {
         "/".join(u.split("@")[0].split("/")[:2])
@@ -355,6 +356,24 @@ def test_week_for_a_new_downstream(tmp_path: Path, image: str, report_week: list
         report_week.append(run_week(github, upstream, "libfoo", frozen_default=False))
     finally:
         github.remove_images()
+
+
+def linters_find_nothing(source: Path) -> None:
+    """actionlint, and zizmor as its default and its auditor persona, on every rendered workflow."""
+    from tests.patchctl.tools import installed_tool
+
+    workflows = sorted(str(p) for p in (source / ".github/workflows").glob("*.yml"))
+    assert workflows
+    lint = subprocess.run([installed_tool("actionlint"), "-no-color", *workflows], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    for persona in ("regular", "auditor"):
+        audit = subprocess.run(
+            [installed_tool("zizmor"), "--offline", "--persona", persona, *workflows], capture_output=True, text=True
+        )
+        assert audit.returncode == 0 and "No findings to report" in audit.stdout + audit.stderr, (
+            persona,
+            audit.stdout + audit.stderr,
+        )
 
 
 def published(source: Path, tmp_path: Path) -> dict[str, Path]:
@@ -382,6 +401,7 @@ def test_week_for_ollama_adopted_by_init(tmp_path: Path, report_week: list[Week]
     ]
     for path in (source / ".github/workflows").glob("*.yml"):  # patchctl alone: no engine gate
         assert "extras:" not in path.read_text(), path.name
+    linters_find_nothing(source)
     github = GitHubRehearsal(tmp_path / "github", "acme/ollama", published_actions=published(source, tmp_path))
     github.publish(source)
     week = run_week(github, upstream, "llama.cpp", "llama", frozen_default=False)

@@ -59,7 +59,7 @@ def run_zizmor(project: Path, persona: str = "regular") -> subprocess.CompletedP
     )
 
 
-@pytest.mark.parametrize("persona", ["regular", "pedantic"])
+@pytest.mark.parametrize("persona", ["regular", "pedantic", "auditor"])
 @pytest.mark.parametrize("where", ["repository", "fixture"])
 def test_actionlint_and_zizmor_report_nothing(cli, tmp_path: Path, where: str, persona: str) -> None:
     project = REPO if where == "repository" else rendered_project(cli, tmp_path)

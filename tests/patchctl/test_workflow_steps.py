@@ -524,7 +524,7 @@ def test_a_new_downstream_gets_workflows_that_reference_only_what_it_has(tmp_pat
     )
     assert lint.returncode == 0, lint.stdout + lint.stderr
     audit = subprocess.run(
-        [installed_tool("zizmor"), "--offline", "--persona", "pedantic", "."],
+        [installed_tool("zizmor"), "--offline", "--persona", "auditor", "."],
         text=True,
         capture_output=True,
         cwd=downstream.path,
@@ -628,7 +628,7 @@ def test_the_pull_request_token_and_ci_started_by_dispatch_with_github_token_alo
         assert lint.returncode == 0, lint.stdout + lint.stderr
         config = str(REPO / ".github/zizmor.yml")
         audit = subprocess.run(
-            [installed_tool("zizmor"), "--offline", "--persona", "pedantic", "--config", config, rendered_file],
+            [installed_tool("zizmor"), "--offline", "--persona", "auditor", "--config", config, rendered_file],
             capture_output=True,
             text=True,
         )
@@ -753,7 +753,7 @@ def test_a_green_sync_sets_its_pull_request_to_merge_itself_when_asked(
         assert "::warning title=pin-sync auto-merge off::" in step.stdout
     for linter in (
         [installed_tool("actionlint"), "-no-color", str(rendered_file)],
-        [installed_tool("zizmor"), "--offline", "--persona", "pedantic", "--config", str(REPO / ".github/zizmor.yml"),
+        [installed_tool("zizmor"), "--offline", "--persona", "auditor", "--config", str(REPO / ".github/zizmor.yml"),
          str(rendered_file)],
     ):  # fmt: skip
         found = subprocess.run(linter, capture_output=True, text=True)
