@@ -1,16 +1,23 @@
-"""A week on github.com, rehearsed here under act (issue 30, item 3).
+"""A week on github.com, rehearsed here under act (issue 30, item 3; issue 43, items 3, 6, 7, 8, 9).
 
-Four weeks of one repository's rendered workflows, started by the events GitHub would send
-(tests/journeys/github_rehearsal.py), for this repository and for a downstream just made by
-`patchctl init`:
+Five weeks of one repository's rendered workflows, started by the events GitHub would send
+(tests/journeys/github_rehearsal.py), for this repository, for a downstream just made by
+`patchctl init` with an image row, and for Ollama's vendoring layout adopted by
+`patchctl init --from makefile-sync` (no image, an apply-only canary, GITHUB_TOKEN alone):
 
-1. the upstream advances cleanly: the canary is green; pin-sync pushes a branch and opens a pull
-   request whose body has the range-diff; that pull request's CI lints, applies and gates the
-   new pin and builds its images; merging it (a push to main) builds and pushes the images at
-   the new pin, and joins each amd64/arm64 pair;
-2. the upstream breaks the patch: the canary opens one issue, with its key;
+1. the upstream advances cleanly: the canary is green; pin-sync builds and gates in its read-only
+   job, and its publish job checks the change and pushes a branch (every pin moved) and opens a
+   pull request whose body has the range-diff; that pull request's CI (pull_request, or
+   workflow_dispatch when only GITHUB_TOKEN opened it) lints, applies and gates the new pin, runs
+   the repository's own `.ci/run` series tests, and builds its images; merging it (a push to
+   main) builds and pushes the images at the new pin, and joins each amd64/arm64 pair;
+2. the upstream breaks the patch: the canary opens one issue, with its key (one red job);
+   pin-sync stops and opens one issue with what to do;
 3. still broken at a newer tip: the same issue gets a comment;
-4. fixed upstream: the issue is closed.
+4. fixed upstream: the canary's issue is closed; pin-sync goes through and closes its own;
+5. the upstream edits a patch's context: pin-sync rewrites the patch in the open pull request,
+   and on that branch lint and export --check pass under the `ci` source; under the default
+   they pass, or (a default frozen at the old pin) say in one line that it cannot serve the pin.
 """
 
 from __future__ import annotations
@@ -264,11 +271,26 @@ class Week:
         assert stop["number"] == self.stop["number"] and stop["state"] == "CLOSED"
         assert f"#{pull['number']}" in stop["comments"][-1]["body"]
 
+    def week5(self) -> None:
+        """The upstream edits a line of a patch's context: pin-sync merges it 3-way and rewrites the
+        patch in the open pull request; on that branch every check passes under the source CI
+        follows (and the embedded default serves the new pin, or says in one line it cannot)."""
+        tip = self.upstream.edit_the_context()
+        sync = ok(self.github.schedule("pin-sync.yml"))
+        self.record(sync)
+        [pull] = self.github.pulls("open")
+        assert gh(self.github, sync, "pr", "edit") and not gh(self.github, sync, "pr", "create")
+        branch = pull["headRefName"]
+        assert pinned(self.github, f"refs/heads/{branch}", self.name) == tip
+        changed = self.github.origin_git("diff", "--name-only", f"main...refs/heads/{branch}").split()
+        assert any(path.endswith("/" + self.upstream.broken_patch) for path in changed), changed
+        self.check_the_branch_under_both_sources(branch, tip)
+
     def check_the_branch_under_both_sources(self, branch: str, tip: str) -> None:
         """On the pin-sync branch, as a maintainer checks it: lint and export --check pass under
         the source CI follows; an embedded default frozen at the old pin (as llama-cpp-python's
         sdists are) says in one line that it cannot serve the new pin, another passes too."""
-        clone = self.github.clone(f"refs/heads/{branch}", self.github.root / "branch-check")
+        clone = self.github.clone(f"refs/heads/{branch}", self.github.root / f"branch-check-{tip[:12]}")
         for source, expected in (("ci", 0), ("default", 3 if self.frozen_default else 0)):
             for args in (["lint"], ["export", self.series, "--check"]):
                 result = patchctl(clone, "--upstream-source", source, *args)
@@ -305,7 +327,7 @@ def run_week(
     frozen_default: bool,
 ) -> Week:
     week = Week(github, upstream, name, series, frozen_default=frozen_default)
-    for step in (week.week1, week.week2, week.week3, week.week4):
+    for step in (week.week1, week.week2, week.week3, week.week4, week.week5):
         step()
     return week
 

@@ -118,6 +118,10 @@ class WeekUpstream:
     def fix(self) -> str:
         return self.commit({"src/main.c": main_c()}, "week 4: revert the rewrite of line 20")
 
+    def edit_the_context(self) -> str:
+        """A context line of the patch's hunk edited: pin-sync merges it 3-way and rewrites the patch."""
+        return self.commit({"src/main.c": main_c({18: "main 18, edited in week 5"})}, "week 5: edit line 18")
+
 
 # ---------------------------------------------------------------- the image
 
@@ -380,6 +384,12 @@ class OllamaUpstream:
     def fix(self) -> str:
         return self._edit(
             "src/llama.cpp", lambda text: text.replace("return 32;", "return 16;"), "week 4: back to 16 devices"
+        )
+
+    def edit_the_context(self) -> str:
+        """A context line of 0003's hunk edited: pin-sync merges it 3-way and rewrites the patch."""
+        return self._edit(
+            "src/llama.cpp", lambda text: text.replace('#include "llama.h"', '#include "llama.h" // week 5'), "week 5"
         )
 
 
