@@ -299,14 +299,16 @@ class Week:
                     [line] = [x for x in result.stderr.splitlines() if x.startswith("patchctl: error:")]
                     assert f"cannot serve the pin {tip[:12]}" in line and "--upstream-source ci" in line, line
 
-    def jobs(self) -> list[tuple[str, str, str, str]]:
-        """(workflow, event, job, result) of every job of every run of the week, for the report:
-        a job its `if:` left out is `skipped`."""
+    def jobs(self) -> list[tuple[int, str, str, str, str]]:
+        """(run, workflow, event, job, result) of every job of every run of the week, for the
+        report: a job its `if:` left out is `skipped`."""
         found = []
         for run in self.runs:
-            found += [(run.workflow, run.event, j.job_id, j.result) for j in run.jobs]
+            found += [(run.run_id, run.workflow, run.event, j.job_id, j.result) for j in run.jobs]
             ran = {j.job_id for j in run.jobs}
-            found += [(run.workflow, run.event, job, "skipped") for job in run.jobs_defined if job not in ran]
+            found += [
+                (run.run_id, run.workflow, run.event, job, "skipped") for job in run.jobs_defined if job not in ran
+            ]
         return found
 
 
