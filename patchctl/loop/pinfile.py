@@ -12,9 +12,10 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..project.config import Config, Upstream
+from ..project.upstream_checks import is_sdist_url
 from ..state.journal import FileChange
 
-__all__ = ["FileChange", "moved_upstreams", "pin_changes"]
+__all__ = ["FileChange", "ci_pin_left_behind", "moved_upstreams", "pin_changes"]
 _PIN_VALUE_RE = re.compile(r"(?P<quote>[\"']?)(?P<pin>[0-9a-f]{40})(?P=quote)")
 
 
@@ -34,12 +35,27 @@ def moved_upstreams(config: Config, upstream: str) -> list[Upstream]:
 def pin_keypaths(upstream: Upstream) -> list[tuple[str, ...]]:
     """Every `pin:` of UPSTREAM in matrix.yaml, whichever source is followed: its own and its
     `ci:` block's (when that block states one). They name one revision, so they move together:
-    a pin left behind is a stale series under the other source."""
+    a pin left behind is a stale series under the other source. One exception: a commit of a
+    `pypi-sdist:` source is that source's own (built from a release's archive), which no other
+    repository has: following one, the `ci:` block's pin stays (ci_pin_left_behind says so)."""
     own = ("upstreams", upstream.name, "pin")
     found = [own]
-    if upstream.ci is not None and upstream.ci.pin_keypath != own:
+    if upstream.ci is not None and upstream.ci.pin_keypath != own and ci_pin_left_behind(upstream) is None:
         found.append(upstream.ci.pin_keypath)
     return found
+
+
+def ci_pin_left_behind(upstream: Upstream) -> str | None:
+    """Why UPSTREAM's `ci:` pin does not move with the followed one, or None when it does."""
+    if upstream.ci is None or upstream.ci.pin_keypath == ("upstreams", upstream.name, "pin"):
+        return None
+    if not is_sdist_url(upstream.url) or upstream.url == upstream.ci.url:
+        return None
+    return (
+        f"upstream {upstream.name}: its ci: pin stays at {upstream.ci.pin[:12]}: the commits of {upstream.url} "
+        f"are built from its sdists, and {upstream.ci.url} has none of them; move it there with "
+        f"`patchctl --upstream-source ci pin-sync {upstream.name} --to COMMIT` (the commit that release vendors)"
+    )
 
 
 def _value_at(config: Config, keypath: tuple[str, ...]) -> object:

@@ -416,6 +416,9 @@ def _run(
     report.state = "synced"
     report.warnings = _drop_warnings(state, done=True)  # the files are gone now: say so in the past tense
     report.warnings += [
+        w for u in pinfile.moved_upstreams(config, state.upstream) if (w := pinfile.ci_pin_left_behind(u))
+    ]
+    report.warnings += [
         f"series {name} has no patch left: every command now refuses it (fail closed); remove it from "
         f"{config.path.name} or set allow_empty: true on it"
         for name, (patches, _, _) in planned.items()
