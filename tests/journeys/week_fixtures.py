@@ -31,6 +31,7 @@ import yaml
 from patchctl import git
 
 REPO = Path(__file__).resolve().parents[2]
+PUBLISHED_ACTION = "patchctl/patchctl@" + "c0ffee00" * 5
 BASE_TOOLS = ("bash", "cat", "grep", "ls", "cp", "mkdir", "head", "test", "echo", "true", "sed", "env", "rm")
 GATE_COMMAND = "grep -q 'MAIN 20 patched' src/main.c"
 TOOLCHAIN_COMMAND = "test -f src/main.c && grep -q 'MAIN 20 patched' src/main.c"
@@ -320,7 +321,7 @@ def new_downstream(dest: Path, upstream: WeekUpstream, image: str) -> Path:
             # The published action (the rehearsal maps */patchctl to this checkout, whatever the commit:
             # not this checkout's HEAD, which render refuses while it is only a local commit).
             "--action",
-            "patchctl/patchctl@" + "c0ffee00" * 5,
+            PUBLISHED_ACTION,
         ],
         capture_output=True,
         text=True,
@@ -393,17 +394,6 @@ class OllamaUpstream:
         )
 
 
-def init_action_args() -> list[str]:
-    """`--action` naming this checkout's commit, where init has the option (the rehearsal maps every
-    OWNER/patchctl action to this checkout); without it init writes that commit itself."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHCTL_")}
-    shown = subprocess.run(
-        [sys.executable, "-m", "patchctl", "init", "--help"], capture_output=True, text=True, env=env
-    ).stdout
-    head = git.run(["rev-parse", "HEAD"], REPO).stdout.strip()
-    return ["--action", f"patchctl/patchctl@{head}"] if "--action" in shown else []
-
-
 def ollama_downstream(dest: Path, upstream: OllamaUpstream) -> Path:
     """Ollama's vendoring layout (the fixture's project: Makefile.sync, its two rsync'd copies and
     llama/patches) after `patchctl init --from makefile-sync`, with patchctl's state ignored and the
@@ -417,7 +407,19 @@ def ollama_downstream(dest: Path, upstream: OllamaUpstream) -> Path:
     git.commit_all(dest, "a vendoring project laid out as Ollama's")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHCTL_")}
     init = subprocess.run(
-        [sys.executable, "-m", "patchctl", "-C", str(dest), "init", "--from", "makefile-sync", *init_action_args()],
+        [
+            sys.executable,
+            "-m",
+            "patchctl",
+            "-C",
+            str(dest),
+            "init",
+            "--from",
+            "makefile-sync",
+            # The published action, as new_downstream names it (the rehearsal maps */patchctl here).
+            "--action",
+            PUBLISHED_ACTION,
+        ],
         capture_output=True,
         text=True,
         env={**env, "PYTHONPATH": str(REPO)},
@@ -428,9 +430,6 @@ def ollama_downstream(dest: Path, upstream: OllamaUpstream) -> Path:
     if ".patchctl/" not in (gitignore.read_text() if gitignore.exists() else ""):
         with open(gitignore, "a") as out:
             out.write(".patchctl/\n")
-    config = dest / "matrix.yaml"
-    if "\ncanary:" not in config.read_text():
-        # A weekly apply-only canary, as init writes it where it can.
-        config.write_text(config.read_text() + "\ncanary:\n  upstream: llama.cpp\n  toolchains: []\n")
+    assert "\ncanary:\n  upstream: llama.cpp\n" in (dest / "matrix.yaml").read_text()  # init's apply-only canary
     render(dest)
     return dest
