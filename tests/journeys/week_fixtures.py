@@ -200,6 +200,21 @@ def copy_checkout(source: Path, dest: Path) -> Path:
     return dest
 
 
+def run_init(dest: Path, *args: str) -> None:
+    """`patchctl init ARGS` in DEST, naming the published action (the rehearsal maps */patchctl to
+    this checkout, whatever the commit: not this checkout's HEAD, which render refuses while it is
+    only a local commit)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHCTL_")}
+    init = subprocess.run(
+        [sys.executable, "-m", "patchctl", "-C", str(dest), "init", *args, "--action", PUBLISHED_ACTION],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO)},
+    )
+    if init.returncode != 0:
+        raise AssertionError(f"init failed: {init.stdout}{init.stderr}")
+
+
 def render(project: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHCTL_")}
     proc = subprocess.run(
@@ -303,32 +318,7 @@ def new_downstream(dest: Path, upstream: WeekUpstream, image: str) -> Path:
     """`patchctl init` with upstream and series `libfoo`, then a patch, a gate, a row and a canary."""
     dest.mkdir(parents=True)
     git.init_repo(dest)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHCTL_")}
-    init = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "patchctl",
-            "-C",
-            str(dest),
-            "init",
-            "--upstream-url",
-            str(upstream.path),
-            "--pin",
-            upstream.pin,
-            "--name",
-            "libfoo",
-            # The published action (the rehearsal maps */patchctl to this checkout, whatever the commit:
-            # not this checkout's HEAD, which render refuses while it is only a local commit).
-            "--action",
-            PUBLISHED_ACTION,
-        ],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": str(REPO)},
-    )
-    if init.returncode != 0:
-        raise AssertionError(f"init failed: {init.stdout}{init.stderr}")
+    run_init(dest, "--upstream-url", str(upstream.path), "--pin", upstream.pin, "--name", "libfoo")
     (dest / ".gitignore").write_text(".patchctl/\n__pycache__/\n")
     config = (dest / "matrix.yaml").read_text()
     config = config.replace("  allow_empty: true", "  # allow_empty: true")
@@ -405,27 +395,7 @@ def ollama_downstream(dest: Path, upstream: OllamaUpstream) -> Path:
     )
     git.init_repo(dest)
     git.commit_all(dest, "a vendoring project laid out as Ollama's")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHCTL_")}
-    init = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "patchctl",
-            "-C",
-            str(dest),
-            "init",
-            "--from",
-            "makefile-sync",
-            # The published action, as new_downstream names it (the rehearsal maps */patchctl here).
-            "--action",
-            PUBLISHED_ACTION,
-        ],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": str(REPO)},
-    )
-    if init.returncode != 0:
-        raise AssertionError(f"init failed: {init.stdout}{init.stderr}")
+    run_init(dest, "--from", "makefile-sync")
     gitignore = dest / ".gitignore"
     if ".patchctl/" not in (gitignore.read_text() if gitignore.exists() else ""):
         with open(gitignore, "a") as out:

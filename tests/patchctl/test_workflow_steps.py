@@ -668,26 +668,9 @@ with open(os.environ["FAKE_GH_LOG"], "a") as log:
 """
 
 
-def test_the_canary_files_only_into_issues_its_own_bot_opened_with_its_label(tmp_path: Path) -> None:
-    marker = "<!-- patchctl-canary-key: {} -->"
-    bot, label = "app/github-actions", "patchctl-canary"
-    issues = [
-        {
-            "number": 5,
-            "author": "mallory",
-            "labels": [label],
-            "body": "pasted " + marker.format("llama.cpp/apply/main"),
-        },
-        {"number": 6, "author": bot, "labels": [label], "body": "fixed since " + marker.format("llama.cpp/apply/gone")},
-        {"number": 7, "author": bot, "labels": [], "body": "unlabelled " + marker.format("llama.cpp/apply/other")},
-        {"number": 8, "author": "mallory", "labels": [], "body": "spoof " + marker.format("llama.cpp/apply/stale")},
-    ]
-    (tmp_path / "issues.json").write_text(json.dumps(issues))
-    reports = tmp_path / "reports"
-    reports.mkdir()
-    key = "llama.cpp/apply/main"
-    breaks = [{"key": key, "title": "canary: main no longer applies", "body": marker.format(key) + "\nbroken\n"}]
-    (reports / "issues-apply.json").write_text(json.dumps(breaks))
+def canary_issue_job(tmp_path: Path, reports: Path) -> tuple[JobResult, Path]:
+    """This repository's canary `issues` job, handed the lists in REPORTS, with the open issues of
+    tmp_path/issues.json: (the job, the log of what gh was asked besides listing issues)."""
     fake_bin, log = tmp_path / "bin", tmp_path / "gh.log"
     fake_bin.mkdir()
     (fake_bin / "gh").write_text(FAKE_ISSUES_GH.format(python=sys.executable))
@@ -709,7 +692,30 @@ def test_the_canary_files_only_into_issues_its_own_bot_opened_with_its_label(tmp
         remote={"actions/download-artifact": download},
     )
     needs = {"resolve": {"outputs": {"rev": "a" * 40}, "result": "success"}, "compile": {"result": "success"}}
-    job = h.run_job(REPO / ".github/workflows/canary.yml", "issues", needs=needs)
+    return h.run_job(REPO / ".github/workflows/canary.yml", "issues", needs=needs), log
+
+
+def test_the_canary_files_only_into_issues_its_own_bot_opened_with_its_label(tmp_path: Path) -> None:
+    marker = "<!-- patchctl-canary-key: {} -->"
+    bot, label = "app/github-actions", "patchctl-canary"
+    issues = [
+        {
+            "number": 5,
+            "author": "mallory",
+            "labels": [label],
+            "body": "pasted " + marker.format("llama.cpp/apply/main"),
+        },
+        {"number": 6, "author": bot, "labels": [label], "body": "fixed since " + marker.format("llama.cpp/apply/gone")},
+        {"number": 7, "author": bot, "labels": [], "body": "unlabelled " + marker.format("llama.cpp/apply/other")},
+        {"number": 8, "author": "mallory", "labels": [], "body": "spoof " + marker.format("llama.cpp/apply/stale")},
+    ]
+    (tmp_path / "issues.json").write_text(json.dumps(issues))
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    key = "llama.cpp/apply/main"
+    breaks = [{"key": key, "title": "canary: main no longer applies", "body": marker.format(key) + "\nbroken\n"}]
+    (reports / "issues-apply.json").write_text(json.dumps(breaks))
+    job, log = canary_issue_job(tmp_path, reports)
     assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps()]
     # A new issue (#5's pasted marker is not the bot's), #6 closed; #7 (no label) and #8 untouched.
     assert log.read_text().splitlines() == [
@@ -987,29 +993,8 @@ def test_the_canary_issue_job_files_nothing_from_a_list_that_is_not_one(tmp_path
     reports = tmp_path / "reports"
     reports.mkdir()
     (reports / "issues-apply.json").write_text(json.dumps(tampered))
-    fake_bin, log = tmp_path / "bin", tmp_path / "gh.log"
-    fake_bin.mkdir()
-    (fake_bin / "gh").write_text(FAKE_ISSUES_GH.format(python=sys.executable))
-    (fake_bin / "gh").chmod(0o755)
     (tmp_path / "issues.json").write_text("[]")
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-
-    def download(given: dict[str, str], _env: dict[str, str]) -> dict[str, str]:
-        shutil.copytree(reports, workspace / given["path"], dirs_exist_ok=True)
-        return {}
-
-    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "FAKE_ISSUES": str(tmp_path / "issues.json")}
-    env["FAKE_GH_LOG"] = str(log)
-    h = Harness(
-        workspace,
-        tmp_path,
-        github={"event_name": "schedule", "token": "t", "repository": "owner/repo"},
-        base_env=env,
-        remote={"actions/download-artifact": download},
-    )
-    needs = {"resolve": {"outputs": {"rev": "a" * 40}, "result": "success"}, "compile": {"result": "success"}}
-    job = h.run_job(REPO / ".github/workflows/canary.yml", "issues", needs=needs)
+    job, log = canary_issue_job(tmp_path, reports)
     assert job.status == "failure"
     assert "is not a canary issue list of llama.cpp: nothing is filed" in "".join(s.stdout for s in job.run_steps())
     assert not log.exists()
