@@ -1,9 +1,10 @@
 """A week on github.com, rehearsed here under act (issue 30, item 3; issue 43, items 3, 6, 7, 8, 9).
 
 Five weeks of one repository's rendered workflows, started by the events GitHub would send
-(tests/journeys/github_rehearsal.py), for this repository, for a downstream just made by
-`patchctl init` with an image row, and for Ollama's vendoring layout adopted by
-`patchctl init --from makefile-sync` (no image, an apply-only canary, GITHUB_TOKEN alone):
+(tests/journeys/github_rehearsal.py), for this repository (a bot token), for a downstream just
+made by `patchctl init` with an image row, and for Ollama's vendoring layout adopted by
+`patchctl init --from makefile-sync` (no image, an apply-only canary); the downstreams have
+GITHUB_TOKEN alone:
 
 1. the upstream advances cleanly: the canary is green; pin-sync builds and gates in its read-only
    job, and its publish job checks the change and pushes a branch (every pin moved) and opens a
@@ -361,19 +362,16 @@ def test_week_for_this_repository(tmp_path: Path, image: str, report_week: list[
 
 
 def test_week_for_a_new_downstream(tmp_path: Path, image: str, report_week: list[Week]) -> None:
+    """A downstream just made by `init`, with an image row: the registries' secrets, and no bot
+    token nor App, so pin-sync's pull request gets its CI (ci.yml, and backend.yml for the rows
+    the moved pin feeds) by workflow_dispatch."""
     upstream = WeekUpstream(tmp_path)
     source = new_downstream(tmp_path / "checkout", upstream, image)
     assert not (source / "action.yml").exists() and not (source / ".ci").exists()
     linters_find_nothing(source)
-    published = copy_checkout(REPO, tmp_path / "published-patchctl")
-    actions = {
-        "/".join(u.split("@")[0].split("/")[:2])
-        for p in (source / ".github/workflows").glob("*.yml")
-        for u in uses_of(p.read_text())
-    }
-    patchctl_actions = {a: published for a in actions if a.endswith("/patchctl")}
+    registry_secrets = {k: v for k, v in BOT_SECRETS.items() if k != "PATCHCTL_BOT_TOKEN"}
     github = GitHubRehearsal(
-        tmp_path / "github", "acme/libfoo", secrets=BOT_SECRETS, published_actions=patchctl_actions
+        tmp_path / "github", "acme/libfoo", secrets=registry_secrets, published_actions=published(source, tmp_path)
     )
     github.publish(source)
     try:
