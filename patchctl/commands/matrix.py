@@ -148,8 +148,10 @@ def matrix_changed_cmd(
 
     \b
     A row is selected when a changed file matches its backend's `paths` or `shared`
-    globs in matrix.yaml (a shared path rebuilds every backend that lists it), or when
-    the row itself changed in matrix.yaml. Without FILES or --base: uncommitted changes.
+    globs in matrix.yaml (a shared path rebuilds every backend that lists it), when
+    the row itself changed in matrix.yaml, or when an upstream's pin moved there and a
+    file of a series on it matches the backend's globs (its images are made at the new
+    pin). Without FILES or --base: uncommitted changes.
     --json gives GitHub Actions matrices: `fromJSON(...).linux` and `.darwin`; a matrix
     above GitHub's 256 jobs is refused (exit 1) rather than printed.
 

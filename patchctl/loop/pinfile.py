@@ -16,10 +16,11 @@ from ..confined import Root
 from ..errors import ConfigError
 from ..project.config import Config, Upstream
 from ..project.manifests import is_abbreviation
+from ..project.upstream_checks import is_sdist_url
 from ..project.yamlloc import MAX_BYTES as MAX_PIN_FILE_BYTES  # matrix.yaml's own bound
 from ..state.journal import FileChange
 
-__all__ = ["FileChange", "moved_upstreams", "pin_changes", "read_pin_file"]
+__all__ = ["FileChange", "ci_pin_left_behind", "moved_upstreams", "pin_changes", "read_pin_file"]
 _PIN_VALUE_RE = re.compile(r"(?P<quote>[\"']?)(?P<pin>[0-9a-f]{40})(?P=quote)")
 
 
@@ -36,9 +37,43 @@ def moved_upstreams(config: Config, upstream: str) -> list[Upstream]:
     return moved
 
 
+def pin_keypaths(upstream: Upstream) -> list[tuple[str, ...]]:
+    """Every `pin:` of UPSTREAM in matrix.yaml, whichever source is followed: its own and its
+    `ci:` block's (when that block states one). They name one revision, so they move together:
+    a pin left behind is a stale series under the other source. One exception: a commit of a
+    `pypi-sdist:` source is that source's own (built from a release's archive), which no other
+    repository has: following one, the `ci:` block's pin stays (ci_pin_left_behind says so)."""
+    own = ("upstreams", upstream.name, "pin")
+    found = [own]
+    if upstream.ci is not None and upstream.ci.pin_keypath != own and ci_pin_left_behind(upstream) is None:
+        found.append(upstream.ci.pin_keypath)
+    return found
+
+
+def ci_pin_left_behind(upstream: Upstream) -> str | None:
+    """Why UPSTREAM's `ci:` pin does not move with the followed one, or None when it does."""
+    if upstream.ci is None or upstream.ci.pin_keypath == ("upstreams", upstream.name, "pin"):
+        return None
+    if not is_sdist_url(upstream.url) or upstream.url == upstream.ci.url:
+        return None
+    return (
+        f"upstream {upstream.name}: its ci: pin stays at {upstream.ci.pin[:12]}: the commits of {upstream.url} "
+        f"are built from its sdists, and {upstream.ci.url} has none of them; move it there with "
+        f"`patchctl --upstream-source ci pin-sync {upstream.name} --to COMMIT` (the commit that release vendors)"
+    )
+
+
+def _value_at(config: Config, keypath: tuple[str, ...]) -> object:
+    value: object = config.doc.data
+    for key in keypath:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
 def pin_changes(config: Config, upstream: str, new_pin: str) -> list[FileChange]:
-    """The edits that move UPSTREAM (and its trackers) to NEW_PIN: matrix.yaml's `pin:`
-    values and every pin_files match. Files that would not change are left out."""
+    """The edits that move UPSTREAM (and its trackers) to NEW_PIN: every `pin:` value of theirs
+    in matrix.yaml (the `ci:` block's too, under either source) and every pin_files match.
+    Files that would not change are left out."""
     texts: dict[Path, str] = {}
 
     def text_of(path: Path) -> str:
@@ -50,16 +85,16 @@ def pin_changes(config: Config, upstream: str, new_pin: str) -> list[FileChange]
         return texts[path]
 
     for moved in moved_upstreams(config, upstream):
-        keypath = moved.pin_keypath or ("upstreams", moved.name, "pin")
-        line_no = config.doc.line_of(keypath)
-        lines = text_of(config.path).splitlines(keepends=True)
-        line = lines[line_no - 1]
-        colon = line.find("pin:")
-        found = _PIN_VALUE_RE.search(line, colon + 4 if colon >= 0 else 0)
-        if found is None or found["pin"] != moved.pin:
-            raise config.error(keypath, "cannot find the pin value on its line to update it")
-        lines[line_no - 1] = line[: found.start("pin")] + new_pin + line[found.end("pin") :]
-        texts[config.path] = "".join(lines)
+        for keypath in pin_keypaths(moved):
+            line_no = config.doc.line_of(keypath)
+            lines = text_of(config.path).splitlines(keepends=True)
+            line = lines[line_no - 1]
+            colon = line.find("pin:")
+            found = _PIN_VALUE_RE.search(line, colon + 4 if colon >= 0 else 0)
+            if found is None or found["pin"] != _value_at(config, keypath):
+                raise config.error(keypath, "cannot find the pin value on its line to update it")
+            lines[line_no - 1] = line[: found.start("pin")] + new_pin + line[found.end("pin") :]
+            texts[config.path] = "".join(lines)
         for entry in moved.pin_files:
             path = config.root / entry.path
             text = text_of(path)

@@ -120,6 +120,9 @@ class SyncReport:
     to_refresh: list[str] = json_field(omit_empty=True, default_factory=list)
     # at a stop: the upstream commits behind each failed hunk (patchctl.loop.stopcause)
     stop_cause: stopcause.StopCause | None = json_field(omit_empty=True, default=None)
+    # series -> the git tree id its build steps and gates passed on (the series applied at the new
+    # pin): the pin-sync workflow's push job applies what it is handed and compares.
+    gated_trees: dict[str, str] = json_field(omit_empty=True, default_factory=dict)
     phase_seconds: dict[str, float] = json_field(digits=3, default_factory=dict)
 
     @property
@@ -433,6 +436,9 @@ def _run(
     report.state = "synced"
     report.warnings = _drop_warnings(state, done=True)  # the files are gone now: say so in the past tense
     report.warnings += [versionpin.refresh_warning(refresh)] if refresh else []
+    report.warnings += [
+        w for u in pinfile.moved_upstreams(config, state.upstream) if (w := pinfile.ci_pin_left_behind(u))
+    ]
     report.warnings += [
         f"series {name} has no patch left: every command now refuses it (fail closed); remove it from "
         f"{config.path.name} or set allow_empty: true on it"
@@ -1256,6 +1262,7 @@ def _gate_series(
         # The vendored copies move with the pin and the series: read from the tree the gates passed on.
         if checkout is not None:
             head = git.rev_parse(checkout, "HEAD")
+            report.gated_trees[series.name] = git.run(["rev-parse", "HEAD^{tree}"], checkout).stdout.strip()
         # A series without vendored copies changes none (no commit to read them from: see _strict_apply).
         planned[series.name] = (
             patches_plan,

@@ -14,7 +14,7 @@ from ..output.jsonout import json_field, to_json
 from ..project import config as config_mod
 from ..state import journal
 from . import allowlist, checks, sources
-from .changed import ChangedRows, files_since, select
+from .changed import ChangedRows, MovedPin, files_since, select
 from .model import BuildMatrix
 from .workflow_checks import WorkflowTally
 
@@ -128,4 +128,43 @@ def _changed(config: config_mod.Config, *, base: str | None, files: tuple[str, .
     if matrix_changed:
         shown = git.run(["show", f"{base or 'HEAD'}:./{config_name}"], config.root, check=False)
         old_text = shown.stdout if shown.ok else None
-    return select(matrix, changed_files, base_matrix_text=old_text, matrix_changed=matrix_changed)
+    return select(
+        matrix,
+        changed_files,
+        base_matrix_text=old_text,
+        matrix_changed=matrix_changed,
+        moved_pins=moved_pins(config, old_text) if matrix_changed else [],
+    )
+
+
+def moved_pins(config: config_mod.Config, old_text: str | None) -> list[MovedPin]:
+    """Each series on an upstream whose `pin:` (or its `ci:` block's) differs from the base's
+    matrix.yaml OLD_TEXT, with its files: the images built from it are made at another commit.
+    Read from the files as written, whichever upstream source this run follows."""
+    import yaml
+
+    def pins(data: Any, name: str) -> tuple[Any, Any]:
+        upstreams = data.get("upstreams") if isinstance(data, dict) else None
+        upstream = upstreams.get(name) if isinstance(upstreams, dict) else None
+        if not isinstance(upstream, dict):
+            return None, None
+        ci = upstream.get("ci")
+        return upstream.get("pin"), ci.get("pin") if isinstance(ci, dict) else None
+
+    try:
+        old = yaml.safe_load(old_text) if old_text is not None else None
+    except yaml.YAMLError:
+        old = None
+    found = []
+    for name in config.upstreams:
+        if pins(config.doc.data, name) == pins(old, name):
+            continue
+        for series in config.series_on(name):
+            directory = Path(series.dir)
+            files = (
+                sorted(p.relative_to(config.root).as_posix() for p in directory.rglob("*") if p.is_file())
+                if directory.is_dir()
+                else []
+            )
+            found.append(MovedPin(name, series.name, tuple(files)))
+    return found

@@ -1,8 +1,10 @@
 """Which build rows a change touches.
 
 A row is rebuilt when a changed file matches one of its backend's `paths` or `shared`
-globs (a shared path rebuilds every backend that lists it), or when the row itself was
-added or edited in matrix.yaml since the base revision.
+globs (a shared path rebuilds every backend that lists it), when the row itself was
+added or edited in matrix.yaml since the base revision, or when an upstream's pin moved
+there and a series on that upstream feeds the row's backend (a file of the series matches
+its globs): a pull request that only moves a pin builds the images made at that pin.
 """
 
 from __future__ import annotations
@@ -31,6 +33,30 @@ class Reason:
         return f"{self.backend}: {self.file} matches {kind} {self.pattern}"
 
 
+@dataclass(frozen=True)
+class MovedPin:
+    """An upstream whose pin moved since the base revision, and the files of a series on it."""
+
+    upstream: str
+    series: str
+    files: tuple[str, ...]  # the series' files, repository-relative
+
+
+@dataclass(frozen=True)
+class PinReason:
+    backend: str
+    upstream: str
+    series: str
+    file: str  # the series file that matches the backend's globs
+    pattern: str
+
+    def describe(self) -> str:
+        return (
+            f"{self.backend}: upstream {self.upstream}'s pin moved, and series {self.series} "
+            f"({self.file}) matches path {self.pattern}"
+        )
+
+
 @dataclass
 class ChangedRows:
     """What `matrix changed` selected; its JSON is shaped for GitHub Actions' fromJSON."""
@@ -45,7 +71,7 @@ class ChangedRows:
 
     files: list[str]
     rows: list[Row] = json_field(omit=True, default_factory=list)
-    reasons: list[Reason] = json_field(omit=True, default_factory=list)
+    reasons: list[Reason | PinReason] = json_field(omit=True, default_factory=list)
     # rows selected because matrix.yaml changed them
     edited_rows: list[str] = json_field(omit=True, default_factory=list)
 
@@ -133,6 +159,7 @@ def select(
     everything: bool = False,
     base_matrix_text: str | None = None,
     matrix_changed: bool = False,
+    moved_pins: list[MovedPin] | None = None,
 ) -> ChangedRows:
     result = ChangedRows(files=sorted(set(files)))
     if everything:
@@ -145,6 +172,14 @@ def select(
             if hit is not None:
                 result.reasons.append(Reason(backend.name, path, hit[0], hit[1]))
                 touched.add(backend.name)
+        if backend.name in touched:
+            continue
+        for moved in moved_pins or []:
+            hit = next(((f, p) for f in moved.files for p, _ in backend.patterns() if glob_match(f, p)), None)
+            if hit is not None:
+                result.reasons.append(PinReason(backend.name, moved.upstream, moved.series, *hit))
+                touched.add(backend.name)
+                break
     edited = edited_rows(matrix, base_matrix_text) if matrix_changed else []
     result.edited_rows = [r.describe() for r in edited if r.backend not in touched]
     edited_ids = {id(r) for r in edited}

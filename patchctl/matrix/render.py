@@ -193,6 +193,7 @@ def context(config: Config, matrix: BuildMatrix) -> dict[str, Any]:
         "ci_script": CI_SCRIPT if (config.root / CI_SCRIPT).is_file() else None,
         # patchctl's extras the workflows install (`workflows: extras:`, else engine where a gate runs it)
         "extras": list(resolved_extras(config, matrix)),
+        "backend_workflow": bool(matrix.rows),
         "github_app": matrix.workflows.github_app,
         "automerge": matrix.workflows.automerge,
     }

@@ -39,7 +39,7 @@ from . import sdist
 if TYPE_CHECKING:
     from filelock import FileLock
 
-    from ..project.config import Config
+    from ..project.config import Config, Upstream
 
 LOCK_TIMEOUT_S = 600
 PARTIAL_CLONE_FILTER = "blob:none"
@@ -166,6 +166,9 @@ class Store:
         try:
             return self.resolve(mirror, upstream.pin)
         except RevisionNotFound as missing:
+            if upstream.ci is not None:
+                # Two sources state this revision (pin-sync moves both): this one cannot serve it.
+                raise EnvironmentFailure(cannot_serve(mirror, upstream)) from None
             raise config.error(
                 ("upstreams", name, "pin"),
                 f"{missing.rev} is not a commit of upstream {name} ({upstream.url}); the upstream was reachable "
@@ -267,6 +270,24 @@ class Store:
                 yield
         except Timeout:
             raise EnvironmentFailure(f"the cache is locked by another patchctl run: {mirror.lock.lock_file}") from None
+
+
+def cannot_serve(mirror: Mirror, upstream: Upstream) -> str:
+    """One line: the source followed here (URL) lacks UPSTREAM's pin, and which source has it.
+
+    An upstream with a `ci:` block has two sources of one revision (the embedded default and
+    CI's), and pin-sync under either moves both pins: the commit it moved to may exist in one
+    only (llama-cpp-python's sdists vendor a few llama.cpp commits, not every one)."""
+    following_ci = upstream.ci is not None and upstream.url == upstream.ci.url
+    other = "default" if following_ci else "ci"
+    vendored = ""
+    if upstream_checks.is_sdist_url(upstream.url):
+        tags = git.run(["tag", "--list", "v*"], mirror.path, check=False).stdout.split()
+        vendored = f" (its sdists vendor {', '.join(tags) or 'no version'} only)"
+    return (
+        f"upstream {upstream.name}: this source ({upstream.url}) cannot serve the pin {upstream.pin[:12]}{vendored}; "
+        f"follow the source that can: --upstream-source {other} (or PATCHCTL_UPSTREAM_SOURCE={other})"
+    )
 
 
 def settle_checkout(tree: Path) -> None:

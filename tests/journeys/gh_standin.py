@@ -9,10 +9,13 @@ app's installation token is `app/SLUG`). The repository is GH_REPO, else the one
 local origin the current directory's `origin` remote points at ($JOURNEY_GITHUB/OWNER/NAME.git).
 
 Covered: `auth setup-git`, `label create`, `issue list|create|comment|close|edit|view`,
-`pr list|create|edit|view` (`--repo`/`-R` names another repository, as an upstream's pull request
-a patch was submitted as: its pull requests are seeded in github.json, with their `state` OPEN,
-MERGED or CLOSED). `pr create` makes refs/pull/N/head and refs/pull/N/merge in the
-origin, as GitHub does. Anything else exits 1 with gh's "unknown command" line, recorded.
+`pr list|create|edit|view|comment` (`--repo`/`-R` names another repository, as an upstream's pull
+request a patch was submitted as: its pull requests are seeded in github.json, with their `state`
+OPEN, MERGED or CLOSED), `workflow run WORKFLOW --ref REF [-f NAME=VALUE]`. `pr create` makes
+refs/pull/N/head and refs/pull/N/merge in the origin, as GitHub does; `workflow run` asks for a
+workflow_dispatch run (kept in the state's `dispatches`, with who asked: GitHub starts one even
+for GITHUB_TOKEN, the rehearsal's test starts it). Anything else exits 1 with gh's "unknown
+command" line, recorded.
 """
 
 from __future__ import annotations
@@ -361,6 +364,11 @@ def pr_command(args: list[str], repo: str, state: dict[str, Any]) -> Any:
     if verb == "view":
         emit(pull, args)
         return pull["number"]
+    if verb == "comment":
+        need_auth(args, repo)
+        pull.setdefault("comments", []).append({"author": {"login": caller()}, "body": body_of(args)})
+        print(url(repo, "pull", pull["number"]) + f"#issuecomment-{len(pull['comments'])}")
+        return pull["number"]
     if verb == "edit":
         need_auth(args, repo)
         if option(args, "--title", "-t") is not None:
@@ -397,12 +405,33 @@ def label_command(args: list[str], repo: str, state: dict[str, Any]) -> Any:
     return name
 
 
+def workflow_command(args: list[str], repo: str, state: dict[str, Any]) -> Any:
+    if args[1] != "run":
+        raise KeyError(args[1])
+    need_auth(args, repo)
+    name, ref = positional(args, 2), option(args, "--ref", "-r")
+    fields = {}
+    for i, arg in enumerate(args[:-1]):
+        if arg in ("-f", "--raw-field", "-F", "--field"):
+            key, _, value = args[i + 1].partition("=")
+            fields[key] = value
+    exists = subprocess.run(
+        ["git", "--git-dir", str(origin(repo)), "rev-parse", "--verify", "--quiet", f"refs/heads/{ref}"]
+    )
+    if not ref or exists.returncode != 0:
+        sys.stderr.write("could not create workflow dispatch event: HTTP 422: No ref found\n")
+        raise SystemExit(1)
+    state.setdefault("dispatches", []).append({"workflow": name, "ref": ref, "inputs": fields, "by": caller()})
+    print(f"✓ Created workflow_dispatch event for {name} at {ref}", file=sys.stderr)
+    return name
+
+
 def main(args: list[str]) -> int:
     if args[:2] == ["auth", "setup-git"]:
         # The origin is a local path here: git needs no credential helper to push to it.
         record(args, "", None)
         return 0
-    handlers = {"issue": issue_command, "pr": pr_command, "label": label_command}
+    handlers = {"issue": issue_command, "pr": pr_command, "label": label_command, "workflow": workflow_command}
     repo = repository(args)
     if not args or args[0] not in handlers:
         sys.stderr.write(f'unknown command "{args[0] if args else ""}" for "gh" (rehearsal stand-in)\n')

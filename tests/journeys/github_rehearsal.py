@@ -40,7 +40,7 @@ import sys
 import sysconfig
 import textwrap
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,7 @@ class WorkflowRun:
     jobs: list[Job]
     steps: list[dict[str, Any]]
     log: str
+    jobs_defined: list[str] = field(default_factory=list)  # the workflow's jobs: those not in `jobs` were skipped
 
     @property
     def conclusion(self) -> str:
@@ -480,6 +481,27 @@ class GitHubRehearsal:
         ref = f"refs/heads/{self.default_branch}"
         return self.run(workflow, "workflow_dispatch", self.dispatch_payload(workflow, inputs), self.sha(ref), ref)
 
+    def run_dispatches(self) -> list[WorkflowRun]:
+        """The workflow_dispatch runs asked for (`gh workflow run`) since the last call, as GitHub
+        starts them: each at its branch's tip, with the workflow file of that commit (one without
+        a workflow_dispatch trigger is refused). GITHUB_TOKEN may ask: GitHub's documented exception."""
+        asked: list[dict[str, Any]] = []
+
+        def take(state: dict[str, Any]) -> None:
+            asked.extend(state.get("dispatches", []))
+            state["dispatches"] = []
+
+        self._edit_state(take)
+        runs = []
+        for entry in asked:
+            ref = f"refs/heads/{entry['ref']}"
+            sha = self.sha(ref)
+            document = self.workflows_at(sha)[entry["workflow"]]
+            assert "workflow_dispatch" in workflow_triggers(document), f"{entry['workflow']} has no workflow_dispatch"
+            payload = self.dispatch_payload(entry["workflow"], entry["inputs"], ref)
+            runs.append(self.run(entry["workflow"], "workflow_dispatch", payload, sha, ref))
+        return runs
+
     def on_pull_request(self, number: int, action: str = "opened") -> list[WorkflowRun]:
         """What opening (or ACTION on) pull request NUMBER starts: nothing when a GITHUB_TOKEN made it."""
         pull = next(p for p in self.pulls() if p["number"] == number)
@@ -647,7 +669,10 @@ class GitHubRehearsal:
             if "jobResult" in e
         ]
         steps = [e for e in entries if e.get("level") != "debug"]
-        return WorkflowRun(workflow, event, run_id, proc.returncode, jobs, steps, proc.stdout + proc.stderr)
+        defined = list(
+            (yaml.safe_load((view / ".github" / "workflows" / workflow).read_text()) or {}).get("jobs") or {}
+        )
+        return WorkflowRun(workflow, event, run_id, proc.returncode, jobs, steps, proc.stdout + proc.stderr, defined)
 
 
 def write_files(root: Path, files: dict[str, str]) -> None:

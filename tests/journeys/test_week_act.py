@@ -1,23 +1,33 @@
-"""A week on github.com, rehearsed here under act (issue 30, item 3).
+"""A week on github.com, rehearsed here under act (issue 30, item 3; issue 43, items 3, 6, 7, 8, 9).
 
-Four weeks of one repository's rendered workflows, started by the events GitHub would send
-(tests/journeys/github_rehearsal.py), for this repository and for a downstream just made by
-`patchctl init`:
+Five weeks of one repository's rendered workflows, started by the events GitHub would send
+(tests/journeys/github_rehearsal.py), for this repository (a bot token), for a downstream just
+made by `patchctl init` with an image row, and for Ollama's vendoring layout adopted by
+`patchctl init --from makefile-sync` (no image, an apply-only canary); the downstreams have
+GITHUB_TOKEN alone:
 
-1. the upstream advances cleanly: the canary is green; pin-sync pushes a branch and opens a pull
-   request whose body has the range-diff; that pull request's CI lints, applies and gates the
-   new pin and builds its images; merging it (a push to main) builds and pushes the images at
-   the new pin, and joins each amd64/arm64 pair;
-2. the upstream breaks the patch: the canary opens one issue, with its key;
+1. the upstream advances cleanly: the canary is green; pin-sync builds and gates in its read-only
+   job, and its publish job checks the change and pushes a branch (every pin moved) and opens a
+   pull request whose body has the range-diff; that pull request's CI (pull_request, or
+   workflow_dispatch when only GITHUB_TOKEN opened it) lints, applies and gates the new pin, runs
+   the repository's own `.ci/run` series tests, and builds its images; merging it (a push to
+   main) builds and pushes the images at the new pin, and joins each amd64/arm64 pair;
+2. the upstream breaks the patch: the canary opens one issue, with its key (one red job);
+   pin-sync stops and opens one issue with what to do;
 3. still broken at a newer tip: the same issue gets a comment;
-4. fixed upstream: the issue is closed.
+4. fixed upstream: the canary's issue is closed; pin-sync goes through and closes its own;
+5. the upstream edits a patch's context: pin-sync rewrites the patch in the open pull request,
+   and on that branch lint and export --check pass under the `ci` source; under the default
+   they pass, or (a default frozen at the old pin) say in one line that it cannot serve the pin.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +35,16 @@ from pathlib import Path
 import pytest
 
 from .github_rehearsal import GitHubRehearsal, WorkflowRun, uses_of
-from .week_fixtures import REPO, WeekUpstream, base_image, copy_checkout, new_downstream, this_repository
+from .week_fixtures import (
+    REPO,
+    OllamaUpstream,
+    WeekUpstream,
+    base_image,
+    copy_checkout,
+    new_downstream,
+    ollama_downstream,
+    this_repository,
+)
 
 pytestmark = pytest.mark.journey
 
@@ -61,28 +80,55 @@ def gh(github: GitHubRehearsal, run: WorkflowRun, *words: str) -> list[dict]:
     return [c for c in github.gh_calls(run.run_id) if c["args"][: len(words)] == list(words)]
 
 
-def pinned(github: GitHubRehearsal, ref: str, upstream: str) -> str:
-    """The pin the workflows follow on github.com: the `ci:` source's where there is one."""
+PIN_SYNC_STOP = "<!-- patchctl-pin-sync-stop: "
+
+
+def pinned(github: GitHubRehearsal, ref: str, upstream: str, *, source: str = "ci") -> str:
+    """The pin the workflows follow on github.com (the `ci:` source's where there is one), or the
+    embedded default's."""
     import yaml
 
     config = yaml.safe_load(github.origin_git("show", f"{ref}:matrix.yaml"))
     up = config["upstreams"][upstream]
-    return (up.get("ci") or up)["pin"]
+    return ((up.get("ci") or up) if source == "ci" else up).get("pin", up["pin"])
 
 
 class Week:
     """One repository's four weeks, with the checks a maintainer would make after each."""
 
-    def __init__(self, github: GitHubRehearsal, upstream: WeekUpstream, name: str) -> None:
+    def __init__(
+        self,
+        github: GitHubRehearsal,
+        upstream: WeekUpstream,
+        name: str,
+        series: str | None = None,
+        *,
+        frozen_default: bool,
+    ) -> None:
         self.github = github
+        # The embedded default source is a mirror frozen at the first pin (`ci:` follows the live one).
+        self.frozen_default = frozen_default
         self.upstream = upstream
-        self.name = name  # the upstream's and the series' name
+        self.name = name  # the upstream's name
+        self.series = series or name
         self.timings: dict[str, float] = {}
+        # With PATCHCTL_BOT_TOKEN the pin-sync pull request runs CI as any other; with GITHUB_TOKEN
+        # alone GitHub starts none for it, and pin-sync starts CI on its branch by workflow_dispatch.
+        self.bot = "PATCHCTL_BOT_TOKEN" in github.secrets
+        self.images = "backend.yml" in github.workflows_at(github.sha(f"refs/heads/{github.default_branch}"))
+        self.runs: list[WorkflowRun] = []  # every run of the week, for the report
+
+    def record(self, runs: WorkflowRun | list[WorkflowRun]) -> None:
+        self.runs += runs if isinstance(runs, list) else [runs]
+
+    def pin_sync_issues(self) -> list[dict]:
+        return [i for i in self.github.issues() if PIN_SYNC_STOP in i["body"]]
 
     def canary(self, label: str) -> WorkflowRun:
         start = time.monotonic()
         run = self.github.schedule("canary.yml")
         self.timings[label] = time.monotonic() - start
+        self.record(run)
         # The schedule's payload has no repository: the issues job must run all the same.
         assert run.ran("issues"), f"the canary's issues job did not run on a schedule\n{run.describe()}"
         assert [j.result for j in run.ran("issues")] == ["success"], run.describe()
@@ -101,22 +147,39 @@ class Week:
 
         start = time.monotonic()
         sync = ok(github.schedule("pin-sync.yml"))
+        self.record(sync)
         self.timings["week 1 pin-sync"] = time.monotonic() - start
+        # The build and the gates ran in the sync job, read-only; the publish job pushed.
+        assert sync.results() == {"sync": ["success"], "publish": ["success"]}, sync.describe()
         branch = f"patchctl/pin-sync/{self.name}"
         assert pinned(github, f"refs/heads/{branch}", self.name) == tip
+        assert pinned(github, f"refs/heads/{branch}", self.name, source="default") == tip  # every pin moved
         [create] = gh(github, sync, "pr", "create")
-        assert create["caller"] != "app/github-actions", "the pull request would get no CI"
-        assert "git range-diff" in create["body"] and "Patch line twenty" in create["body"]
+        assert create["job"] == "publish"
+        assert "git range-diff" in create["body"] and self.upstream.subject in create["body"]
         [pull] = github.pulls("open")
         assert pull["headRefName"] == branch and {x["name"] for x in pull["labels"]} == {"pin-sync", "dependencies"}
 
         # The pull request's CI: the new pin linted, applied and gated; its images built, not pushed.
         start = time.monotonic()
-        checks = github.on_pull_request(pull["number"])
+        if self.bot:
+            assert create["caller"] != "app/github-actions", "the pull request would get no CI"
+            assert gh(github, sync, "workflow", "run") == []
+            checks = github.on_pull_request(pull["number"])
+        else:
+            # GITHUB_TOKEN's pull request starts no workflow; pin-sync started CI on the branch.
+            assert create["caller"] == "app/github-actions"
+            assert github.on_pull_request(pull["number"]) == []
+            dispatched = [c["args"][2] for c in gh(github, sync, "workflow", "run")]
+            assert dispatched == ["ci.yml", *(["backend.yml"] if self.images else [])], dispatched
+            checks = github.run_dispatches()
+            assert {r.event for r in checks} == {"workflow_dispatch"}
+        self.record(checks)
         self.timings["week 1 pull request CI"] = time.monotonic() - start
         # This repository also builds its manual on every pull request (docs.yml, not rendered).
         manual = ["docs.yml"] if any(r.workflow == "docs.yml" for r in checks) else []
-        assert sorted(r.workflow for r in checks) == ["backend.yml", "ci.yml", *manual], [r.workflow for r in checks]
+        expected = sorted(["ci.yml", *(["backend.yml"] if self.images else []), *manual])
+        assert sorted(r.workflow for r in checks) == expected, [r.workflow for r in checks]
         for docs in manual:
             built = ok(only(checks, docs))
             assert built.results()["build"] == ["success"], built.describe()
@@ -126,32 +189,45 @@ class Week:
         [applied] = github.artifacts(ci.run_id, "patchctl-patchctl-apply-*")
         report = "".join(p.read_text() for p in applied.rglob("*.md"))
         assert tip[:12] in report, f"the pull request's CI applied another pin than {tip[:12]}:\n{report}"
-        # backend.yml starts (matrix.yaml changed) and pushes nothing from a pull request. Its plan
-        # (`matrix changed --base`) selects rows by the files they build from, and a moved pin is
-        # no file of theirs: the pull request builds no image (the push to main builds them all).
-        backend = ok(only(checks, "backend.yml"))
-        assert backend.results()["plan"] == ["success"], backend.describe()
-        assert [e for e in github.registry() if e["run_id"] == str(backend.run_id)] == []
+        if "test" in ci.results():
+            # The pull request's own .ci/run: its series tests at the pin of the source CI follows.
+            assert ci.results()["test"] == ["success"], ci.describe()
+            assert "2 passed" in ci.output_of("test"), ci.output_of("test")[-3000:]
+        if self.images:
+            # A pull request that only moves the pin builds the images made from that upstream (the
+            # plan's `matrix changed --base`), and pushes none.
+            backend = ok(only(checks, "backend.yml"))
+            assert backend.results()["plan"] == ["success"], backend.describe()
+            assert "success" in backend.results().get("linux", []), backend.describe()
+            builds = [c for c in github.action_calls(backend.run_id) if c["action"] == "docker/build-push-action"]
+            assert builds and not any(c.get("push") for c in builds), builds
+            assert [e for e in github.registry() if e["run_id"] == str(backend.run_id)] == []
+        self.check_the_branch_under_both_sources(branch, tip)
 
         # Merged: a push to main builds and pushes the images at the new pin.
         start = time.monotonic()
         pushed = github.merge_pull(pull["number"])
+        self.record(pushed)
         self.timings["week 1 merge"] = time.monotonic() - start
-        backend = ok(only(pushed, "backend.yml"))
         ok(only(pushed, "ci.yml"))
         for docs in manual:  # from main, the manual is published to Pages
             published = ok(only(pushed, docs))
             assert published.results()["deploy"] == ["success"], published.describe()
+        if not self.images:
+            assert sorted(r.workflow for r in pushed) == ["ci.yml"], [r.workflow for r in pushed]
+            return None
+        backend = ok(only(pushed, "backend.yml"))
         entries = [e for e in github.registry() if e["run_id"] == str(backend.run_id)]
         images = {e["image"] for e in entries if "image" in e}
         assert images, backend.describe()
         main_sha = github.sha("refs/heads/main")
         assert any(e["tag"].endswith(f":sha-{main_sha}" + e["tag"].split(main_sha)[-1]) for e in entries)
+        name, text = self.upstream.new_file
         for image_id in images:
             week_file = subprocess.run(
-                ["docker", "run", "--rm", image_id, "cat", "/opt/tree/src/new.c"], capture_output=True, text=True
+                ["docker", "run", "--rm", image_id, "cat", f"/opt/tree/{name}"], capture_output=True, text=True
             )
-            assert week_file.stdout == "int week1;\n", f"image {image_id} is not at the new pin: {week_file.stderr}"
+            assert week_file.stdout == text, f"image {image_id} is not at the new pin: {week_file.stderr}"
         return None
 
     def week2(self) -> None:
@@ -160,10 +236,18 @@ class Week:
         assert canary.conclusion == "failure"
         [issue] = self.canary_issues()
         assert issue["state"] == "OPEN" and f"{self.name}/apply/" in issue["body"]
-        assert "0001-patch-line-twenty.patch" in issue["title"] + issue["body"]
+        assert self.upstream.broken_patch in issue["title"] + issue["body"]
         sync = self.github.schedule("pin-sync.yml")
-        assert sync.conclusion == "failure" and gh(self.github, sync, "pr") == []
-        self.issue = issue
+        self.record(sync)
+        # The sync stops at the conflict (its job red); no pull request is open, so one issue says
+        # where it stopped and what to run, opened by the workflow's bot with its label.
+        assert sync.results() == {"sync": ["failure"], "publish": ["success"]}, sync.describe()
+        assert gh(self.github, sync, "pr", "create") == [] and gh(self.github, sync, "pr", "edit") == []
+        [stop] = self.pin_sync_issues()
+        assert stop["state"] == "OPEN" and stop["author"]["login"] == "app/github-actions"
+        assert {x["name"] for x in stop["labels"]} == {"patchctl-pin-sync"}
+        assert f"pin-sync {self.name} --continue" in stop["body"] and "conflict" in stop["body"]
+        self.issue, self.stop = issue, stop
 
     def week3(self) -> None:
         tip = self.upstream.stay_broken()
@@ -179,49 +263,179 @@ class Week:
         [issue] = self.canary_issues()
         assert issue["number"] == self.issue["number"] and issue["state"] == "CLOSED"
         assert tip[:12] in issue["comments"][-1]["body"]
+        # pin-sync goes through again: a new pull request, and the issue of its stop is closed.
+        sync = ok(self.github.schedule("pin-sync.yml"))
+        self.record(sync)
+        [pull] = self.github.pulls("open")
+        assert pinned(self.github, f"refs/heads/{pull['headRefName']}", self.name) == tip
+        [stop] = self.pin_sync_issues()
+        assert stop["number"] == self.stop["number"] and stop["state"] == "CLOSED"
+        assert f"#{pull['number']}" in stop["comments"][-1]["body"]
+
+    def week5(self) -> None:
+        """The upstream edits a line of a patch's context: pin-sync merges it 3-way and rewrites the
+        patch in the open pull request; on that branch every check passes under the source CI
+        follows (and the embedded default serves the new pin, or says in one line it cannot)."""
+        tip = self.upstream.edit_the_context()
+        sync = ok(self.github.schedule("pin-sync.yml"))
+        self.record(sync)
+        [pull] = self.github.pulls("open")
+        assert gh(self.github, sync, "pr", "edit") and not gh(self.github, sync, "pr", "create")
+        branch = pull["headRefName"]
+        assert pinned(self.github, f"refs/heads/{branch}", self.name) == tip
+        changed = self.github.origin_git("diff", "--name-only", f"main...refs/heads/{branch}").split()
+        assert any(path.endswith("/" + self.upstream.broken_patch) for path in changed), changed
+        self.check_the_branch_under_both_sources(branch, tip)
+
+    def check_the_branch_under_both_sources(self, branch: str, tip: str) -> None:
+        """On the pin-sync branch, as a maintainer checks it: lint and export --check pass under
+        the source CI follows; an embedded default frozen at the old pin (as llama-cpp-python's
+        sdists are) says in one line that it cannot serve the new pin, another passes too."""
+        clone = self.github.clone(f"refs/heads/{branch}", self.github.root / f"branch-check-{tip[:12]}")
+        for source, expected in (("ci", 0), ("default", 3 if self.frozen_default else 0)):
+            for args in (["lint"], ["export", self.series, "--check"]):
+                result = patchctl(clone, "--upstream-source", source, *args)
+                assert result.returncode == expected, (source, args, result.stdout, result.stderr)
+                if expected == 3:
+                    [line] = [x for x in result.stderr.splitlines() if x.startswith("patchctl: error:")]
+                    assert f"cannot serve the pin {tip[:12]}" in line and "--upstream-source ci" in line, line
+
+    def jobs(self) -> list[tuple[int, str, str, str, str]]:
+        """(run, workflow, event, job, result) of every job of every run of the week, for the
+        report: a job its `if:` left out is `skipped`."""
+        found = []
+        for run in self.runs:
+            found += [(run.run_id, run.workflow, run.event, j.job_id, j.result) for j in run.jobs]
+            ran = {j.job_id for j in run.jobs}
+            found += [
+                (run.run_id, run.workflow, run.event, job, "skipped") for job in run.jobs_defined if job not in ran
+            ]
+        return found
 
 
-def run_week(github: GitHubRehearsal, upstream: WeekUpstream, name: str) -> dict[str, float]:
-    week = Week(github, upstream, name)
-    for step in (week.week1, week.week2, week.week3, week.week4):
+def patchctl(project: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHCTL_")}
+    env["PATCHCTL_CACHE"] = str(project.parent / "maintainer-cache")
+    return subprocess.run(
+        [sys.executable, "-m", "patchctl", "-C", str(project), *args], capture_output=True, text=True, env=env
+    )
+
+
+def run_week(
+    github: GitHubRehearsal,
+    upstream: WeekUpstream | OllamaUpstream,
+    name: str,
+    series: str | None = None,
+    *,
+    frozen_default: bool,
+) -> Week:
+    week = Week(github, upstream, name, series, frozen_default=frozen_default)
+    for step in (week.week1, week.week2, week.week3, week.week4, week.week5):
         step()
-    return week.timings
+    return week
 
 
 @pytest.fixture
-def report_timings(request: pytest.FixtureRequest) -> Iterator[dict[str, float]]:
-    timings: dict[str, float] = {}
-    yield timings
-    request.node.user_properties.append(("week_timings", json.dumps({k: round(v, 1) for k, v in timings.items()})))
+def report_week(request: pytest.FixtureRequest) -> Iterator[list[Week]]:
+    """The week's timings and every job it ran (workflow, event, job, result), in the test's report."""
+    weeks: list[Week] = []
+    yield weeks
+    for week in weeks:
+        timings = {k: round(v, 1) for k, v in week.timings.items()}
+        request.node.user_properties.append(("week_timings", json.dumps(timings)))
+        request.node.user_properties.append(("week_jobs", json.dumps(week.jobs())))
+        out = os.environ.get("PATCHCTL_WEEK_REPORT")
+        if out:
+            with open(out, "a") as report:
+                report.write(json.dumps({"test": request.node.name, "timings": timings, "jobs": week.jobs()}) + "\n")
 
 
-def test_week_for_this_repository(tmp_path: Path, image: str, report_timings: dict[str, float]) -> None:
+def test_week_for_this_repository(tmp_path: Path, image: str, report_week: list[Week]) -> None:
     upstream = WeekUpstream(tmp_path)
     source = this_repository(tmp_path / "checkout", upstream, image)
     github = GitHubRehearsal(tmp_path / "github", "rehearsal/patchctl", secrets=BOT_SECRETS)
     github.publish(source)
     try:
-        report_timings.update(run_week(github, upstream, "llama.cpp"))
+        report_week.append(run_week(github, upstream, "llama.cpp", frozen_default=True))
     finally:
         github.remove_images()
 
 
-def test_week_for_a_new_downstream(tmp_path: Path, image: str, report_timings: dict[str, float]) -> None:
+def test_week_for_a_new_downstream(tmp_path: Path, image: str, report_week: list[Week]) -> None:
+    """A downstream just made by `init`, with an image row: the registries' secrets, and no bot
+    token nor App, so pin-sync's pull request gets its CI (ci.yml, and backend.yml for the rows
+    the moved pin feeds) by workflow_dispatch."""
     upstream = WeekUpstream(tmp_path)
     source = new_downstream(tmp_path / "checkout", upstream, image)
     assert not (source / "action.yml").exists() and not (source / ".ci").exists()
-    published = copy_checkout(REPO, tmp_path / "published-patchctl")
+    linters_find_nothing(source)
+    registry_secrets = {k: v for k, v in BOT_SECRETS.items() if k != "PATCHCTL_BOT_TOKEN"}
+    github = GitHubRehearsal(
+        tmp_path / "github", "acme/libfoo", secrets=registry_secrets, published_actions=published(source, tmp_path)
+    )
+    github.publish(source)
+    try:
+        report_week.append(run_week(github, upstream, "libfoo", frozen_default=False))
+    finally:
+        github.remove_images()
+
+
+def linters_find_nothing(source: Path) -> None:
+    """actionlint, and zizmor as its default and its auditor persona, on every rendered workflow."""
+    from tests.patchctl.tools import installed_tool
+
+    workflows = sorted(str(p) for p in (source / ".github/workflows").glob("*.yml"))
+    assert workflows
+    lint = subprocess.run([installed_tool("actionlint"), "-no-color", *workflows], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    for persona in ("regular", "auditor"):
+        audit = subprocess.run(
+            [installed_tool("zizmor"), "--offline", "--persona", persona, *workflows], capture_output=True, text=True
+        )
+        assert audit.returncode == 0 and "No findings to report" in audit.stdout + audit.stderr, (
+            persona,
+            audit.stdout + audit.stderr,
+        )
+
+
+def published(source: Path, tmp_path: Path) -> dict[str, Path]:
+    """OWNER/patchctl (whatever owner the workflows name) -> a copy of this checkout."""
+    checkout = copy_checkout(REPO, tmp_path / "published-patchctl")
     actions = {
         "/".join(u.split("@")[0].split("/")[:2])
         for p in (source / ".github/workflows").glob("*.yml")
         for u in uses_of(p.read_text())
     }
-    patchctl_actions = {a: published for a in actions if a.endswith("/patchctl")}
-    github = GitHubRehearsal(
-        tmp_path / "github", "acme/libfoo", secrets=BOT_SECRETS, published_actions=patchctl_actions
-    )
+    return {a: checkout for a in actions if a.endswith("/patchctl")}
+
+
+def test_week_for_ollama_adopted_by_init(tmp_path: Path, report_week: list[Week]) -> None:
+    """Ollama's vendoring layout (a Makefile.sync and its rsync'd copies of llama.cpp, the fixture
+    of tests/patchctl/fixtures/ollama_layout) after `patchctl init --from makefile-sync` and
+    nothing else: the same week, with GITHUB_TOKEN alone (no bot token, no App), so pin-sync starts
+    its pull request's CI by workflow_dispatch. No image row: an apply-only canary, no Docker."""
+    upstream = OllamaUpstream(tmp_path)
+    source = ollama_downstream(tmp_path / "checkout", upstream)
+    assert sorted(p.name for p in (source / ".github/workflows").glob("*.yml")) == [
+        "canary.yml",
+        "ci.yml",
+        "pin-sync.yml",
+    ]
+    for path in (source / ".github/workflows").glob("*.yml"):  # patchctl alone: no engine gate
+        assert "extras:" not in path.read_text(), path.name
+    linters_find_nothing(source)
+    github = GitHubRehearsal(tmp_path / "github", "acme/ollama", published_actions=published(source, tmp_path))
     github.publish(source)
-    try:
-        report_timings.update(run_week(github, upstream, "libfoo"))
-    finally:
-        github.remove_images()
+    week = run_week(github, upstream, "llama.cpp", "llama", frozen_default=False)
+    report_week.append(week)
+    # The canary has no toolchain: it applies, and files from the apply job alone.
+    canaries = [r for r in week.runs if r.workflow == "canary.yml"]
+    assert canaries and all(set(r.results()) == {"resolve", "issues"} for r in canaries)
+    # pin-sync moved every place Ollama states the pin: matrix.yaml, Makefile.sync's FETCH_HEAD,
+    # and the vendored copy (the week's upstream work is in it).
+    merged = github.sha("refs/heads/main")
+    pin = pinned(github, merged, "llama.cpp")
+    assert f"FETCH_HEAD={pin}\n" in github.origin_git("show", f"{merged}:Makefile.sync")
+    assert github.origin_git("show", f"{merged}:llama/llama.cpp/src/llama-vocab.cpp").endswith(
+        "// week 1: upstream work\n"
+    )

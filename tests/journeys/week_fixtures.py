@@ -31,6 +31,7 @@ import yaml
 from patchctl import git
 
 REPO = Path(__file__).resolve().parents[2]
+PUBLISHED_ACTION = "patchctl/patchctl@" + "c0ffee00" * 5
 BASE_TOOLS = ("bash", "cat", "grep", "ls", "cp", "mkdir", "head", "test", "echo", "true", "sed", "env", "rm")
 GATE_COMMAND = "grep -q 'MAIN 20 patched' src/main.c"
 TOOLCHAIN_COMMAND = "test -f src/main.c && grep -q 'MAIN 20 patched' src/main.c"
@@ -49,6 +50,15 @@ RUN test -f /opt/tree/src/main.c && echo "build-type=${BUILD_TYPE}" > /opt/tree/
 """
 
 
+SERIES_TESTS_CI_RUN = """\
+#!/usr/bin/env bash
+# rehearsal: .ci/run's series tests alone (tests/patchctl/test_own_series.py), not the whole suite
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python -m pytest -q -p no:cacheprovider -n 0 tests/patchctl/test_own_series.py
+"""
+
+
 def main_c(changes: dict[int, str] | None = None) -> str:
     lines = [f"main {i}" for i in range(1, 41)]
     for number, text in (changes or {}).items():
@@ -58,6 +68,12 @@ def main_c(changes: dict[int, str] | None = None) -> str:
 
 class WeekUpstream:
     """The upstream on the rehearsal's github.com (a local repository), and its offline mirror frozen at the pin."""
+
+    # What the week checks it by: a subject the range-diff shows, the patch a break breaks, and a
+    # file the first week's commit adds (the images built at the new pin hold it).
+    subject = "Patch line twenty"
+    broken_patch = "0001-patch-line-twenty.patch"
+    new_file = ("src/new.c", "int week1;\n")
 
     def __init__(self, root: Path) -> None:
         self.path = root / "upstream"
@@ -102,6 +118,10 @@ class WeekUpstream:
 
     def fix(self) -> str:
         return self.commit({"src/main.c": main_c()}, "week 4: revert the rewrite of line 20")
+
+    def edit_the_context(self) -> str:
+        """A context line of the patch's hunk edited: pin-sync merges it 3-way and rewrites the patch."""
+        return self.commit({"src/main.c": main_c({18: "main 18, edited in week 5"})}, "week 5: edit line 18")
 
 
 # ---------------------------------------------------------------- the image
@@ -180,6 +200,21 @@ def copy_checkout(source: Path, dest: Path) -> Path:
     return dest
 
 
+def run_init(dest: Path, *args: str) -> None:
+    """`patchctl init ARGS` in DEST, naming the published action (the rehearsal maps */patchctl to
+    this checkout, whatever the commit: not this checkout's HEAD, which render refuses while it is
+    only a local commit)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHCTL_")}
+    init = subprocess.run(
+        [sys.executable, "-m", "patchctl", "-C", str(dest), "init", *args, "--action", PUBLISHED_ACTION],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO)},
+    )
+    if init.returncode != 0:
+        raise AssertionError(f"init failed: {init.stdout}{init.stderr}")
+
+
 def render(project: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHCTL_")}
     proc = subprocess.run(
@@ -221,8 +256,9 @@ def this_repository(dest: Path, upstream: WeekUpstream, image: str) -> Path:
     (dest / "backend" / "Dockerfile").write_text(REHEARSAL_DOCKERFILE.replace("SERIES", "llama.cpp"))
     ci_run = dest / ".ci" / "run"
     if ci_run.exists():
-        # The test suite is what runs this rehearsal: the test job records that it ran, no more.
-        ci_run.write_text("#!/usr/bin/env bash\necho 'rehearsal: .ci/run (the test suite) stands in here'\n")
+        # The whole suite is what runs this rehearsal: the test job runs the suite's series tests
+        # (this checkout's own, from the branch under test), at the pin of the source CI follows.
+        ci_run.write_text(SERIES_TESTS_CI_RUN)
     render(dest)
     return dest
 
@@ -282,32 +318,7 @@ def new_downstream(dest: Path, upstream: WeekUpstream, image: str) -> Path:
     """`patchctl init` with upstream and series `libfoo`, then a patch, a gate, a row and a canary."""
     dest.mkdir(parents=True)
     git.init_repo(dest)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHCTL_")}
-    init = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "patchctl",
-            "-C",
-            str(dest),
-            "init",
-            "--upstream-url",
-            str(upstream.path),
-            "--pin",
-            upstream.pin,
-            "--name",
-            "libfoo",
-            # The published action (the rehearsal maps */patchctl to this checkout, whatever the commit:
-            # not this checkout's HEAD, which render refuses while it is only a local commit).
-            "--action",
-            "patchctl/patchctl@" + "c0ffee00" * 5,
-        ],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": str(REPO)},
-    )
-    if init.returncode != 0:
-        raise AssertionError(f"init failed: {init.stdout}{init.stderr}")
+    run_init(dest, "--upstream-url", str(upstream.path), "--pin", upstream.pin, "--name", "libfoo")
     (dest / ".gitignore").write_text(".patchctl/\n__pycache__/\n")
     config = (dest / "matrix.yaml").read_text()
     config = config.replace("  allow_empty: true", "  # allow_empty: true")
@@ -322,5 +333,73 @@ def new_downstream(dest: Path, upstream: WeekUpstream, image: str) -> Path:
     (patches / "0001-patch-line-twenty.patch").write_text(upstream.patch(upstream.pin))
     (dest / "docker").mkdir()
     (dest / "docker" / "Dockerfile").write_text(REHEARSAL_DOCKERFILE.replace("SERIES", "libfoo"))
+    render(dest)
+    return dest
+
+
+# ---------------------------------------------------------------- Ollama, adopted by init
+
+OLLAMA_FIXTURE = REPO / "tests/patchctl/fixtures/ollama_layout"
+
+
+class OllamaUpstream:
+    """llama.cpp as Ollama's layout fixture has it (tests/patchctl/fixtures/ollama_layout/upstream,
+    a tree reduced from llama.cpp's), as the live repository on the rehearsal's github.com. Its
+    weeks: work in a vendored file, then a rewrite of the line Ollama's 0003 patches, kept for a
+    week, then reverted."""
+
+    subject = "llama: more devices"
+    broken_patch = "0003-llama-more-devices.patch"
+    new_file = None  # Ollama's layout builds no image here
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / "llama.cpp"
+        shutil.copytree(OLLAMA_FIXTURE / "upstream", self.path)
+        git.init_repo(self.path)
+        self.pin = git.commit_all(self.path, "llama.cpp, laid out as the fixture has it")
+
+    def _edit(self, name: str, edit, message: str) -> str:
+        target = self.path / name
+        target.write_text(edit(target.read_text()))
+        return git.commit_all(self.path, message)
+
+    def advance_cleanly(self) -> str:
+        return self._edit("src/llama-vocab.cpp", lambda text: text + "// week 1: upstream work\n", "week 1 work")
+
+    def break_the_patch(self) -> str:
+        return self._edit("src/llama.cpp", lambda text: text.replace("return 16;", "return 32;"), "week 2: 32 devices")
+
+    def stay_broken(self) -> str:
+        return self._edit("README.md", lambda text: text + "\nweek 3\n", "week 3 work")
+
+    def fix(self) -> str:
+        return self._edit(
+            "src/llama.cpp", lambda text: text.replace("return 32;", "return 16;"), "week 4: back to 16 devices"
+        )
+
+    def edit_the_context(self) -> str:
+        """A context line of 0003's hunk edited: pin-sync merges it 3-way and rewrites the patch."""
+        return self._edit(
+            "src/llama.cpp", lambda text: text.replace('#include "llama.h"', '#include "llama.h" // week 5'), "week 5"
+        )
+
+
+def ollama_downstream(dest: Path, upstream: OllamaUpstream) -> Path:
+    """Ollama's vendoring layout (the fixture's project: Makefile.sync, its two rsync'd copies and
+    llama/patches) after `patchctl init --from makefile-sync`, with patchctl's state ignored and the
+    workflows rendered: nothing else added by hand."""
+    shutil.copytree(OLLAMA_FIXTURE / "project", dest)
+    makefile = dest / "Makefile.sync"
+    makefile.write_text(
+        makefile.read_text().replace("@UPSTREAM@", str(upstream.path)).replace("@FETCH_HEAD@", upstream.pin)
+    )
+    git.init_repo(dest)
+    git.commit_all(dest, "a vendoring project laid out as Ollama's")
+    run_init(dest, "--from", "makefile-sync")
+    gitignore = dest / ".gitignore"
+    if ".patchctl/" not in (gitignore.read_text() if gitignore.exists() else ""):
+        with open(gitignore, "a") as out:
+            out.write(".patchctl/\n")
+    assert "\ncanary:\n  upstream: llama.cpp\n" in (dest / "matrix.yaml").read_text()  # init's apply-only canary
     render(dest)
     return dest

@@ -23,6 +23,10 @@ from patchctl.cli import main
 REAL_PIN = "296d9b60b97f6eeb1df161fefb921a44c04a1122"  # llama-cpp-python 0.3.30
 REAL_TIP = "aa601ae300d05a804f5f68940ab6fa75fc9653d3"  # llama-cpp-python 0.3.33
 REAL_URL = "pypi-sdist:llama-cpp-python?versions=0.3.30,0.3.33&subdir=vendor/llama.cpp"
+# The upstream source the session was started under: CI's test job follows `ci` as its other
+# jobs do (a pin-sync branch's new pin may exist there only), and this repository's own series
+# are checked at that source's pin (test_own_series.py). Every test runs with the variable cleared.
+SESSION_UPSTREAM_SOURCE = os.environ.get("PATCHCTL_UPSTREAM_SOURCE") or "default"
 
 
 def real_cache_dir() -> Path:
@@ -36,6 +40,7 @@ def _isolated_cache(
 ) -> None:
     """Each test gets its own cache, except the real-upstream tier, which shares one."""
     monkeypatch.delenv("PATCHCTL_UPSTREAM_URL", raising=False)
+    monkeypatch.delenv("PATCHCTL_UPSTREAM_SOURCE", raising=False)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     monkeypatch.setenv("PATCHCTL_QUIET", "1")  # progress lines on stderr: tests/patchctl/test_newcomer.py covers them
     # A project in a plain directory keeps its state in the user's state directory (patchctl.state.statehome).

@@ -1,6 +1,7 @@
 """This repository's own llama.cpp series, on the real llama.cpp trees (0.3.30 and 0.3.33):
 it applies strictly to its pin, lints clean, and the gate proves the C++ port bit-exact
-against the engine's conformance vectors."""
+against the engine's conformance vectors. The pin is the one of the upstream source the session
+follows (conftest.SESSION_UPSTREAM_SOURCE: `ci` in CI's test job, see test_own_series.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import REAL_PIN
+from patchctl.project import config as config_mod
+
+from .conftest import SESSION_UPSTREAM_SOURCE
 
 pytestmark = pytest.mark.realupstream
 
@@ -34,10 +37,11 @@ def repo_copy(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def applied(repo_copy: Path, cli) -> Path:
-    result = cli("-C", repo_copy, "apply", "llama.cpp", "--json")
+    result = cli("-C", repo_copy, "--upstream-source", SESSION_UPSTREAM_SOURCE, "apply", "llama.cpp", "--json")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)["results"][0]
-    assert payload["rev"] == REAL_PIN
+    followed = config_mod.load(repo_copy / "matrix.yaml").with_upstream_source(SESSION_UPSTREAM_SOURCE)
+    assert payload["rev"] == followed.upstreams["llama.cpp"].pin
     own = sorted(p.name for p in (ROOT / "patches" / "llama.cpp").glob("*.patch"))
     assert [p["patch"] for p in payload["patches"]] == own and len(own) >= 4
     assert [p["status"] for p in payload["patches"]] == ["applied"] * len(own)
@@ -45,12 +49,12 @@ def applied(repo_copy: Path, cli) -> Path:
 
 
 def test_series_lints_clean_against_its_pin(repo_copy: Path, cli) -> None:
-    result = cli("-C", repo_copy, "lint")
+    result = cli("-C", repo_copy, "--upstream-source", SESSION_UPSTREAM_SOURCE, "lint")
     assert result.exit_code == 0, result.output
 
 
 def test_gate_proves_the_port_bit_exact(applied: Path, cli) -> None:
-    result = cli("-C", applied, "gate", "llama.cpp", "--json")
+    result = cli("-C", applied, "--upstream-source", SESSION_UPSTREAM_SOURCE, "gate", "llama.cpp", "--json")
     assert result.exit_code == 0, result.output
     gates = {g["name"]: g for g in json.loads(result.stdout)["gates"]}
     assert gates["engine-vectors"]["baseline"] == "match"
@@ -68,7 +72,7 @@ def test_gate_catches_a_port_that_drifts(applied: Path, cli) -> None:
     tampered = text.replace("queue.prepend_n(unhashed);", "queue.append_n(unhashed);", 1)
     assert tampered != text
     source.write_text(tampered)
-    result = cli("-C", applied, "gate", "llama.cpp")
+    result = cli("-C", applied, "--upstream-source", SESSION_UPSTREAM_SOURCE, "gate", "llama.cpp")
     assert result.exit_code == 1
     assert "gate paged-blocks-bitexact of series llama.cpp failed: exit 1, first failing case" in result.stderr
 

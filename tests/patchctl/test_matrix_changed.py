@@ -155,3 +155,56 @@ def test_bad_base_is_an_environment_error(cli, repo: Path) -> None:
 )
 def test_globs(pattern: str, path: str, expected: bool) -> None:
     assert glob_match(path, pattern) is expected
+
+
+def with_series(repo: Path) -> None:
+    """The llama.cpp series (patches/llama.cpp, which backend llama-cpp lists), committed."""
+    matrix = repo / "matrix.yaml"
+    matrix.write_text(
+        matrix.read_text() + "\nseries:\n  llama.cpp:\n    upstream: llama.cpp\n    dir: patches/llama.cpp\n"
+    )
+    git.commit_all(repo, "the series")
+
+
+@pytest.mark.parametrize("where", ["pin", "ci-pin"])
+def test_a_moved_pin_alone_builds_the_rows_its_series_feeds(cli, repo: Path, where: str) -> None:
+    """A pin-sync pull request whose patches did not change (a clean advance) moves only matrix.yaml's
+    pins: the images made from that upstream are built at the new pin, the others are not."""
+    with_series(repo)
+    matrix = repo / "matrix.yaml"
+    old = "    pin: 0123456789abcdef0123456789abcdef01234567\n    tracks: llama.cpp\n"
+    if where == "ci-pin":
+        text = matrix.read_text().replace(
+            "    branch: master\n    pin: 0123456789abcdef0123456789abcdef01234567\n  ggml:",
+            "    branch: master\n    pin: 0123456789abcdef0123456789abcdef01234567\n"
+            "    ci: {url: 'https://example.invalid/ci.git', pin: '" + "1" * 40 + "'}\n  ggml:",
+        )
+        matrix.write_text(text)
+        git.commit_all(repo, "a ci source")
+        matrix.write_text(text.replace("1" * 40, "2" * 40))
+    else:
+        matrix.write_text(matrix.read_text().replace("0123456789abcdef0123456789abcdef01234567", "f" * 40))
+        assert old.replace("0123456789abcdef0123456789abcdef01234567", "f" * 40) in matrix.read_text()
+    git.commit_all(repo, "pin-sync: move llama.cpp forward")
+    payload = plan(cli, repo, "--base", "HEAD~1")
+    assert payload["files"] == ["matrix.yaml"]
+    assert payload["backends"] == ["llama-cpp"] and "-cpu-whisper" not in suffixes(payload)
+    assert payload["reasons"] == [
+        {
+            "backend": "llama-cpp",
+            "upstream": "llama.cpp",
+            "series": "llama.cpp",
+            "file": "patches/llama.cpp/0001-a.patch",
+            "pattern": "patches/llama.cpp/",
+        }
+    ]
+    result = cli("-C", repo, "matrix", "changed", "--base", "HEAD~1")
+    assert "llama-cpp: upstream llama.cpp's pin moved, and series llama.cpp" in result.stdout
+
+
+def test_a_matrix_edit_that_keeps_the_pins_builds_nothing_more(cli, repo: Path) -> None:
+    with_series(repo)
+    matrix = repo / "matrix.yaml"
+    matrix.write_text(matrix.read_text() + "# a comment\n")
+    git.commit_all(repo, "comment")
+    assert plan(cli, repo, "--base", "HEAD~1")["backends"] == []

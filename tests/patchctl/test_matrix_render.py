@@ -219,11 +219,19 @@ def test_pin_sync_workflow_shape() -> None:
     assert sync["env"]["PATCHCTL_UPSTREAM_SOURCE"] == "ci"  # on github.com: the real upstream's tip
     inputs = sync[True]["workflow_dispatch"]["inputs"]
     assert inputs["target"]["required"] is False and inputs["upstream"]["options"] == ["llama.cpp"]
-    job = sync["jobs"]["pin-sync"]
+    # Two jobs: the sync (the upstream's build, the gates) with a read-only token; the publish job,
+    # which alone can write, receives the change as an artifact.
+    assert list(sync["jobs"]) == ["sync", "publish"]
+    job, publish = sync["jobs"]["sync"], sync["jobs"]["publish"]
+    assert job["permissions"] == {"contents": "read"} and "environment" not in job
+    assert publish["needs"] == "sync" and publish["environment"] == "pin-sync"
+    assert publish["strategy"] == job["strategy"]
     assert "'[\"llama.cpp\"]'" in job["strategy"]["matrix"]["upstream"]
-    step = next(s for s in all_steps(sync) if s.get("id") == "sync")
+    step = next(s for s in job["steps"] if s.get("id") == "sync")
     assert step["uses"] == "./" and step["with"]["command"] == "pin-sync"
+    # This repository's gates run its engine: the engine extra, here only.
     assert step["with"]["extras"] == "engine" and "'--latest'" in step["with"]["args"]
+    assert [s["with"].get("extras") for s in publish["steps"] if s.get("uses") == "./"] == [None]
     assert not any(s.get("uses", "").startswith("peter-evans/") for s in all_steps(sync))
 
 

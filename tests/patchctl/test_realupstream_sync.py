@@ -99,7 +99,9 @@ def test_pin_sync_of_the_own_series_with_its_gates(tmp_path: Path, cli) -> None:
         ]
         assert gate_names == ["strict-apply", *declared] and all(g["ok"] for g in payload["gates"])
         after = tree_files(project)
+        # The pypi-sdist commits are the sdist repository's own: the ci: pin (github.com's) stays, said so.
         assert after["matrix.yaml"] == before["matrix.yaml"].replace(REAL_PIN.encode(), REAL_TIP.encode())
+        assert any("its ci: pin stays at" in w and "--upstream-source ci pin-sync" in w for w in payload["warnings"])
         assert "matrix.yaml" in payload["files_changed"]
         # The series as written applies strictly at the new pin.
         applied = cli("-C", project, "apply", SERIES, "--into", tmp_path / "applied")

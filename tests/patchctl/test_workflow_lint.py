@@ -59,7 +59,7 @@ def run_zizmor(project: Path, persona: str = "regular") -> subprocess.CompletedP
     )
 
 
-@pytest.mark.parametrize("persona", ["regular", "pedantic"])
+@pytest.mark.parametrize("persona", ["regular", "pedantic", "auditor"])
 @pytest.mark.parametrize("where", ["repository", "fixture"])
 def test_actionlint_and_zizmor_report_nothing(cli, tmp_path: Path, where: str, persona: str) -> None:
     project = REPO if where == "repository" else rendered_project(cli, tmp_path)
@@ -147,9 +147,43 @@ def test_least_privilege_and_fork_safety() -> None:
             if writes:
                 # Only a person or the clock may start a job that pushes.
                 assert triggers <= {"workflow_dispatch", "schedule"}, f"{name}:{job_name} writes on {triggers}"
+            # A secret lives in a deployment environment (zizmor's auditor persona: secrets-outside-env).
+            assert not secrets or job.get("environment"), f"{name}:{job_name} reads {secrets} outside an environment"
     sync = yaml.safe_load((REPO / ".github/workflows/pin-sync.yml").read_text())
-    assert sync["jobs"]["pin-sync"]["permissions"] == {"contents": "write", "pull-requests": "write", "issues": "write"}
+    # The upstream's build and the gates run with a read-only token; only the publish job writes.
+    assert sync["jobs"]["sync"]["permissions"] == {"contents": "read"}
+    assert sync["jobs"]["publish"]["permissions"] == {
+        "contents": "write",
+        "pull-requests": "write",
+        "issues": "write",
+        "actions": "write",
+    }
     assert set(sync[True]) == {"workflow_dispatch", "schedule"}
+    backend = yaml.safe_load((REPO / ".github/workflows/backend.yml").read_text())
+    for job_name in PUBLISH_JOBS:
+        assert backend["jobs"][job_name]["environment"] == "registry"
+
+
+def test_untrusted_code_never_shares_a_job_with_a_write_token() -> None:
+    """The jobs that run the upstream's code (pin-sync's build and gates, the canary's apply and
+    compile) hold a read-only token and no secret; the jobs that write take only their artifacts,
+    and restore no cache such a job could have saved."""
+    untrusted = {"pin-sync.yml": ["sync"], "canary.yml": ["resolve", "compile"]}
+    writers = {"pin-sync.yml": ["publish"], "canary.yml": ["issues"]}
+    for name in untrusted:
+        jobs = yaml.safe_load((REPO / ".github/workflows" / name).read_text())["jobs"]
+        for job_name in untrusted[name]:
+            job = jobs[job_name]
+            assert job["permissions"] == {"contents": "read"}, f"{name}:{job_name}"
+            assert "secrets." not in yaml.safe_dump(job), f"{name}:{job_name}"
+        for job_name in writers[name]:
+            job = jobs[job_name]
+            assert set(untrusted[name]) & set([job["needs"]] if isinstance(job["needs"], str) else job["needs"])
+            for step in job["steps"]:
+                uses = step.get("uses", "")
+                assert not uses.startswith("actions/cache"), f"{name}:{job_name} restores a cache"
+                if uses == "./":  # patchctl's action: no cache of either kind
+                    assert step["with"].get("cache") == "false" and step["with"].get("pip-cache") == "false", step
 
 
 def test_an_actions_table_overrides_a_default_and_must_be_a_commit(cli, tmp_path: Path) -> None:

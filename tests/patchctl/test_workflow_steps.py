@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,54 @@ def workflow(project: Project, name: str) -> Path:
 
 def ran_commands(job: JobResult) -> list[tuple[str, str]]:
     return [(s.with_.get("command", ""), s.outputs.get("verdict", "")) for s in job.order if s.kind == "local-action"]
+
+
+class Artifacts:
+    """actions/upload-artifact and download-artifact between two jobs of one run: a directory each."""
+
+    def __init__(self, store: Path) -> None:
+        self.store = store
+
+    def upload(self, given: dict[str, str], _env: dict[str, str]) -> dict[str, str]:
+        source = Path(given["path"].strip())
+        if given["name"].startswith("pin-sync-") and source.is_dir():
+            shutil.copytree(source, self.store / given["name"], dirs_exist_ok=True)
+        return {}
+
+    def download(self, given: dict[str, str], _env: dict[str, str]) -> dict[str, str]:
+        shutil.copytree(self.store / given["name"], Path(given["path"]), dirs_exist_ok=True)
+        return {}
+
+    def handlers(self) -> dict:
+        return {"actions/upload-artifact": self.upload, "actions/download-artifact": self.download}
+
+
+def fresh_checkout(project: Path) -> None:
+    """What actions/checkout gives the next job: the commit, nothing a job before it left (.patchctl too)."""
+    subprocess.run(["git", "reset", "--quiet", "--hard"], cwd=project, check=True)
+    subprocess.run(["git", "clean", "-fdxq"], cwd=project, check=True)
+    shutil.rmtree(project / ".git" / "patchctl", ignore_errors=True)  # a stopped sync's state: the runner's own
+
+
+def run_pin_sync(tmp_path: Path, project: Path, *, env: dict | None = None, remote: dict | None = None, **kwargs):
+    """pin-sync.yml's two jobs for upstream `up`, each on a fresh runner: the sync, then the publish
+    job on a fresh checkout of the same commit, given only the sync's artifact. (sync, publish)."""
+    path = project / ".github/workflows/pin-sync.yml"
+    artifacts = Artifacts(tmp_path / f"artifacts-{len(list(tmp_path.glob('artifacts-*')))}")
+    inputs = kwargs.pop("inputs", {})
+    handlers = {**(remote or {}), **artifacts.handlers()}
+    sync = harness(tmp_path, project, env=env, remote=handlers, **kwargs).run_job(
+        path, "sync", matrix={"upstream": "up"}, inputs=inputs
+    )
+    fresh_checkout(project)
+    publish = harness(tmp_path, project, env=env, remote=handlers, **kwargs).run_job(
+        path, "publish", matrix={"upstream": "up"}, inputs=inputs, needs={"sync": {"result": sync.status}}
+    )
+    return sync, publish
+
+
+def failures(job: JobResult) -> list[tuple[str, str, str]]:
+    return [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome == "failure"]
 
 
 def test_ci_runs_patchctl_through_the_action_on_a_pull_request(tmp_path: Path, upstream: Repo) -> None:
@@ -111,24 +160,27 @@ def test_pin_sync_bot_moves_to_the_tip_and_writes_the_pull_request(tmp_path: Pat
 
     # The schedule syncs every upstream with its own pin; a dispatch the chosen one.
     cache = FakeActionsCache(tmp_path / "actions-cache")
-    h = harness(
-        tmp_path,
-        project.path,
-        github={"event_name": "schedule"},
-        leave_out={PR_STEP: "GitHub's API"},
-        remote=cache.handlers(),
-    )
-    strategy = document["jobs"]["pin-sync"]["strategy"]["matrix"]["upstream"]
+    strategy = document["jobs"]["sync"]["strategy"]["matrix"]["upstream"]
+    h = harness(tmp_path, project.path)
     assert h.substitute(strategy, {"inputs": {}}, lambda: "success") == ["up"]
     assert h.substitute(strategy, {"inputs": {"upstream": "up"}}, lambda: "success") == ["up"]
 
-    job = h.run_job(path, "pin-sync", matrix={"upstream": "up"}, inputs={})
-    failed = [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome == "failure"]
-    assert job.status == "success", failed
-    assert job.steps["sync"].kind == "local-action" and job.steps["sync"].outputs["verdict"] == "pass"
-    assert job.steps["moved"].outputs == {"moved": "true"}
-    # What the sync fetched goes back into the Actions cache after it.
+    sync, job = run_pin_sync(
+        tmp_path,
+        project.path,
+        github={"event_name": "schedule"},
+        leave_out={PR_STEP: "GitHub's API", "report a stop, or close the issue of an earlier one": "GitHub's API"},
+        remote=cache.handlers(),
+    )
+    assert sync.status == "success", failures(sync)
+    assert sync.steps["sync"].kind == "local-action" and sync.steps["sync"].outputs["verdict"] == "pass"
+    # What the sync fetched goes back into the Actions cache after it; the publish job restores none.
     assert len(cache.saved) == 1
+    assert not [s.uses for s in job.all_steps() if s.uses.startswith("actions/cache") and s.kind != "skipped"]
+    # The publish job: the change checked (export --check, the gated tree), committed on its branch.
+    assert job.status == "success", failures(job)
+    assert job.steps["check"].outputs["moved"] == "true" and job.steps["check"].outputs["exit-code"] == "0"
+    assert [s.with_.get("cache") for s in job.order if s.kind == "local-action"] == ["false"]
     body = Path(job.steps["body"].outputs["path"]).read_text()
     assert body.startswith("## pin-sync up: ✅") and tip[:12] in body and old_pin[:12] in body
     assert "0001-patch-line-twenty.patch" in body and "applied with offset" in body
@@ -143,76 +195,112 @@ def test_pin_sync_bot_moves_to_the_tip_and_writes_the_pull_request(tmp_path: Pat
     # Everything the sync changed is in the commit; patchctl's state stays out (.gitignore has it).
     assert project.git("status", "--porcelain", "--ignored=no") == ""
     assert project.git("check-ignore", ".patchctl").strip() == ".patchctl"
-    assert ".patchctl/" not in project.git("show", "--name-only", "--format=", "HEAD")
-    # Every run: step ran but the one that calls GitHub's API.
-    pr = next(s for s in job.order if s.name == PR_STEP)
-    assert pr.kind == "left-out"
-    ran = [s for s in job.order if s.kind == "run"]
-    assert len(ran) + 1 == len(run_steps_of(path))
+    assert project.git("show", "--name-only", "--format=", "HEAD").split() == ["matrix.yaml"]
+    # Every run: step ran but those that call GitHub's API.
+    assert {s.name for s in job.order if s.kind == "left-out"} == {
+        PR_STEP,
+        "report a stop, or close the issue of an earlier one",
+    }
+    ran = [s for j in (sync, job) for s in j.order if s.kind == "run"]
+    assert len(ran) + 2 == len(run_steps_of(path))
 
 
 def test_pin_sync_bot_opens_nothing_when_the_pin_is_already_at_the_tip(tmp_path: Path, upstream: Repo) -> None:
     project = rendered(tmp_path, upstream)
-    h = harness(tmp_path, project.path, github={"event_name": "schedule"}, leave_out={PR_STEP: "GitHub's API"})
-    job = h.run_job(workflow(project, "pin-sync.yml"), "pin-sync", matrix={"upstream": "up"}, inputs={})
-    assert job.steps["moved"].outputs == {"moved": "false"}
+    sync, job = run_pin_sync(
+        tmp_path, project.path, github={"event_name": "schedule"}, leave_out={PR_STEP: "GitHub's API"}
+    )
+    assert sync.status == "success" and job.status == "success", failures(sync) + failures(job)
+    assert job.steps["check"].outputs["moved"] == "false"
     assert job.steps["commit"].kind == "skipped"
-    assert next(s for s in job.order if s.name == PR_STEP).kind in ("skipped", "left-out")
+    assert next(s for s in job.order if s.name == PR_STEP).kind == "skipped"
 
 
 def test_pin_sync_dispatch_to_a_target_and_a_failing_gate(tmp_path: Path, upstream: Repo) -> None:
     project = rendered(tmp_path, upstream)
     middle = upstream.commit({"src/util.c": "util moved\n"}, "upstream work")
     upstream.commit({"src/main.c": main_c({20: "main twenty rewritten"})}, "upstream takes line 20")
-    path = workflow(project, "pin-sync.yml")
     event = {"event_name": "workflow_dispatch"}
-    h = harness(tmp_path, project.path, github=event, leave_out={PR_STEP: "GitHub's API"})
-    job = h.run_job(path, "pin-sync", matrix={"upstream": "up"}, inputs={"upstream": "up", "target": middle})
-    assert job.status == "success" and job.steps["commit"].outcome == "success"
+    quiet = {PR_STEP: "GitHub's API", "report a stop, or close the issue of an earlier one": "GitHub's API"}
+    sync, job = run_pin_sync(
+        tmp_path, project.path, github=event, leave_out=quiet, inputs={"upstream": "up", "target": middle}
+    )
+    assert job.status == "success" and job.steps["commit"].outcome == "success", failures(job)
     assert middle in project.git("show", "HEAD:matrix.yaml")
 
-    # To the tip the patch conflicts: the job fails, no commit, the report still in the summary.
+    # To the tip the patch conflicts: the sync fails and hands over no change; nothing is committed;
+    # the report, with what to do, goes to the step that reports the stop.
     project.git("switch", "--quiet", "main")
     write_config(project, middle, series_extra=GATE)
     project.commit({}, "back to main")
-    h = harness(tmp_path, project.path, github=event, leave_out={PR_STEP: "GitHub's API"})
-    job = h.run_job(path, "pin-sync", matrix={"upstream": "up"}, inputs={"upstream": "up", "target": ""})
-    assert job.status == "failure" and job.steps["sync"].outputs["verdict"] == "fail"
+    sync, job = run_pin_sync(
+        tmp_path, project.path, github=event, leave_out=quiet, inputs={"upstream": "up", "target": ""}
+    )
+    assert sync.status == "failure" and sync.steps["sync"].outputs["verdict"] == "fail"
+    assert job.status == "success", failures(job)
+    assert job.steps["check"].outputs == {
+        "exit-code": "1",
+        "report": job.steps["check"].outputs["report"],
+        "moved": "false",
+    }
     assert job.steps["commit"].kind == "skipped"
     assert "conflict" in job.summary.lower()
+    assert next(s for s in job.order if s.name.startswith("report a stop")).kind == "left-out"
 
 
-def test_pin_sync_commit_steps_in_a_clone_of_this_repository(tmp_path: Path) -> None:
-    """The rendered `moved` and `commit` steps, verbatim, in a real clone of this repository (its
-    .gitignore ignores .patchctl/), after a sync that moved the ci pin and left patchctl's state."""
+def test_pin_sync_hand_over_and_commit_steps_in_a_clone_of_this_repository(tmp_path: Path) -> None:
+    """The rendered hand-over step (sync job) and commit step (publish job), verbatim, in real clones
+    of this repository (its .gitignore ignores .patchctl/): after a sync that moved the pins and
+    left patchctl's state, the diff handed over names matrix.yaml alone, and applied to a fresh
+    clone it is the commit of the pin-sync branch."""
+    document = yaml.safe_load((REPO / ".github/workflows/pin-sync.yml").read_text())
+    hand_over = next(
+        s for s in document["jobs"]["sync"]["steps"] if s.get("name") == "hand over the change and the report"
+    )
+    commit_step = next(s for s in document["jobs"]["publish"]["steps"] if s.get("id") == "commit")
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True, capture_output=True)
     assert subprocess.run(["git", "check-ignore", "-q", ".patchctl/"], cwd=clone).returncode == 0
-    rendered_steps = yaml.safe_load((REPO / ".github/workflows/pin-sync.yml").read_text())["jobs"]["pin-sync"]["steps"]
-    by_id = {s.get("id"): s for s in rendered_steps}
-    # What pin-sync leaves behind: the moved pin, its report, and its own state under .patchctl/.
+    # What pin-sync leaves behind: the moved pins, its report, and its own state under .patchctl/.
     config = clone / "matrix.yaml"
     text = config.read_text()
-    old = yaml.safe_load(text)["upstreams"]["llama.cpp"]["ci"]["pin"]
-    config.write_text(text.replace(old, "f" * 40))
+    up = yaml.safe_load(text)["upstreams"]["llama.cpp"]
+    config.write_text(text.replace(up["ci"]["pin"], "f" * 40).replace(up["pin"], "f" * 40))
     (clone / ".patchctl/trees/llama.cpp").mkdir(parents=True)
     (clone / ".patchctl/trees/llama.cpp/README").write_text("a tree\n")
+    (clone / ".patchctl/pin-sync.json").write_text("{}")
     report = tmp_path / "report.md"
     report.write_text("## pin-sync llama.cpp: ✅\n\nmoved\n")
-    sync = {"id": "sync", "run": f'echo "report={report}" >> "$GITHUB_OUTPUT"'}
-    job = {"runs-on": "ubuntu-latest", "steps": [sync, by_id["moved"], by_id["commit"]]}
+    sync = {"id": "sync", "run": f'printf "report={report}\\nexit-code=0\\n" >> "$GITHUB_OUTPUT"'}
+    job = {"runs-on": "ubuntu-latest", "steps": [sync, hand_over]}
     workflow_file = tmp_path / "steps.yml"
-    workflow_file.write_text(yaml.safe_dump({"name": "pin-sync", "on": "push", "jobs": {"pin-sync": job}}))
+    workflow_file.write_text(yaml.safe_dump({"name": "pin-sync", "on": "push", "jobs": {"sync": job}}))
     h = harness(tmp_path, clone, github={"event_name": "schedule"})
-    result = h.run_job(workflow_file, "pin-sync", matrix={"upstream": "llama.cpp"})
-    assert result.status == "success", [(s.name, s.stdout, s.stderr) for s in result.run_steps()]
-    assert result.steps["moved"].outputs == {"moved": "true"}
+    result = h.run_job(workflow_file, "sync", matrix={"upstream": "llama.cpp"})
+    assert result.status == "success", failures(result)
+    bundle = h.runner_temp / "pin-sync-bundle"
+    assert sorted(p.name for p in bundle.iterdir()) == ["changes.diff", "exit-code", "pin-sync.json", "report.md"]
+    diff = (bundle / "changes.diff").read_text()
+    assert [line for line in diff.splitlines() if line.startswith("diff --git")] == [
+        "diff --git a/matrix.yaml b/matrix.yaml"
+    ]
+    # The publish job's side, in a fresh clone: the change applied, then committed on the branch.
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(fresh)], check=True, capture_output=True)
+    subprocess.run(["git", "apply", "--index", str(bundle / "changes.diff")], cwd=fresh, check=True)
+    check = {"id": "check", "run": f'echo "report={report}" >> "$GITHUB_OUTPUT"; echo moved=true >> "$GITHUB_OUTPUT"'}
+    job = {"runs-on": "ubuntu-latest", "steps": [check, commit_step]}
+    workflow_file.write_text(yaml.safe_dump({"name": "pin-sync", "on": "push", "jobs": {"publish": job}}))
+    result = harness(tmp_path, fresh, github={"event_name": "schedule"}).run_job(
+        workflow_file, "publish", matrix={"upstream": "llama.cpp"}
+    )
+    assert result.status == "success", failures(result)
     assert result.steps["commit"].outputs["branch"] == "patchctl/pin-sync/llama.cpp"
     committed = subprocess.run(
-        ["git", "show", "--name-only", "--format=%s", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
+        ["git", "show", "--name-only", "--format=%s", "HEAD"], cwd=fresh, capture_output=True, text=True, check=True
     ).stdout.split()
     assert committed == ["pin-sync:", "move", "llama.cpp", "forward", "matrix.yaml"]
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=fresh, capture_output=True, text=True, check=True)
     assert status.stdout == ""
 
 
@@ -436,7 +524,7 @@ def test_a_new_downstream_gets_workflows_that_reference_only_what_it_has(tmp_pat
     )
     assert lint.returncode == 0, lint.stdout + lint.stderr
     audit = subprocess.run(
-        [installed_tool("zizmor"), "--offline", "--persona", "pedantic", "."],
+        [installed_tool("zizmor"), "--offline", "--persona", "auditor", "."],
         text=True,
         capture_output=True,
         cwd=downstream.path,
@@ -455,9 +543,17 @@ def test_a_new_downstream_gets_workflows_that_reference_only_what_it_has(tmp_pat
 
 
 FAKE_GH = """#!/bin/sh
-# gh as the pull-request step calls it: every call recorded with the token it was given.
+# gh as the publish job calls it: every call recorded with the token it was given; after `pr create`
+# the branch has open pull request #5.
 printf '%s | GH_TOKEN=%s\\n' "$*" "$GH_TOKEN" >> "$FAKE_GH_LOG"
-if [ "$1 $2" = "pr list" ]; then echo 0; fi
+case "$1 $2" in
+  "pr create") touch "$FAKE_GH_LOG.pr" ;;
+  "pr list")
+    case "$*" in
+      *"--jq length"*) if [ -f "$FAKE_GH_LOG.pr" ]; then echo 1; else echo 0; fi ;;
+      *) if [ -f "$FAKE_GH_LOG.pr" ]; then echo 5; fi ;;
+    esac ;;
+esac
 exit 0
 """
 APP = "workflows:\n  pin_sync:\n    github_app: {client_id_var: SYNC_APP_CLIENT_ID, private_key_secret: SYNC_APP_KEY}\n"
@@ -483,35 +579,47 @@ def pin_sync_ready(tmp_path: Path, upstream: Repo, tail: str) -> tuple[Project, 
 
 
 @pytest.mark.parametrize("token", ["github-token", "bot-secret", "github-app"])
-def test_the_pull_request_token_and_a_warning_when_the_pull_request_gets_no_ci(
+def test_the_pull_request_token_and_ci_started_by_dispatch_with_github_token_alone(
     tmp_path: Path, upstream: Repo, token: str
 ) -> None:
     project, fake_bin, log = pin_sync_ready(tmp_path, upstream, APP if token == "github-app" else "")
     minted = []
-    h = harness(
+    sync, job = run_pin_sync(
         tmp_path,
         project.path,
         env={
             "PATH": os.pathsep.join([str(fake_bin), str(stub_bin(tmp_path)), os.environ["PATH"]]),
             "FAKE_GH_LOG": str(log),
         },
-        github={"event_name": "schedule", "token": "the-github-token", "ref_name": "main"},
+        github={"event_name": "schedule", "token": "the-github-token", "ref_name": "main", "sha": project.head},
         secrets={"PATCHCTL_BOT_TOKEN": "the-bot-token"} if token == "bot-secret" else {"SYNC_APP_KEY": "a key"},
         vars={"SYNC_APP_CLIENT_ID": "Iv1.client"},
         remote={"actions/create-github-app-token": lambda given, _env: minted.append(given) or {"token": "app-tok"}},
     )
-    job = h.run_job(workflow(project, "pin-sync.yml"), "pin-sync", matrix={"upstream": "up"}, inputs={})
-    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome != "success"]
+    assert sync.status == "success" and job.status == "success", failures(sync) + failures(job)
     calls = log.read_text().splitlines()
     assert any(c.startswith("pr create --base main --head patchctl/pin-sync/up") for c in calls), calls
     used = {"github-token": "the-github-token", "bot-secret": "the-bot-token", "github-app": "app-tok"}[token]
-    assert all(c.endswith(f"GH_TOKEN={used}") for c in calls)
+    # The pull request with the bot's token; the issue of an earlier stop looked for (and closed) with
+    # GITHUB_TOKEN, whose bot opens those issues.
+    pull_calls = [
+        c for c in calls if c.startswith(("auth ", "pr ", "label create pin-sync", "label create dependencies"))
+    ]
+    assert pull_calls and all(c.endswith(f"GH_TOKEN={used}") for c in pull_calls), calls
+    issue_calls = [c for c in calls if c.startswith(("issue ", "label create patchctl-pin-sync"))]
+    assert issue_calls and all(c.endswith("GH_TOKEN=the-github-token") for c in issue_calls), calls
+    # With GITHUB_TOKEN alone the pull request gets no pull_request CI: CI is started on its branch.
+    dispatched = [c.split(" | ")[0] for c in calls if c.startswith("workflow run")]
+    if token == "github-token":
+        assert dispatched == ["workflow run ci.yml --ref patchctl/pin-sync/up"], calls
+    else:
+        assert dispatched == [], calls
     pushed = ["git", "rev-parse", "--verify", "refs/heads/patchctl/pin-sync/up"]
     assert subprocess.run(pushed, cwd=tmp_path / "origin.git").returncode == 0
     pr_step = next(s for s in job.order if s.name == PR_STEP)
-    warned = "::warning title=pin-sync pull request without CI::" in pr_step.stdout
-    assert warned is (token == "github-token")
-    assert ("gets no CI" in job.summary) is (token == "github-token")
+    noticed = "::notice title=pin-sync pull request CI::" in pr_step.stdout
+    assert noticed is (token == "github-token")
+    assert ("CI was started on patchctl/pin-sync/up by workflow_dispatch" in job.summary) is (token == "github-token")
     if token == "github-app":
         rendered_file = str(workflow(project, "pin-sync.yml"))
         lint = subprocess.run(
@@ -520,7 +628,7 @@ def test_the_pull_request_token_and_a_warning_when_the_pull_request_gets_no_ci(
         assert lint.returncode == 0, lint.stdout + lint.stderr
         config = str(REPO / ".github/zizmor.yml")
         audit = subprocess.run(
-            [installed_tool("zizmor"), "--offline", "--persona", "pedantic", "--config", config, rendered_file],
+            [installed_tool("zizmor"), "--offline", "--persona", "auditor", "--config", config, rendered_file],
             capture_output=True,
             text=True,
         )
@@ -560,26 +668,9 @@ with open(os.environ["FAKE_GH_LOG"], "a") as log:
 """
 
 
-def test_the_canary_files_only_into_issues_its_own_bot_opened_with_its_label(tmp_path: Path) -> None:
-    marker = "<!-- patchctl-canary-key: {} -->"
-    bot, label = "app/github-actions", "patchctl-canary"
-    issues = [
-        {
-            "number": 5,
-            "author": "mallory",
-            "labels": [label],
-            "body": "pasted " + marker.format("llama.cpp/apply/main"),
-        },
-        {"number": 6, "author": bot, "labels": [label], "body": "fixed since " + marker.format("llama.cpp/apply/gone")},
-        {"number": 7, "author": bot, "labels": [], "body": "unlabelled " + marker.format("llama.cpp/apply/other")},
-        {"number": 8, "author": "mallory", "labels": [], "body": "spoof " + marker.format("llama.cpp/apply/stale")},
-    ]
-    (tmp_path / "issues.json").write_text(json.dumps(issues))
-    reports = tmp_path / "reports"
-    reports.mkdir()
-    key = "llama.cpp/apply/main"
-    breaks = [{"key": key, "title": "canary: main no longer applies", "body": "broken\n" + marker.format(key)}]
-    (reports / "issues-apply.json").write_text(json.dumps(breaks))
+def canary_issue_job(tmp_path: Path, reports: Path) -> tuple[JobResult, Path]:
+    """This repository's canary `issues` job, handed the lists in REPORTS, with the open issues of
+    tmp_path/issues.json: (the job, the log of what gh was asked besides listing issues)."""
     fake_bin, log = tmp_path / "bin", tmp_path / "gh.log"
     fake_bin.mkdir()
     (fake_bin / "gh").write_text(FAKE_ISSUES_GH.format(python=sys.executable))
@@ -601,7 +692,30 @@ def test_the_canary_files_only_into_issues_its_own_bot_opened_with_its_label(tmp
         remote={"actions/download-artifact": download},
     )
     needs = {"resolve": {"outputs": {"rev": "a" * 40}, "result": "success"}, "compile": {"result": "success"}}
-    job = h.run_job(REPO / ".github/workflows/canary.yml", "issues", needs=needs)
+    return h.run_job(REPO / ".github/workflows/canary.yml", "issues", needs=needs), log
+
+
+def test_the_canary_files_only_into_issues_its_own_bot_opened_with_its_label(tmp_path: Path) -> None:
+    marker = "<!-- patchctl-canary-key: {} -->"
+    bot, label = "app/github-actions", "patchctl-canary"
+    issues = [
+        {
+            "number": 5,
+            "author": "mallory",
+            "labels": [label],
+            "body": "pasted " + marker.format("llama.cpp/apply/main"),
+        },
+        {"number": 6, "author": bot, "labels": [label], "body": "fixed since " + marker.format("llama.cpp/apply/gone")},
+        {"number": 7, "author": bot, "labels": [], "body": "unlabelled " + marker.format("llama.cpp/apply/other")},
+        {"number": 8, "author": "mallory", "labels": [], "body": "spoof " + marker.format("llama.cpp/apply/stale")},
+    ]
+    (tmp_path / "issues.json").write_text(json.dumps(issues))
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    key = "llama.cpp/apply/main"
+    breaks = [{"key": key, "title": "canary: main no longer applies", "body": marker.format(key) + "\nbroken\n"}]
+    (reports / "issues-apply.json").write_text(json.dumps(breaks))
+    job, log = canary_issue_job(tmp_path, reports)
     assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps()]
     # A new issue (#5's pasted marker is not the bot's), #6 closed; #7 (no label) and #8 untouched.
     assert log.read_text().splitlines() == [
@@ -624,7 +738,7 @@ def test_a_green_sync_sets_its_pull_request_to_merge_itself_when_asked(
     project, fake_bin, log = pin_sync_ready(tmp_path, upstream, AUTOMERGE)
     rendered_file = workflow(project, "pin-sync.yml")
     assert 'gh pr merge "$BRANCH" --auto --squash' in rendered_file.read_text()
-    h = harness(
+    sync, job = run_pin_sync(
         tmp_path,
         project.path,
         env={
@@ -634,8 +748,7 @@ def test_a_green_sync_sets_its_pull_request_to_merge_itself_when_asked(
         github={"event_name": "schedule", "token": "the-github-token", "ref_name": "main"},
         secrets={"PATCHCTL_BOT_TOKEN": "the-bot-token"} if token == "bot-secret" else {},
     )
-    job = h.run_job(rendered_file, "pin-sync", matrix={"upstream": "up"}, inputs={})
-    assert job.status == "success", [(s.name, s.stdout, s.stderr) for s in job.run_steps() if s.outcome != "success"]
+    assert sync.status == "success" and job.status == "success", failures(sync) + failures(job)
     calls = log.read_text().splitlines()
     merges = [c for c in calls if c.startswith("pr merge")]
     if token == "bot-secret":
@@ -646,8 +759,242 @@ def test_a_green_sync_sets_its_pull_request_to_merge_itself_when_asked(
         assert "::warning title=pin-sync auto-merge off::" in step.stdout
     for linter in (
         [installed_tool("actionlint"), "-no-color", str(rendered_file)],
-        [installed_tool("zizmor"), "--offline", "--persona", "pedantic", "--config", str(REPO / ".github/zizmor.yml"),
+        [installed_tool("zizmor"), "--offline", "--persona", "auditor", "--config", str(REPO / ".github/zizmor.yml"),
          str(rendered_file)],
     ):  # fmt: skip
         found = subprocess.run(linter, capture_output=True, text=True)
         assert found.returncode == 0, found.stdout + found.stderr
+
+
+# ---------------------------------------------------------------- the publish job's checks
+
+
+def tampered_sync(tmp_path: Path, upstream: Repo, tamper) -> tuple[Project, JobResult, Path]:
+    """A sync that moved the pin, its artifact changed by TAMPER(bundle, project) (what a build that
+    ran in the sync job could do), then the publish job: (project, publish job, gh log)."""
+    project, fake_bin, log = pin_sync_ready(tmp_path, upstream, "")
+    env = {
+        "PATH": os.pathsep.join([str(fake_bin), str(stub_bin(tmp_path)), os.environ["PATH"]]),
+        "FAKE_GH_LOG": str(log),
+    }
+    path = project.path / ".github/workflows/pin-sync.yml"
+    artifacts = Artifacts(tmp_path / "artifacts")
+    github = {"event_name": "schedule", "token": "the-github-token", "ref_name": "main"}
+    sync = harness(tmp_path, project.path, env=env, github=github, remote=artifacts.handlers()).run_job(
+        path, "sync", matrix={"upstream": "up"}, inputs={}
+    )
+    assert sync.status == "success", failures(sync)
+    tamper(artifacts.store / "pin-sync-up", project)
+    fresh_checkout(project.path)
+    publish = harness(tmp_path, project.path, env=env, github=github, remote=artifacts.handlers()).run_job(
+        path, "publish", matrix={"upstream": "up"}, inputs={}, needs={"sync": {"result": "success"}}
+    )
+    return project, publish, log
+
+
+def workflow_edit(bundle: Path, project: Project) -> None:
+    """A change to a workflow file slipped into the diff: what a write token would then push."""
+    ci = ".github/workflows/ci.yml"
+    text = (project.path / ci).read_text()
+    scratch = project.path.parent / "scratch"
+    subprocess.run(["git", "clone", "-q", str(project.path), str(scratch)], check=True)
+    subprocess.run(["git", "apply", "--index", str(bundle / "changes.diff")], cwd=scratch, check=True)
+    (scratch / ci).write_text(text + "# run anything\n")
+    subprocess.run(["git", "add", ci], cwd=scratch, check=True)
+    diff = subprocess.run(["git", "diff", "--cached", "--binary", "--full-index"], cwd=scratch, capture_output=True)
+    (bundle / "changes.diff").write_bytes(diff.stdout)
+
+
+def link_added(bundle: Path, project: Project) -> None:
+    with open(bundle / "changes.diff", "a") as diff:
+        diff.write(
+            "diff --git a/patches/main/evil b/patches/main/evil\nnew file mode 120000\n"
+            "index 0000000..1111111\n--- /dev/null\n+++ b/patches/main/evil\n@@ -0,0 +1 @@\n+/etc/passwd\n"
+            "\\ No newline at end of file\n"
+        )
+
+
+def gated_tree_lie(bundle: Path, project: Project) -> None:
+    report = json.loads((bundle / "pin-sync.json").read_text())
+    assert report["gated_trees"]["main"]
+    report["gated_trees"]["main"] = "0" * 40
+    (bundle / "pin-sync.json").write_text(json.dumps(report))
+
+
+def change_after_a_stop(bundle: Path, project: Project) -> None:
+    (bundle / "exit-code").write_text("1\n")
+
+
+@pytest.mark.parametrize(
+    ("tamper", "message"),
+    [
+        (workflow_edit, "the change touches what pin-sync never writes: .github/workflows/ci.yml"),
+        (link_added, "the change adds a symbolic link or a submodule: refused"),
+        (gated_tree_lie, "not the tree its gates passed on"),
+        (change_after_a_stop, "pin-sync exited 1 but handed over a change: refused"),
+    ],
+    ids=["outside-the-expected-paths", "a-symbolic-link", "not-the-gated-tree", "a-change-from-a-stopped-sync"],
+)
+def test_the_publish_job_checks_the_change_before_it_pushes(tmp_path: Path, upstream: Repo, tamper, message) -> None:
+    """The sync job ran the upstream's build: what it hands over is checked before a write token
+    touches it. Each tampering fails the check; nothing is committed, pushed or opened."""
+    project, publish, log = tampered_sync(tmp_path, upstream, tamper)
+    assert publish.status == "failure"
+    check = publish.steps["check"]
+    assert check.outcome == "failure" and message in check.stdout + check.stderr, (check.stdout, check.stderr)
+    assert publish.steps["commit"].kind == "skipped"
+    assert not log.exists() or not [c for c in log.read_text().splitlines() if not c.startswith(("label", "issue"))]
+    pushed = ["git", "rev-parse", "--verify", "--quiet", "refs/heads/patchctl/pin-sync/up"]
+    assert subprocess.run(pushed, cwd=tmp_path / "origin.git").returncode != 0
+
+
+def test_an_untampered_change_passes_the_same_checks(tmp_path: Path, upstream: Repo) -> None:
+    project, publish, log = tampered_sync(tmp_path, upstream, lambda bundle, project: None)
+    assert publish.status == "success", failures(publish)
+    assert publish.steps["check"].outputs["moved"] == "true"
+
+
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """A shell in which `patchctl` is this checkout's, with a cache of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PATCHCTL_", "GITHUB_"))}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
+    env["PATCHCTL_CACHE"] = str(tmp_path / "shell-cache")
+    return env
+
+
+STATEFUL_GH = """#!{python}
+# gh for the stop step: `pr list --head` and `issue list` answered from $FAKE_STATE (open pull
+# requests by branch, issues with author, labels and body); every other call recorded.
+import json, os, subprocess, sys
+args = sys.argv[1:]
+state = json.load(open(os.environ["FAKE_STATE"]))
+def option(name):
+    return args[args.index(name) + 1] if name in args else None
+def emit(rows):
+    text = json.dumps(rows)
+    if option("--jq"):
+        text = subprocess.run(["jq", "-r", option("--jq")], input=text, capture_output=True, text=True).stdout
+    sys.stdout.write(text)
+if args[:2] == ["pr", "list"]:
+    emit([{{"number": n}} for n in state["pulls"].get(option("--head"), [])])
+elif args[:2] == ["issue", "list"]:
+    emit([{{"number": i["number"], "body": i["body"]}} for i in state["issues"]
+          if i["author"] == option("--author") and option("--label") in i["labels"]])
+else:
+    body = open(option("--body-file")).read() if option("--body-file") else None
+    with open(os.environ["FAKE_GH_LOG"], "a") as log:
+        log.write(json.dumps({{"args": args[:3] if args[0] == "label" else args, "body": body}}) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("where", ["an-issue", "the-open-pull-request", "the-open-issue"])
+def test_a_stopped_sync_reports_with_its_advice_on_the_pull_request_or_one_issue(
+    tmp_path: Path, upstream: Repo, where: str
+) -> None:
+    """A sync that stops at a conflict: its report (where it stopped, what to run) is commented on the
+    open pin-sync pull request, or on the open issue this workflow's bot opened, or opens one."""
+    project = rendered(tmp_path, upstream)
+    upstream.commit({"src/main.c": main_c({20: "main twenty rewritten"})}, "upstream takes line 20")
+    marker = "<!-- patchctl-pin-sync-stop: up -->"
+    bot, label = "app/github-actions", "patchctl-pin-sync"
+    state = {
+        "pulls": {"patchctl/pin-sync/up": [4]} if where == "the-open-pull-request" else {},
+        "issues": [
+            {"number": 2, "author": "mallory", "labels": [label], "body": "pasted " + marker},
+            *(
+                [{"number": 9, "author": bot, "labels": [label], "body": marker + "\nolder"}]
+                if where == "the-open-issue"
+                else []
+            ),
+        ],
+    }
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    fake_bin, log = tmp_path / "bin", tmp_path / "gh.log"
+    fake_bin.mkdir()
+    (fake_bin / "gh").write_text(STATEFUL_GH.format(python=sys.executable))
+    (fake_bin / "gh").chmod(0o755)
+    env = {
+        "PATH": os.pathsep.join([str(fake_bin), str(stub_bin(tmp_path)), os.environ["PATH"]]),
+        "FAKE_GH_LOG": str(log),
+        "FAKE_STATE": str(tmp_path / "state.json"),
+    }
+    sync, job = run_pin_sync(tmp_path, project.path, env=env, github={"event_name": "schedule", "token": "gt"})
+    assert sync.status == "failure" and job.status == "success", failures(job)
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert calls[0]["args"] == ["label", "create", label]
+    [report] = calls[1:]
+    expected = {
+        "an-issue": ["issue", "create", "--title", "pin-sync of up needs a hand", "--body-file"],
+        "the-open-pull-request": ["pr", "comment", "4", "--body-file"],
+        "the-open-issue": ["issue", "comment", "9", "--body-file"],
+    }[where]
+    assert report["args"][: len(expected)] == expected, report
+    body = report["body"]
+    assert body.startswith(marker + "\n") and "conflict" in body.lower()
+    assert "patchctl pin-sync up --continue" in body and "0001-patch-line-twenty.patch" in body  # the stop's advice
+    # Its first command, run as printed in a clone, stops where the workflow's sync stopped.
+    [first] = re.findall(r"run in a clone of this repository `([^`]+)`", body)
+    clone = tmp_path / f"clone-{where}"
+    subprocess.run(["git", "clone", "-q", str(project.path), str(clone)], check=True)
+    again = subprocess.run(["bash", "-c", first], cwd=clone, capture_output=True, text=True, env=cli_env(tmp_path))
+    assert again.returncode == 1 and "conflict" in again.stdout + again.stderr, again.stdout + again.stderr
+    assert (clone / ".patchctl/sync/up/main/src/main.c").read_text().count("<<<<<<<") == 1
+    # A sync that goes through later closes the issue of the stop.
+    if where == "the-open-issue":
+        upstream.commit({"src/main.c": main_c()}, "upstream reverts line 20")
+        fake = tmp_path / "fake-gh"
+        fake.mkdir()
+        (fake / "gh").write_text(FAKE_GH)  # opens pull request #5
+        (fake / "gh").chmod(0o755)
+        env["PATH"] = os.pathsep.join([str(fake), env["PATH"]])
+        # The stateful gh answers the issue list; FAKE_GH the pull request calls.
+        (fake / "gh").write_text(
+            '#!/bin/sh\ncase "$1" in issue|label) exec "' + str(fake_bin / "gh") + '" "$@" ;; esac\n' + FAKE_GH[10:]
+        )
+        origin = tmp_path / "origin.git"
+        subprocess.run(["git", "init", "--quiet", "--bare", str(origin)], check=True)
+        project.git("remote", "add", "origin", str(origin))
+        log.unlink()
+        sync, job = run_pin_sync(
+            tmp_path, project.path, env=env, github={"event_name": "schedule", "token": "gt", "ref_name": "main"}
+        )
+        assert job.status == "success", failures(job)
+        calls = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+        assert calls[-1]["args"][:3] == ["issue", "close", "9"], calls
+
+
+@pytest.mark.parametrize(
+    "tampered",
+    [
+        [{"key": "other/apply/main/x", "title": "t", "body": "<!-- patchctl-canary-key: other/apply/main/x -->"}],
+        [
+            {
+                "key": "llama.cpp/compile/cpu/main/x",
+                "title": "t",
+                "body": "<!-- patchctl-canary-key: llama.cpp/compile/cpu/main/x -->",
+            }
+        ],
+        [{"key": "llama.cpp/apply/main/x", "title": "t", "body": "no marker first"}],
+        [
+            {
+                "key": "llama.cpp/apply/main/x",
+                "title": "t",
+                "body": "<!-- patchctl-canary-key: llama.cpp/apply/main/x -->",
+                "labels": ["x"],
+            }
+        ],
+        {"key": "llama.cpp/apply/main/x"},
+    ],
+    ids=["another-upstream", "a-compile-key-in-the-apply-list", "no-marker", "an-extra-field", "not-a-list"],
+)
+def test_the_canary_issue_job_files_nothing_from_a_list_that_is_not_one(tmp_path: Path, tampered) -> None:
+    """The apply and compile jobs ran the upstream's code: the issue job takes their lists only in
+    the shape patchctl writes them, for this upstream and that job's kind, or files nothing."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "issues-apply.json").write_text(json.dumps(tampered))
+    (tmp_path / "issues.json").write_text("[]")
+    job, log = canary_issue_job(tmp_path, reports)
+    assert job.status == "failure"
+    assert "is not a canary issue list of llama.cpp: nothing is filed" in "".join(s.stdout for s in job.run_steps())
+    assert not log.exists()
