@@ -38,8 +38,12 @@ def _escape_char(char: str) -> str:
 
 
 # Control characters (C0, DEL, C1), line and paragraph separators, lone surrogates (bytes that
-# were not UTF-8) and the bidirectional controls that reorder what a reader sees ("Trojan Source").
-_ESCAPED = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# were not UTF-8), the bidirectional controls that reorder what a reader sees ("Trojan Source"),
+# and the zero-width characters that hide inside a name (`.g\u200cit`) and that Markdown output
+# inserts itself (ZWJ, to unlink): one coming from outside is shown, never passed on unseen.
+_ESCAPED = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
+)
 
 
 def visible(text: object, keep: str = "") -> str:

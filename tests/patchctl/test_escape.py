@@ -10,7 +10,7 @@ import shlex
 import subprocess
 import urllib.parse
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from patchctl.output import escape
@@ -97,6 +97,9 @@ def test_visible_is_one_line_and_shows_every_control_character(text: str) -> Non
 def test_visible_names_the_escapes() -> None:
     assert escape.visible("a\nb\r\tc\x1b\udcff\u2028") == "a\\nb\\r\\tc\\x1b\\xff\\u2028"
     assert escape.visible("a\tb", keep="\t") == "a\tb"
+    # Zero-width characters hide inside a name; Markdown output inserts ZWJ itself, so one from
+    # outside must be shown (hypothesis once drew a lone ZWJ that came out unseen).
+    assert escape.visible(".g\u200cit\u200d\u200b\u2060\ufeff") == ".g\\u200cit\\u200d\\u200b\\u2060\\ufeff"
 
 
 # ---------------------------------------------------------------- Markdown
@@ -104,6 +107,7 @@ def test_visible_names_the_escapes() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(hostile_text)
+@example("\u200d")
 def test_md_text_renders_as_exactly_its_text_and_nothing_else(text: str) -> None:
     rendered = assert_inert(f"«{escape.md_text(text)}»")
     assert re.fullmatch(r"<p>[^<]*</p>\n", rendered), rendered  # a paragraph of text: no markup at all
