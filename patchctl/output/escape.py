@@ -71,11 +71,22 @@ def _unlinked(text: str) -> str:
 
 def md_text(value: object) -> str:
     """VALUE as inline Markdown that renders as exactly its text (table cells included)."""
+    return _unindented(_md_inline(value))
+
+
+def _md_inline(value: object) -> str:
     import html
 
     text = html.escape(_unlinked(visible(value)), quote=False)
     text = _MD_PUNCTUATION.sub(r"\\\1", text)
     return _MD_LINE_START.sub(_escape_line_start, text)
+
+
+def _unindented(text: str) -> str:
+    """TEXT with its leading spaces as entities: four of them after a list marker (or at a
+    line's start) would open an indented code block; an entity is a space that indents nothing."""
+    spaces = len(text) - len(text.lstrip(" "))
+    return "&#32;" * spaces + text[spaces:]
 
 
 def _escape_line_start(match: re.Match[str]) -> str:
@@ -109,8 +120,11 @@ def md_prose(value: object, *, table: bool = False) -> str:
     parts = _LINE_BREAKS.sub(" ", str(value)).split("`")
     if len(parts) % 2 == 0:  # an odd number of backticks: the last one opens nothing
         parts[-2:] = [parts[-2] + "`" + parts[-1]]
-    return "".join(
-        (md_code(part, table=table) if part else "") if index % 2 else md_text(part) for index, part in enumerate(parts)
+    return _unindented(
+        "".join(
+            (md_code(part, table=table) if part else "") if index % 2 else _md_inline(part)
+            for index, part in enumerate(parts)
+        )
     )
 
 
