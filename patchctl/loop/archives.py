@@ -22,10 +22,11 @@ import io
 import os
 import shutil
 import subprocess
-import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .. import git
+from ..confined import Root, scratch
+from ..confined import tar as confined_tar
 from ..project.manifests import Archive
 from ..upstream.store import prefetch_blobs
 
@@ -72,20 +73,25 @@ def _openwrt_tar(repo: Path, commit: str, tar: bytes, subdir: str) -> bytes:
     seconds = git.run(["show", "-s", "--format=%ct", commit], repo).stdout.strip()
     import tarfile  # here: only a manifest's checksum needs it (start-up, tests/patchctl/test_startup.py)
 
-    with tempfile.TemporaryDirectory(prefix="patchctl-archive-") as work:
-        top = Path(work) / subdir
-        top.mkdir(mode=0o755)
+    with scratch.directory("patchctl-archive-") as work:
+        root = Root(work, "a scratch directory")
+        root.mkdirs(subdir)
         with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
-            # The "data" filter makes what a user's `tar -x` under umask 022 makes: 644 and 755.
+            # Files and links through the layer's extraction (644, or 755 for what git records as
+            # executable); git archive's directories are made on the way.
+            entries = [confined_tar.Entry(m, f"{subdir}/{m.name}") for m in archive.getmembers() if not m.isdir()]
             try:
-                archive.extractall(top, filter="data")
-            except tarfile.FilterError as exc:
+                confined_tar.extract(archive, entries, work)
+            except confined_tar.UnsafeMember as exc:
                 raise CannotRebuild(f"the tree holds what a safe extraction refuses ({exc})") from None
-        for path in [top, *top.rglob("*")]:
-            if not path.is_symlink():
-                os.chmod(path, 0o755 if path.is_dir() or path.stat().st_mode & 0o111 else 0o644)
+        # Directories 755, as a user's `tar -x` under umask 022 makes them, whatever this umask.
+        top = PurePosixPath(".")
+        directories = {parent for entry in entries for parent in PurePosixPath(entry.name).parents if parent != top}
+        for directory in sorted(directories | {PurePosixPath(subdir)}):
+            with root.directory(directory, "write") as opened:
+                os.fchmod(opened.fd, 0o755)
         command = [gnu_tar, "--numeric-owner", "--owner=0", "--group=0", "--mode=a-s", "--sort=name"]
-        return _run([*command, f"--mtime=@{seconds}", "-c", subdir], b"", work)
+        return _run([*command, f"--mtime=@{seconds}", "-c", subdir], b"", str(work))
 
 
 def _compress(data: bytes, compression: str) -> bytes:

@@ -212,7 +212,7 @@ def pin_sync(
     commits, note = upstream_commits(mirror.path, up.pin, target)
     if target == up.pin:
         # Sync trees without a state file are what a killed run left: nothing to continue from.
-        Root(config.root).remove_tree(worktree.sync_root(config.root, name))
+        Root(worktree.state_owner(config.root)).remove_tree(worktree.sync_root(config.root, name))
         return SyncReport(
             "up-to-date",
             name,
@@ -244,7 +244,7 @@ def pin_sync(
     _this_run(state).patches = read  # see _patches
     sync_root = worktree.sync_root(config.root, name)
     _remove_sync_root(config, store, sync_root, state)
-    Root(config.root).mkdirs(sync_root)
+    Root(worktree.state_owner(config.root)).mkdirs(sync_root)
     with timer.phase("checkout"):
         _check_out_and_seed(config, store, state)
     report = SyncReport("synced", name, up.pin, target, spec, moved, commits, note, phase_seconds=seconds)
@@ -631,7 +631,12 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
             commit = store.resolve(mirror, state.target)
             # Checked out in the state directory, settled there, then moved in by descriptor.
             treeswap.check_out(
-                store, mirror, commit, tree=Path(entry.tree), project=config.root, prepare=settle_checkout
+                store,
+                mirror,
+                commit,
+                tree=Path(entry.tree),
+                project=worktree.state_owner(config.root),
+                prepare=settle_checkout,
             )
             _moved(state, entry, commit)
     except BaseException:
@@ -1195,7 +1200,7 @@ def _gate_series(
     mirror = _mirror_of(config, store, series.upstream)
     gate_tree = worktree.sync_gate_tree(config.root, state.upstream, series.name)
     logs = worktree.sync_logs(config.root, state.upstream, series.name)
-    Root(config.root).mkdirs(logs)
+    Root(worktree.state_owner(config.root)).mkdirs(logs)
     try:
         say(f"gate strict-apply: {series.name}")
         start = time.monotonic()
@@ -1273,7 +1278,7 @@ def _gate_series(
     finally:
         # Only where one is (a series without build steps or gates gets none); a registration
         # a killed run left behind goes with the next `worktree prune` (every add_worktree).
-        treeswap.remove_worktree(Root(config.root), gate_tree)
+        treeswap.remove_worktree(Root(worktree.state_owner(config.root)), gate_tree)
 
 
 def _strict_apply(
@@ -1414,7 +1419,7 @@ def _mirror_of(config: Config, store: Store, upstream: str) -> Mirror:
 
 
 def _remove_sync_root(config: Config, store: Store, root: Path, state: SyncState) -> None:
-    repository = Root(config.root)
+    repository = Root(worktree.state_owner(config.root))  # the directory .patchctl/ is in
     if repository.kind(root) is None:
         drop_state(config.root, state.upstream)
         return

@@ -27,6 +27,7 @@ from ..project.manifests import ManifestError, PinState, formats, tag_for, versi
 from ..state.journal import FileChange
 from ..upstream.store import Mirror, Store
 from . import archives
+from .pinfile import read_pin_file
 
 _PRERELEASE_RE = re.compile(r"(?i)(?:rc|alpha|beta|pre|dev|preview|snapshot)|\d[ab]\d")
 
@@ -143,6 +144,14 @@ def check_manifests(config: Config, store: Store, name: str, target: str, spec: 
             raise ConfigError(str(exc)) from None
 
 
+def _read(config: Config, path: Path) -> bytes:
+    """A file pin-sync edits (matrix.yaml, a manifest), through the layer (`read_pin_file`)."""
+    data = read_pin_file(config, path)
+    if data is None:
+        raise ConfigError(f"{path}: does not exist")
+    return data
+
+
 def with_manifests(
     config: Config, store: Store, name: str, target: str, spec: str, changes: list[FileChange]
 ) -> tuple[list[FileChange], list[Refresh]]:
@@ -158,11 +167,11 @@ def with_manifests(
     def text_of(path: Path) -> str:
         if path in edited and edited[path].new is not None:
             return edited[path].new.decode("utf-8", errors="surrogateescape")
-        return path.read_bytes().decode("utf-8", errors="surrogateescape")
+        return _read(config, path).decode("utf-8", errors="surrogateescape")
 
     def write(path: Path, text: str) -> None:
         data = text.encode("utf-8", errors="surrogateescape")
-        if path in edited or data != path.read_bytes():
+        if path in edited or data != _read(config, path):
             edited[path] = FileChange(path, data)
 
     if new.version is not None and new.version != old.version:

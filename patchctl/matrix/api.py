@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import git
+from ..confined import Root
 from ..errors import CheckFailed
 from ..output.findings import Finding
 from ..output.jsonout import json_field, to_json
@@ -160,11 +162,8 @@ def moved_pins(config: config_mod.Config, old_text: str | None) -> list[MovedPin
         if pins(config.doc.data, name) == pins(old, name):
             continue
         for series in config.series_on(name):
-            directory = Path(series.dir)
-            files = (
-                sorted(p.relative_to(config.root).as_posix() for p in directory.rglob("*") if p.is_file())
-                if directory.is_dir()
-                else []
-            )
+            relative = Path(series.dir).relative_to(config.root).as_posix()
+            listed = Root(config.root).walk(relative)  # never through a link; nothing when missing
+            files = sorted(f"{relative}/{found}" for found, info in listed if stat.S_ISREG(info.st_mode))
             found.append(MovedPin(name, series.name, tuple(files)))
     return found

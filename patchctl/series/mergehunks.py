@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from .. import git
+from ..confined import Refused, Root, scratch
 from .patchset import FileDiff, Hunk
 
+MAX_MERGED_BYTES = 64 * 1024 * 1024  # a merged file read back from the sync tree (its own bound)
 CONFLICT = "conflict"  # the cause of a FailedHunk (patchctl.series.applier) that a 3-way merge left unmerged
 
 
@@ -248,8 +249,10 @@ def _as_merged(
             high = mark[0] + mark[1]
     runs = [run for run in runs if any(mark[3] == -1 for mark in run) and any(mark[3] >= 0 for mark in run)]
     try:
-        merged = (tree / path).read_bytes()
-    except OSError:
+        merged = Root(tree, "the sync tree").read_bytes(path, MAX_MERGED_BYTES)
+    except (Refused, OSError):
+        return None
+    if merged is None:
         return None
     ours = FileLines(ours_data).plain
     conflicting = [run for run in runs if _ours_text(run, changes, ours) != _theirs_text(run, base.plain)]
@@ -321,16 +324,16 @@ def _confirmed(
         ours = ours_data.decode("utf-8", "surrogateescape").split("\n")
         windowed = _merged_alone(tree, base, ours, changes, near)
         maybe = [entry for entry in near if entry[0] in windowed] if windowed else near
-    with tempfile.TemporaryDirectory(prefix="patchctl-hunks-") as scratch:
-        ours_file, base_file = Path(scratch) / "ours", Path(scratch) / "base"
-        ours_file.write_bytes(ours_data)
-        base_file.write_bytes(base_data)
+    with scratch.directory("patchctl-hunks-") as work:
+        files = Root(work, "a scratch directory")
+        files.write_scratch("ours", ours_data)
+        files.write_scratch("base", base_data)
 
         def conflicts(number: int) -> int:
             hunk, at = maybe[number]
-            theirs_file = Path(scratch) / f"theirs-{number}"
-            theirs_file.write_bytes("\n".join(_with_hunk(base.raw, hunk, at)).encode("utf-8", "surrogateescape"))
-            merge = ["merge-file", "-p", "-q", str(ours_file), str(base_file), str(theirs_file)]
+            theirs = f"theirs-{number}"
+            files.write_scratch(theirs, "\n".join(_with_hunk(base.raw, hunk, at)).encode("utf-8", "surrogateescape"))
+            merge = ["merge-file", "-p", "-q", str(work / "ours"), str(work / "base"), str(work / theirs)]
             return git.run(merge, tree, check=False).returncode  # the number of conflicts
 
         with ThreadPoolExecutor(max_workers=2) as pool:  # each merge a process of its own
@@ -394,11 +397,11 @@ def _merged_alone(
             sides, (ours[_to_ours(changes, low) : _to_ours(changes, high)], base.raw[low:high], theirs)
         ):
             side += [*lines, f"{fence} {number}"]
-    with tempfile.TemporaryDirectory(prefix="patchctl-hunks-") as scratch:
-        files = [Path(scratch) / name for name in ("ours", "base", "theirs")]
-        for path, lines in zip(files, sides):
-            path.write_bytes(_joined(lines))
-        merged = git.run(["merge-file", "-p", "-q", *map(str, files)], tree, check=False)
+    with scratch.directory("patchctl-hunks-") as work:
+        names = ("ours", "base", "theirs")
+        for name, lines in zip(names, sides):
+            Root(work, "a scratch directory").write_scratch(name, _joined(lines))
+        merged = git.run(["merge-file", "-p", "-q", *(str(work / name) for name in names)], tree, check=False)
     if not 0 <= merged.returncode < 128:
         return None  # git refused the files (binary): no hunk told apart
     failing, conflicts, seen = [], 0, 0

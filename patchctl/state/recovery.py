@@ -56,7 +56,8 @@ def needs_recovery(root: Path) -> bool:
         return True
     if statehome.state_root(root).listdir(treeswap.STAGING):
         return True
-    return any(treeswap.interrupted_in(directory, root) for directory in tree_dirs)
+    owner = worktree.state_owner(root)  # the directory .patchctl/ is in
+    return any(treeswap.interrupted_in(directory, owner) for directory in tree_dirs)
 
 
 def _recover(config_file: Path) -> list[str]:
@@ -73,7 +74,7 @@ def _recover(config_file: Path) -> list[str]:
     for name in treeswap.recover_staging(root):
         done.append(f"removed {name}, a tree an earlier run was checking out")
     for directory in tree_dirs:
-        for tree in treeswap.recover_trees_in(directory, root):
+        for tree in treeswap.recover_trees_in(directory, worktree.state_owner(root)):
             done.append(f"finished replacing {worktree.display(root, tree)}, which an earlier run did not")
     return done
 
@@ -104,7 +105,7 @@ def _checked_layout(root: Path) -> list[Path]:
     statehome.check_directory(root, home / "sync", "directory of pin-sync states")
     state = worktree.state_dir(root)
     statehome.check_directory(root, state, "directory of trees and logs")
-    repository = Root(root)
+    repository = Root(worktree.state_owner(root))  # the directory .patchctl/ is in
     if repository.kind(state) is None:
         return []
     trees, sync = state / "trees", state / "sync"
@@ -130,7 +131,7 @@ class _Move:
 
 def _legacy_states(root: Path) -> list[Path]:
     """The journals and pin-sync states an earlier version left in `.patchctl/` (by lstat)."""
-    repository = Root(root)
+    repository = Root(worktree.state_owner(root))  # the directory .patchctl/ is in
     legacy = worktree.state_dir(root)
     if repository.kind(legacy) != "directory":
         return []
@@ -169,7 +170,7 @@ def _migrate(config_file: Path) -> list[str]:
     if not moves:
         return []
     statehome.ensure(root)
-    state, repository = statehome.state_root(root), Root(root)
+    state, repository = statehome.state_root(root), Root(worktree.state_owner(root))
     done = []
     for move in moves:
         state.write_bytes(move.new, move.data)
