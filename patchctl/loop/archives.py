@@ -26,7 +26,6 @@ from pathlib import Path, PurePosixPath
 
 from .. import git
 from ..confined import Root, scratch
-from ..confined import tar as confined_tar
 from ..project.manifests import Archive
 from ..upstream.store import prefetch_blobs
 
@@ -72,6 +71,8 @@ def _openwrt_tar(repo: Path, commit: str, tar: bytes, subdir: str) -> bytes:
         raise CannotRebuild(f"not a directory name: {subdir!r}")
     seconds = git.run(["show", "-s", "--format=%ct", commit], repo).stdout.strip()
     import tarfile  # here: only a manifest's checksum needs it (start-up, tests/patchctl/test_startup.py)
+
+    from ..confined import tar as confined_tar
 
     with scratch.directory("patchctl-archive-") as work:
         root = Root(work, "a scratch directory")

@@ -376,7 +376,8 @@ def _run(
         report.next_steps = _conflict_steps(config, state) if markers else _by_hand_steps(config, state)
         if look:
             report.next_steps = _look_steps(config, state)
-        if report.stop_cause is not None and report.stop_cause.upstream_version:
+        # (A patch-id twin's own steps already say it: compare, then drop.)
+        if report.stop_cause is not None and report.stop_cause.upstream_version and not _this_run(state).twin:
             patch_name = _this_run(state).stopped[0].name  # type: ignore[index]
             report.next_steps.insert(
                 0, f"upstream may have its own version of {patch_name}: {report.stop_cause.advice}"
