@@ -686,14 +686,14 @@ def _bisect_compile(
         except probe_build.Unprobeable as exc:
             no_probe = f"no probe compiles: {exc}"
 
-    def probe(commit: str) -> bool | None:
+    def probe(commit: str) -> bool | str | None:
         assert plan is not None
         head = check_out(commit)
         if head is None:
             return None
         say(f"bisect {toolchain.name}: probing {series.name} at {commit[:12]}")
         failed = plan.probe(head, probe_logs / f"{commit[:12]}-probe", say)
-        return full_build(commit) if failed is None else failed
+        return compile_bisect.IN_FULL if failed is None else failed
 
     say(f"bisecting the {toolchain.name} build of {series.name} over {len(line)} commit(s)")
     found = compile_bisect.search(
@@ -706,7 +706,7 @@ def _bisect_compile(
         units=plan.sources() if plan is not None else None,
     )
     if plan is not None:
-        found.compiler_cache = plan.compiler_cache()
+        found.probes, found.derived_again, found.compiler_cache = plan.probes, plan.derivations, plan.compiler_cache()
     record.bisect = found.record()
     if found.first_bad is None:
         record.bisect_note = found.note

@@ -17,12 +17,14 @@ instead, reusing the full builds already done, and the note says why.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 Verdict = Callable[[str], "bool | None"]
 PROBE = "probe"
 FULL = "full"
+IN_FULL = "in full"  # a probe's answer where the units cannot be compiled alone: build that commit in full
 
 
 @dataclass
@@ -33,31 +35,40 @@ class BisectResult:
     fallback: str = ""  # why the probe search was not used or not believed
     full_builds: int = 0
     probes: int = 0
+    full_builds_s: float = 0.0  # wall time of the full builds and of the probes (checkouts included)
+    probes_s: float = 0.0
     units: list[str] = field(default_factory=list)
     compiler_cache: str = ""
+    derived_again: int = 0  # probes at which CMake derived the compile commands again
 
     def record(self) -> dict:
         """The `bisect` entry of a compile record's JSON."""
         record: dict = {"method": self.method, "full_builds": self.full_builds}
+        record["full_builds_s"] = round(self.full_builds_s, 1)
         if self.fallback:
             record["fallback"] = self.fallback
         if self.units:
-            record |= {"units": self.units, "probes": self.probes, "compiler_cache": self.compiler_cache}
+            record |= {"units": self.units, "probes": self.probes, "probes_s": round(self.probes_s, 1)}
+            record |= {"compiler_cache": self.compiler_cache, "derived_again": self.derived_again}
         return record
 
 
 class _Memo:
-    """VERDICT asked at most once per commit; COUNT is how many times it really ran."""
+    """VERDICT asked at most once per commit; COUNT is how many times it really ran, SECONDS
+    how long that took."""
 
     def __init__(self, verdict: Verdict, tip: str):
         self.verdict = verdict
         self.known: dict[str, bool | None] = {tip: True}  # the tip's build failed: why we bisect
         self.count = 0
+        self.seconds = 0.0
 
     def __call__(self, commit: str) -> bool | None:
         if commit not in self.known:
             self.count += 1
+            start = time.monotonic()
             self.known[commit] = self.verdict(commit)
+            self.seconds += time.monotonic() - start
         return self.known[commit]
 
 
@@ -66,17 +77,28 @@ def search(
     pin: str,
     tip: str,
     full_build: Verdict,
-    probe: Verdict | None = None,
+    probe: Callable[[str], bool | str | None] | None = None,
     *,
     no_probe: str = "",
     units: list[str] | None = None,
 ) -> BisectResult:
     """The first commit of LINE (the pin's first-parent descendants up to TIP, oldest first)
-    at which the build fails. PROBE None: full builds only, NO_PROBE says why."""
+    at which the build fails. PROBE None: full builds only, NO_PROBE says why. PROBE may
+    answer IN_FULL: that commit is judged by a full build."""
     full = _Memo(full_build, tip)
     if probe is None:
         return _full_search(line, pin, full, fallback=no_probe)
-    probes = _Memo(probe, tip)
+
+    def judged(commit: str) -> bool | None:
+        said = probe(commit)
+        if said != IN_FULL:
+            return said  # type: ignore[return-value]
+        before = full.seconds
+        said = full(commit)
+        probes.seconds -= full.seconds - before  # that time is the full builds', not the probes'
+        return said
+
+    probes = _Memo(judged, tip)
     at_pin = probes(pin)
     if at_pin is None:
         return _done(None, "the series does not apply at the pin", PROBE, full, probes, units)
@@ -140,9 +162,9 @@ def _done(
         note += f" ({skipped} probed commit(s) skipped: the series does not apply there)"
     if fallback:
         note += f"; {fallback}"
-    result = BisectResult(first_bad, note, method, fallback, full.count, probes.count if probes else 0)
+    result = BisectResult(first_bad, note, method, fallback, full.count, full_builds_s=full.seconds)
     if probes is not None:
-        result.units = list(units or [])
+        result.probes, result.probes_s, result.units = probes.count, probes.seconds, list(units or [])
     return result
 
 

@@ -69,14 +69,15 @@ def compiler_wrapper(directory: Path) -> tuple[Path, Path]:
     return wrapper, calls
 
 
-def compiles(calls: Path) -> list[tuple[str, str]]:
-    """(source, object) of each real compile the wrapper saw (ccache's preprocessing runs left out)."""
+def compiles(calls: Path) -> list[tuple[list[str], str]]:
+    """(arguments, object) of each real compile the wrapper saw (ccache's preprocessing runs left
+    out); the arguments end with the source (ccache may move -c away from it)."""
     seen = []
     for line in calls.read_text().splitlines() if calls.exists() else []:
         _, args = json.loads(line)
         if "-c" in args and "-E" not in args and "-o" in args:
-            sources = [a for a in args if a.endswith(".c")]  # ccache may move -c away from it
-            seen.append((sources[-1], args[args.index("-o") + 1]))
+            sources = [a for a in args if a.endswith(".c")]
+            seen.append(([*args, sources[-1]], args[args.index("-o") + 1]))
     return seen
 
 
@@ -136,7 +137,8 @@ def test_probes_compile_only_the_failed_unit_and_two_full_builds_confirm(cli, tm
         },
         "core_value takes two numbers",
     )
-    upstream.commit({"src/other.c": "int other(void) { return 3; }\n"}, "Unrelated three")
+    # After the break, upstream's CMake adds a definition: a probe at an older commit derives its commands again.
+    upstream.commit({"CMakeLists.txt": CMAKE.format(extra="") + "add_compile_definitions(TOY_LEVEL=4)\n"}, "Level 4")
     work = tmp_path / "w"
 
     code, payload, stdout = canary(cli, project, work)
@@ -155,8 +157,10 @@ def test_probes_compile_only_the_failed_unit_and_two_full_builds_confirm(cli, tm
         in (record["bisect_note"])
     )
     # What the probes compiled: the failed unit alone, into the probe directory, never the build's objects.
-    probed = [(source, obj) for source, obj in compiles(calls) if f"/{probe_build.PROBE_DIR}/" in obj]
-    assert probed and {Path(source).name for source, _ in probed} == {"patched.c"}
+    probed = [(args, obj) for args, obj in compiles(calls) if f"/{probe_build.PROBE_DIR}/" in obj]
+    assert probed and {Path(args[-1]).name for args, _ in probed} == {"patched.c"}
+    assert bisect["derived_again"] == 1  # at the pin, whose CMakeLists.txt has no TOY_LEVEL; then unchanged
+    assert not any("-DTOY_LEVEL=4" in args for args, _ in probed)
     if shutil.which("ccache"):  # the pin and "Unrelated two" compile patched.c from the same inputs: one hit
         assert (
             bisect["compiler_cache"].startswith("ccache version")
@@ -214,7 +218,9 @@ def test_full_builds_when_asked(cli, tmp_path: Path) -> None:
     code, payload, _ = canary(cli, project, tmp_path / "w", "--compile-bisect", "full")
     [record] = payload["compiles"]
     assert code == 1 and record["breaking_commit"]["sha"] == breaking
-    assert record["bisect"] == {"method": "full", "full_builds": 1}  # the pin; the tip's verdict is known
+    bisect = record["bisect"]
+    assert set(bisect) == {"method", "full_builds", "full_builds_s"}, bisect  # no probe, no fallback: as asked
+    assert bisect["method"] == "full" and bisect["full_builds"] == 1  # the pin; the tip's verdict is known
 
 
 # ---------------------------------------------------------------- the build's own record
@@ -274,11 +280,12 @@ def test_probe_commands_write_their_objects_aside() -> None:
         ("GGBB", {"c2": True, "c1": True, "pin": False, "c0": False}, "c1", "full"),  # the parent fails: fall back
         ("GGBB", {"c2": False, "c1": False, "pin": False}, "c3", "full"),  # it builds where the probes fail
         ("GSBB", {"c2": True, "c0": False}, "c2", "probe"),  # the parent is untestable: its ancestor confirms
+        ("GFBB", {"c1": True, "c0": False}, "c1", "probe"),  # c1's units cannot be compiled alone: a full build
     ],
 )
 def test_probe_search_confirms_or_falls_back(probes: str, fulls: dict, named: str, method: str) -> None:
     line = [f"c{i}" for i in range(len(probes))]
-    verdicts = {"G": False, "B": True, "S": None}
+    verdicts = {"G": False, "B": True, "S": None, "F": compile_bisect.IN_FULL}
     probe_verdicts = {"pin": False} | {c: verdicts[v] for c, v in zip(line, probes, strict=True)}
     result = compile_bisect.search(
         line, "pin", line[-1], fulls.__getitem__, probe_verdicts.__getitem__, units=["src/a.c"]
