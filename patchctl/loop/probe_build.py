@@ -9,6 +9,10 @@ A build that fails at the tip names what failed in its own record, its log:
 * for other tools, the translation units the compiler's `error:` lines (and the `In file
   included from` chains above them) name.
 
+A failed CMake unity source (`UNITY_BUILD`: one translation unit that includes a batch of
+sources) stands for the sources of its batch that the errors name, each compiled alone with
+the unity source's command: the batches change from commit to commit, the sources do not.
+
 The compile command of each failed object comes from the `compile_commands.json` that the
 build wrote in its tree (the canary asks CMake for one with `CMAKE_EXPORT_COMPILE_COMMANDS=ON`
 in the build's environment). When every failed edge is the compile of a translation unit, a
@@ -60,6 +64,9 @@ _DIAGNOSTIC = re.compile(
     r"^(?:In file included from )?(?P<file>[^:\s][^:\n]*):\d+(?::\d+)?(?:: (?:fatal )?error:|[:,]$)", re.M
 )
 _OUTPUT_FLAGS = {"-o": ".o", "-MF": ".d"}
+# CMake's UNITY_BUILD sources (CMakeFiles/T.dir/Unity/unity_N_cxx.cxx): #include lines of the real ones.
+_UNITY = re.compile(r"(?:^|/)Unity/unity_\d+_\w+\.\w+$")
+_UNITY_INCLUDE = re.compile(r'^#include "([^"\n]+)"', re.M)
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,7 @@ class Unit:
     source: str  # relative to the tree (the name reports use)
     directory: str
     arguments: tuple[str, ...]
+    members: tuple[Unit, ...] = ()  # a CMake unity source: the sources it includes, each compiled alone
 
     def output(self) -> str | None:
         for index, arg in enumerate(self.arguments):
@@ -102,7 +110,7 @@ class FailedEdges:
     """What a failing build's log says failed."""
 
     edges: list[str] = field(default_factory=list)  # outputs of failed edges, as the tool names them
-    diagnosed: list[str] = field(default_factory=list)  # files named by error lines (no edge found)
+    diagnosed: list[str] = field(default_factory=list)  # files the compiler's error lines name
 
 
 def failed_edges(log: str) -> FailedEdges:
@@ -114,8 +122,7 @@ def failed_edges(log: str) -> FailedEdges:
     cmake = any(rules in ("build.make", "Makefile2") for rules, _ in make)
     found.edges += [target for rules, target in make if (rules == "build.make" if cmake else not _recursion(target))]
     found.edges = list(dict.fromkeys(found.edges))
-    if not found.edges:
-        found.diagnosed = list(dict.fromkeys(m.group("file") for m in _DIAGNOSTIC.finditer(log)))
+    found.diagnosed = list(dict.fromkeys(m.group("file") for m in _DIAGNOSTIC.finditer(log)))
     return found
 
 
@@ -254,18 +261,18 @@ def plan(tree: Path, log: Path, step: BuildStep) -> ProbePlan:
             if output:
                 units_by_output.setdefault(output, unit)
             units_by_file.setdefault(unit.source, unit)
+    diagnosed = {source for name in found.diagnosed if (source := _relative(name, seen_as))}
     chosen: dict[str, Unit] = {}
     other: list[str] = []
     for edge in found.edges:
         matches = [u for out, u in units_by_output.items() if _names(out, edge)]
-        if matches:
-            chosen.update((u.source, u) for u in matches)
-        else:
+        if not matches:
             other.append(edge)
-    for name in found.diagnosed:
-        source = _relative(name, seen_as)
-        if source in units_by_file:
-            chosen[source] = units_by_file[source]
+        for unit in matches:  # of a unity source, the members the errors name (else all of it, as it is)
+            members = [member for member in unit.members if member.source in diagnosed]
+            chosen.update((u.source, u) for u in members or [unit])
+    if not found.edges:
+        chosen.update((source, units_by_file[source]) for source in sorted(diagnosed) if source in units_by_file)
     if other:
         raise Unprobeable(
             f"the build failed at {_list(other)}, which is not the compile of a translation unit in {DATABASE} "
@@ -347,9 +354,31 @@ def _load(tree: Path, database: str, seen_as: str) -> list[Unit]:
         if not arguments or not isinstance(source, str):
             continue
         relative = _relative(posixpath.join(entry["directory"], source), seen_as)
-        if relative is not None:  # a unit outside the tree is not the series' or upstream's
-            units.append(Unit(relative, entry["directory"], tuple(arguments)))
+        if relative is None:  # a unit outside the tree is not the series' or upstream's
+            continue
+        unit = Unit(relative, entry["directory"], tuple(arguments))
+        if _UNITY.search(relative):
+            unit = replace(unit, members=_unity_members(tree, unit, seen_as))
+        units += [unit, *unit.members]
     return units
+
+
+def _unity_members(tree: Path, unity: Unit, seen_as: str) -> tuple[Unit, ...]:
+    """The sources a CMake unity source includes, each with the unity source's command: what a
+    build without UNITY_BUILD compiles (a member is then found by its own name at a commit where
+    the upstream builds it alone, or in another batch)."""
+    own = posixpath.normpath(posixpath.join(seen_as, unity.source))
+    members = []
+    for match in _UNITY_INCLUDE.finditer(_read(tree, unity.source, MAX_LOG)):
+        source = _relative(posixpath.join(unity.directory, match.group(1)), seen_as)
+        if source is None:
+            continue
+        arguments = tuple(
+            posixpath.join(seen_as, source) if posixpath.normpath(posixpath.join(unity.directory, arg)) == own else arg
+            for arg in unity.arguments
+        )
+        members.append(Unit(source, unity.directory, arguments))
+    return tuple(members)
 
 
 def _units_by_source(tree: Path, database: str, seen_as: str) -> dict[str, Unit]:

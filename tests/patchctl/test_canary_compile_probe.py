@@ -208,6 +208,34 @@ def test_a_link_break_the_probes_cannot_see_falls_back_to_full_builds(cli, tmp_p
 
 
 @needs_cmake
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_a_unity_build_is_probed_by_the_source_the_errors_name(cli, tmp_path: Path) -> None:
+    """As llama.cpp 0.3.36 builds its models: upstream turns on UNITY_BUILD, so at the tip the
+    failed object is a batch; the probes compile the series' source alone, with the batch's
+    command where the upstream builds batches and with its own where it does not."""
+    upstream = toy_upstream(tmp_path / "upstream")
+    wrapper, calls = compiler_wrapper(tmp_path / "wrap")
+    project = series_project(tmp_path, upstream, build_command(wrapper, "Unix Makefiles"))
+    unity = "set_target_properties(core PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)\n"
+    with_unity = upstream.commit({"CMakeLists.txt": CMAKE.format(extra="") + unity}, "Unity builds")
+    breaking = upstream.commit(
+        {"include/core.h": "int core_value(int x, int y);\nint core_extra(void);\n", "src/core.c": TWO_ARGS + EXTRA},
+        "core_value takes two numbers",
+    )
+    upstream.commit({"src/other.c": "int other(void) { return 3; }\n"}, "Unrelated")
+    code, payload, _ = canary(cli, project, tmp_path / "w")
+    [record] = payload["compiles"]
+    assert code == 1 and "Unity/unity_0_c.c.o] Error" in record["log_tail"]
+    assert record["breaking_commit"]["sha"] == breaking and record["bisect"]["method"] == "probe", record
+    assert record["bisect"]["units"] == ["src/patched.c"] and record["bisect"]["full_builds"] == 2
+    probed = [args for args, obj in compiles(calls) if f"/{probe_build.PROBE_DIR}/" in obj]
+    # the pin (its own command), the break and "Unity builds" (the batch's command: the same flags, so
+    # ccache, where installed, answers the last one)
+    assert record["bisect"]["probes"] == 3 and {Path(args[-1]).name for args in probed} == {"patched.c"}
+    assert full_builds(tmp_path / "w") == {breaking[:12], with_unity[:12]}
+
+
+@needs_cmake
 def test_full_builds_when_asked(cli, tmp_path: Path) -> None:
     upstream = toy_upstream(tmp_path / "upstream")
     project = series_project(tmp_path, upstream, "cmake -S . -B build && cmake --build build")
@@ -254,8 +282,8 @@ In file included from /t/src/patched.c:1:
 @pytest.mark.parametrize(
     ("log", "edges", "diagnosed"),
     [
-        (NINJA_LOG, ["CMakeFiles/core.dir/src/patched.c.o"], []),
-        (MAKE_LOG, ["CMakeFiles/core.dir/src/patched.c.o"], []),  # the recursion's lines are no edges
+        (NINJA_LOG, ["CMakeFiles/core.dir/src/patched.c.o"], ["/t/src/patched.c"]),
+        (MAKE_LOG, ["CMakeFiles/core.dir/src/patched.c.o"], ["/t/src/patched.c"]),  # the recursion is no edge
         (MAKE_LINK_LOG, ["app"], []),
         (PLAIN_LOG, [], ["/t/src/patched.c", "/t/include/core.h"]),  # no build tool's record: the errors' files
     ],
