@@ -21,10 +21,14 @@ in the CMake toolchain image the Docker tests build (no registry here; no ccache
 In one run, one after the other: `canary --compile --no-bisect` (the baseline), then the
 full-build bisect (`--compile-bisect full`), then the probe bisect (the default). It prints
 each time, the ratio to the baseline (target for the probe bisect: at most 3x) and the commit
-each bisect named; they must be the same, 0.3.35's. Tens of minutes: each canary builds
-libllama from a clean tree, and each bisect builds it again twice.
+each bisect named; they must be the same, 0.3.35's. The machine's load moves a libllama build
+by 2x between canaries, so each bisect's cost is also given in builds of the tip measured in
+the same canary. On the sdists' line (two commits since the pin) both bisects make the same
+two full builds (the probe bisect's confirmations); probes replace full builds on longer
+lines. Tens of minutes: each canary builds libllama from a clean tree, each bisect twice more.
 
     python bench/canary_bisect_bench.py --compile [--versions 0.3.34,0.3.35,0.3.36] [--json-out FILE]
+    python bench/canary_bisect_bench.py --summary-of FILE   # that summary again, from --json-out
 """
 
 from __future__ import annotations
@@ -151,10 +155,9 @@ def compile_canary(project: Path, work: Path, label: str, *args: str) -> tuple[f
     return elapsed, payload
 
 
-def compile_bench(versions: list[str], command: str, json_out: Path | None) -> None:
+def compile_bench(versions: list[str], command: str, json_out: Path | None) -> dict:
     import docker
 
-    from patchctl.upstream import sdist
     from tests.patchctl.docker_image import CMAKE_TOOLCHAIN_IMAGE, ensure_toolchain_image
 
     client = docker.from_env()
@@ -162,16 +165,12 @@ def compile_bench(versions: list[str], command: str, json_out: Path | None) -> N
         image = ensure_toolchain_image(client, CMAKE_TOOLCHAIN_IMAGE)
     finally:
         client.close()
-    os.environ.setdefault("PATCHCTL_CACHE", str(real_cache_dir()))  # the sdists are large: the suite's cache
-    os.environ["PATCHCTL_QUIET"] = "1"
     url = SDIST.format(versions=",".join(versions))
-    repo = sdist.materialize(url)
-    commits = {v: git.rev_parse(repo, f"v{v}") for v in versions}
-    pin, breaking = commits[versions[0]], commits["0.3.35"]
+    repo, commits = sdist_commits(versions)
     with tempfile.TemporaryDirectory(prefix="canary-compile-bench-") as scratch:
         work = Path(scratch)
-        patch = downstream_patch(repo, pin, work / "patch")
-        project = compile_project(work / "proj", url, pin, patch, image, command)
+        patch = downstream_patch(repo, commits[versions[0]], work / "patch")
+        project = compile_project(work / "proj", url, commits[versions[0]], patch, image, command)
         print(f"upstream: llama.cpp from llama-cpp-python sdists {', '.join(versions)} (pin {versions[0]})")
         print(f"series: one patch adding {DOWNSTREAM_UNIT} (reads llama_model_params::use_mmap)")
         print(f"toolchain: {image}: {command}", flush=True)
@@ -179,15 +178,54 @@ def compile_bench(versions: list[str], command: str, json_out: Path | None) -> N
         baseline, plain = compile_canary(project, work, "no-bisect", "--no-bisect")
         full_s, full = compile_canary(project, work, "full-bisect", "--compile-bisect", "full")
         probe_s, probe = compile_canary(project, work, "probe-bisect")
-    tip_build = plain["compiles"][0]["steps"][0]["duration_s"]
+    results = {
+        "versions": versions,
+        "command": command,
+        "baseline_s": baseline,
+        "baseline_tip_build_s": plain["compiles"][0]["steps"][0]["duration_s"],
+        "full": full,
+        "probe": probe,
+        "full_s": full_s,
+        "probe_s": probe_s,
+    }
+    if json_out:
+        json_out.write_text(json.dumps(results, indent=2))
+    return results
+
+
+def sdist_commits(versions: list[str]) -> tuple[Path, dict[str, str]]:
+    from patchctl.upstream import sdist
+
+    os.environ.setdefault("PATCHCTL_CACHE", str(real_cache_dir()))  # the sdists are large: the suite's cache
+    os.environ["PATCHCTL_QUIET"] = "1"
+    repo = sdist.materialize(SDIST.format(versions=",".join(versions)))
+    return repo, {v: git.rev_parse(repo, f"v{v}") for v in versions}
+
+
+def compile_summary(results: dict) -> bool:
+    """Print what a --compile run measured; whether both bisects named 0.3.35's commit.
+
+    Builds dominate, and the machine's load moves them by 2x from one canary to the next, so
+    beside each ratio to --no-bisect stands what the bisect cost in builds of the tip measured
+    in the same canary (its full builds and probes over its own tip build)."""
+    _, commits = sdist_commits(results["versions"])
+    breaking = commits["0.3.35"]
+    baseline = results["baseline_s"]
     named = {}
-    for label, elapsed, payload in (("full-build bisect", full_s, full), ("probe bisect", probe_s, probe)):
+    for label, key in (("full-build bisect", "full"), ("probe bisect", "probe")):
+        elapsed, payload = results[f"{key}_s"], results[key]
         [record] = payload["compiles"]
         commit = (record.get("breaking_commit") or {}).get("sha")
         named[label] = commit
         version = next((v for v, c in commits.items() if c == commit), "?")
         bisect = record.get("bisect", {})
+        tip_build = record["steps"][0]["duration_s"]
+        spent = bisect.get("full_builds_s", 0.0) + bisect.get("probes_s", 0.0)
         print(f"{label}: {elapsed:.1f} s, {elapsed / baseline:.2f}x --no-bisect; named {str(commit)[:12]} ({version})")
+        print(
+            f"  its tip build {tip_build:.1f} s; the bisect's builds {spent:.1f} s = {spent / tip_build:.2f} tip "
+            f"builds (1 + that = {1 + spent / tip_build:.2f}x at an even load)"
+        )
         print(f"  full builds {bisect.get('full_builds')} ({bisect.get('full_builds_s')} s)", end="")
         if bisect.get("units"):
             print(
@@ -197,30 +235,17 @@ def compile_bench(versions: list[str], command: str, json_out: Path | None) -> N
             )
         print()
         print(f"  {record.get('bisect_note')}")
-    print(f"canary --compile --no-bisect (baseline): {baseline:.1f} s (the tip's build {tip_build:.1f} s)")
+    print(
+        f"canary --compile --no-bisect (baseline): {baseline:.1f} s (its tip build {results['baseline_tip_build_s']} s)"
+    )
+    probe_s, full_s = results["probe_s"], results["full_s"]
     print(
         f"probe bisect / full-build bisect: {probe_s / full_s:.2f}x; probe bisect {probe_s / baseline:.2f}x "
         "--no-bisect (target: at most 3x)"
     )
     same = named["full-build bisect"] == named["probe bisect"] == breaking
     print(f"both named {breaking[:12]} (0.3.35): {'yes' if same else 'NO'}")
-    if json_out:
-        json_out.write_text(
-            json.dumps(
-                {
-                    "versions": versions,
-                    "command": command,
-                    "baseline_s": baseline,
-                    "full": full,
-                    "probe": probe,
-                    "full_s": full_s,
-                    "probe_s": probe_s,
-                },
-                indent=2,
-            )
-        )
-    if not same:
-        raise SystemExit(1)
+    return same
 
 
 def main() -> None:
@@ -230,12 +255,17 @@ def main() -> None:
     parser.add_argument("--versions", default="0.3.34,0.3.35,0.3.36", help="--compile: sdist versions, pin first")
     parser.add_argument("--command", default=TOOLCHAIN_COMMAND, help="--compile: the toolchain's build command")
     parser.add_argument("--json-out", type=Path, help="--compile: also write the three reports and times here")
+    parser.add_argument("--summary-of", type=Path, help="--compile: print the summary of a --json-out file again")
     args = parser.parse_args()
-    if args.compile:
+    if args.summary_of:
+        if not compile_summary(json.loads(args.summary_of.read_text())):
+            raise SystemExit(1)
+    elif args.compile:
         versions = args.versions.split(",")
         if "0.3.35" not in versions[1:]:
             parser.error("--versions must hold 0.3.35 (the break) after the pin")
-        compile_bench(versions, args.command, args.json_out)
+        if not compile_summary(compile_bench(versions, args.command, args.json_out)):
+            raise SystemExit(1)
     else:
         apply_bench(args.repeat)
 
