@@ -26,6 +26,17 @@ from ..output.jsonout import to_json
     default=True,
     help="Name the first upstream commit that breaks each failing patch (default: yes).",
 )
+@click.option(
+    "--compile-bisect",
+    "bisect_builds",
+    type=click.Choice(["probe", "full"]),
+    default="probe",
+    show_default=True,
+    help="How a failing --compile build is bisected: probe compiles at each commit only the translation units "
+    "that failed at the tip (their commands from the build's compile_commands.json, through ccache when the "
+    "build environment has it), then confirms the commit named with full builds at it and at its parent, "
+    "falling back to full builds when they disagree or nothing can be probed; full rebuilds at every commit.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report instead of the Markdown one.")
 @click.option(
     "--json-file",
@@ -73,6 +84,7 @@ def canary_cmd(
     latest: bool,
     do_compile: bool,
     bisect: bool,
+    bisect_builds: str,
     as_json: bool,
     json_file: Path | None,
     summary_file: Path | None,
@@ -89,7 +101,8 @@ def canary_cmd(
     history between the pin and the tip is bisected to name the first commit that
     breaks it. With --compile each toolchain of matrix.yaml's canary section builds
     the series in its image (pulled, or built from its dockerfile) with its command, in
-    a clean tree; a failing build is bisected the same way (incremental rebuilds).
+    a clean tree; a failing build is bisected the same way, each probe compiling only
+    the translation units that failed at the tip, confirmed by two full builds.
     --issues writes one issue (stable key, title, body) per break for the workflow.
     --check-submitted asks gh about each Submitted patch's GitHub pull request: merged ("expect
     taken upstream at the next bump") or closed ("rejected upstream: update the status") goes in
@@ -118,6 +131,7 @@ def canary_cmd(
             rev=rev,
             compile=do_compile,
             bisect=bisect,
+            bisect_builds=bisect_builds,
             toolchains=toolchains,
             work_dir=work_dir,
             check_submitted=check_submitted,

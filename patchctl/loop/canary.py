@@ -24,9 +24,10 @@ For every series on the upstream:
   the engine lacks it, or built from the toolchain's `dockerfile:`), with its own
   `command:` (the series' `build:` steps when it has none); without a `canary:` section
   the build steps run as declared. A build that fails at the tip is bisected over the
-  same first-parent line, in the same tree (its build directory kept: each probe is an
-  incremental rebuild), to name the first upstream commit that breaks the build with
-  the series applied; the report quotes the failing log's tail;
+  same first-parent line, in the same tree (its build directory kept), to name the first
+  upstream commit that breaks the build with the series applied: by default each probe
+  compiles only the translation units that failed at the tip and two full builds confirm
+  the commit named (`compile_bisect`, `probe_build`); the report quotes the failing log's tail;
 * every break (a patch that fails strictly, not blocked by another; a toolchain whose
   build fails) gets a stable key: upstream, kind, patch or toolchain, first bad commit.
   `CanaryReport.issues()` renders one issue per key (title, body with a hidden key
@@ -55,7 +56,7 @@ from ..series.applier import IndexBuilder, PatchOutcome, Status, apply_in_worktr
 from ..series.patchset import PatchFile, read_series
 from ..state import worktree
 from ..upstream.store import Mirror, Store
-from . import carry, health, stopcause, submitted
+from . import carry, compile_bisect, health, probe_build, stopcause, submitted
 from .health import HealthRow
 from .rangediff import series_range_diff
 from .runners import ensure_image, log_tail, run_build
@@ -112,6 +113,8 @@ class CompileRecord:
     log_tail: str = json_field(omit_empty=True, default="")  # its last lines
     breaking_commit: dict | None = json_field(omit_empty=True, default=None)  # {sha, subject}: first that fails
     bisect_note: str = json_field(omit_empty=True, default="")
+    # how the bisect judged commits: method (probe | full), full builds, fallback, units, probes, compiler cache
+    bisect: dict | None = json_field(omit_empty=True, default=None)
 
 
 ISSUE_MARKER = "patchctl-canary-key"
@@ -239,6 +242,8 @@ def _compile_body(record: CompileRecord) -> str:
         f"(image {md_code(record.image or 'as declared')}): {md_prose(record.detail)}",
         _commit_line(record.breaking_commit, record.bisect_note),
     ]
+    if record.breaking_commit and record.bisect_note:  # how it was found: probes confirmed, or full builds
+        lines.append(f"- bisect: {md_prose(record.bisect_note)}")
     if record.log_tail:
         lines += ["", "Tail of the failing build log:", "", *md_fence(record.log_tail)]
     return "\n".join(lines)
@@ -261,6 +266,7 @@ def canary(
     rev: str | None = None,
     compile: bool = False,
     bisect: bool = True,
+    bisect_builds: str = compile_bisect.PROBE,
     toolchains: tuple[str, ...] = (),
     work_dir: Path | None = None,
     check_submitted: bool = False,
@@ -327,11 +333,21 @@ def canary(
                 for series in config.series_on(name):
                     say(f"compiling {series.name} with {toolchain.name}")
                     record, tree = _compile(
-                        store, mirror, series, toolchain, heads.get(series.name), scratch, logs, say
+                        store,
+                        mirror,
+                        series,
+                        toolchain,
+                        heads.get(series.name),
+                        scratch,
+                        logs,
+                        say,
+                        record_commands=bisect and bisect_builds == compile_bisect.PROBE,
                     )
                     try:
                         if bisect and record.state == "failed":
-                            _bisect_compile(mirror, series, toolchain, record, tree, up.pin, tip, logs, say)
+                            _bisect_compile(
+                                mirror, series, toolchain, record, tree, up.pin, tip, logs, say, bisect_builds
+                            )
                     finally:
                         store.remove_worktree(mirror, tree)
                     report.compiles.append(record)
@@ -610,8 +626,9 @@ def _toolchains(config: Config, upstream: str, names: tuple[str, ...] = ()) -> l
     return [t for t in known if not names or t.name in names]
 
 
-def _build_steps(series: Series, toolchain: Toolchain) -> list[BuildStep]:
-    """What TOOLCHAIN runs: its own command, or the series' build steps, in its image."""
+def _build_steps(series: Series, toolchain: Toolchain, *, record_commands: bool = False) -> list[BuildStep]:
+    """What TOOLCHAIN runs: its own command, or the series' build steps, in its image
+    (RECORD_COMMANDS: asking CMake for the compile commands a probe bisect reads)."""
     if toolchain.command:
         timeout = max((step.timeout for step in series.build), default=5400)
         steps = [BuildStep(f"{toolchain.name}-build", toolchain.command, timeout=timeout)]
@@ -619,7 +636,7 @@ def _build_steps(series: Series, toolchain: Toolchain) -> list[BuildStep]:
         steps = list(series.build)
     if toolchain.image is not None:
         steps = [replace(step, runner="docker", image=toolchain.image) for step in steps]
-    return steps
+    return probe_build.recording(steps) if record_commands else steps
 
 
 def _run_steps(steps: list[BuildStep], tree: Path, logs: Path, say: Progress, record: CompileRecord) -> bool:
@@ -644,16 +661,19 @@ def _compile(
     workspace: Path,
     log_root: Path,
     say: Progress,
+    *,
+    record_commands: bool = False,
 ) -> tuple[CompileRecord, Path]:
     """Build the series (applied at the tip: HEAD) in a new clean tree, which the caller
-    removes after bisecting in it."""
+    removes after bisecting in it (RECORD_COMMANDS: the build records its compile commands
+    for a probe bisect)."""
     record = CompileRecord(toolchain.name, series.name, toolchain.image, "skipped")
     tree = workspace / "trees" / f"build-{toolchain.name}-{series.name}"
     store.remove_worktree(mirror, tree)
     if head is None:
         record.detail = "the series does not apply at the tip, even with 3-way"
         return record, tree
-    steps = _build_steps(series, toolchain)
+    steps = _build_steps(series, toolchain, record_commands=record_commands)
     if not steps:
         record.detail = "the series declares no build steps"
         return record, tree
@@ -677,80 +697,74 @@ def _bisect_compile(
     tip: str,
     log_root: Path,
     say: Progress,
+    method: str = compile_bisect.PROBE,
 ) -> None:
     """Name the first commit of the pin..tip line at which the series, applied there,
-    stops building. The tree keeps its build directory: every probe checks out the probe's
-    commit over it (untracked files stay) and rebuilds incrementally. A commit the series
-    does not apply at cannot be judged and is skipped, like `git bisect skip`."""
+    stops building (`patchctl.loop.compile_bisect`). The tree keeps its build directory:
+    every probe checks out the probe's commit over it (untracked files stay) and either
+    compiles the units that failed at the tip (`probe_build`) or rebuilds incrementally.
+    A commit the series does not apply at cannot be judged and is skipped, like `git bisect skip`."""
     line, note = _first_parent_line(mirror.path, pin, tip)
     if line is None:
         record.bisect_note = note
         return
     patches = read_series(series)
-    steps = _build_steps(series, toolchain)
+    steps = _build_steps(series, toolchain, record_commands=method == compile_bisect.PROBE)
     probe_logs = log_root / toolchain.name / series.name / "bisect"
-    # At the tip the build already failed, with the series as the trial applied it (3-way where needed).
-    verdicts: dict[str, bool | None] = {tip: True}
+    heads: dict[str, str | None] = {}
 
-    def fails(commit: str) -> bool | None:
-        if commit not in verdicts:
+    def check_out(commit: str) -> str | None:
+        """The series applied at COMMIT, checked out in the tree; None when it does not apply."""
+        if commit not in heads:
             with IndexBuilder(mirror.path, commit) as builder:
-                applied = all(builder.apply(patch).ok for patch in patches)
-                head = builder.head
-            if not applied:
-                verdicts[commit] = None
-            else:
-                say(f"bisect {toolchain.name}: building {series.name} at {commit[:12]}")
-                git.run(["-c", "advice.detachedHead=false", "checkout", "-q", "-f", "--detach", head], tree)
-                probe = CompileRecord(toolchain.name, series.name, toolchain.image, "probe")
-                verdicts[commit] = not _run_steps(steps, tree, probe_logs / commit[:12], say, probe)
-        return verdicts[commit]
+                heads[commit] = builder.head if all(builder.apply(patch).ok for patch in patches) else None
+        if heads[commit] is not None:
+            git.run(["-c", "advice.detachedHead=false", "checkout", "-q", "-f", "--detach", heads[commit]], tree)
+        return heads[commit]
+
+    def full_build(commit: str) -> bool | None:
+        if check_out(commit) is None:
+            return None
+        say(f"bisect {toolchain.name}: building {series.name} at {commit[:12]}")
+        probe = CompileRecord(toolchain.name, series.name, toolchain.image, "probe")
+        return not _run_steps(steps, tree, probe_logs / commit[:12], say, probe)
+
+    plan: probe_build.ProbePlan | None = None
+    no_probe = ""
+    if method == compile_bisect.PROBE:
+        try:
+            plan = probe_build.plan(tree, Path(record.log), steps[len(record.steps) - 1])
+        except probe_build.Unprobeable as exc:
+            no_probe = f"no probe compiles: {exc}"
+
+    def probe(commit: str) -> bool | str | None:
+        assert plan is not None
+        head = check_out(commit)
+        if head is None:
+            return None
+        say(f"bisect {toolchain.name}: probing {series.name} at {commit[:12]}")
+        failed = plan.probe(head, probe_logs / f"{commit[:12]}-probe", say)
+        return compile_bisect.IN_FULL if failed is None else failed
 
     say(f"bisecting the {toolchain.name} build of {series.name} over {len(line)} commit(s)")
-    if fails(pin) is not False:
-        record.bisect_note = (
-            "it does not build at the pin either" if verdicts[pin] else "the series does not apply at the pin"
-        )
-        return
-    first_bad = _first_failing_skipping(line, fails)
-    if first_bad is None:
-        record.bisect_note = "it builds at every commit on the line from pin to tip that the series applies at"
-        return
-    subject = git.run(["log", "-1", "--format=%s", first_bad], mirror.path).stdout.strip()
-    record.breaking_commit = {"sha": first_bad, "subject": subject}
-    skipped = sum(1 for v in verdicts.values() if v is None)
-    record.bisect_note = f"first of {len(line)} upstream commit(s) since the pin at which the build fails" + (
-        f" ({skipped} probed commit(s) skipped: the series does not apply there)" if skipped else ""
+    found = compile_bisect.search(
+        line,
+        pin,
+        tip,
+        full_build,
+        probe if plan is not None else None,
+        no_probe=no_probe,
+        units=plan.sources() if plan is not None else None,
     )
-
-
-def _first_failing_skipping(line: list[str], fails: Callable[[str], bool | None]) -> str | None:
-    """Like _first_failing, where FAILS may say None (cannot tell): such a commit is
-    skipped, and the answer is the first failing commit after the last good one."""
-    low, high = -1, len(line) - 1
-    if fails(line[high]) is not True:
-        return None
-    while high - low > 1:
-        middle = (low + high) // 2
-        probe = middle
-        while probe < high and fails(line[probe]) is None:
-            probe += 1
-        if probe == high:  # everything from middle up is untestable: look below it
-            below = middle - 1
-            while below > low and fails(line[below]) is None:
-                below -= 1
-            if below == low:
-                return line[high]  # nothing testable between the last good and the first bad
-            if fails(line[below]):
-                high = below
-            else:
-                low = below
-            continue
-        if fails(line[probe]):
-            high = probe
-        else:
-            low = probe
-    return line[high]
+    if plan is not None:
+        found.probes, found.derived_again, found.compiler_cache = plan.probes, plan.derivations, plan.compiler_cache()
+    record.bisect = found.record()
+    if found.first_bad is None:
+        record.bisect_note = found.note
+        return
+    subject = git.run(["log", "-1", "--format=%s", found.first_bad], mirror.path).stdout.strip()
+    record.breaking_commit = {"sha": found.first_bad, "subject": subject}
+    record.bisect_note = f"first of {len(line)} upstream commit(s) since the pin at which the build fails, {found.note}"
 
 
 # ---------------------------------------------------------------- helpers

@@ -87,6 +87,12 @@ def run_build(step: BuildStep, tree: Path, log_path: Path, progress: Progress | 
     raise UsageError(f"build {step.name}: unknown runner {step.runner!r}")
 
 
+def tree_as_built(step: BuildStep, tree: Path) -> str:
+    """Where TREE is for STEP's commands: its own path locally, /src in a container. Paths a
+    build records (compile_commands.json, its log) are in these terms."""
+    return CONTAINER_WORKDIR if step.runner == "docker" else str(Path(tree).resolve())
+
+
 class _LineSink:
     """Appends output chunks to the log as they arrive; hands whole lines to PROGRESS."""
 

@@ -251,6 +251,12 @@ def canary_markdown(payload: dict) -> str:
                 f"{image} | {result} | {md_cell(detail)} | {first} |"
             )
         for record in payload["compiles"]:
+            if record.get("breaking_commit") and record.get("bisect_note"):  # how it was found: probes, full builds
+                out += [
+                    "",
+                    f"{md_text(record['toolchain'])} / {md_text(record['series'])}: {md_prose(record['bisect_note'])}",
+                ]
+        for record in payload["compiles"]:
             if record.get("log_tail"):
                 summary = f"{record['toolchain']} / {record['series']}: tail of the failing build log"
                 out += ["", *_folded(summary, md_fence(record["log_tail"]))]

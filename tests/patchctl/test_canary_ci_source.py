@@ -228,7 +228,7 @@ def test_shipped_canary_toolchains_build_with_their_own_command_and_image() -> N
     ],
 )
 def test_compile_bisect_skips_commits_the_series_does_not_apply_at(verdicts: str, expected: int) -> None:
-    from patchctl.loop.canary import _first_failing_skipping
+    from patchctl.loop.compile_bisect import _first_failing_skipping
 
     line = [f"c{i}" for i in range(len(verdicts))]
     asked: list[str] = []

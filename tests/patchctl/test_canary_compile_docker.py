@@ -138,6 +138,13 @@ def test_compile_break_is_bisected_per_toolchain_to_the_commit_that_breaks_the_b
         assert record["breaking_commit"] == {"sha": breaking, "subject": "Break b"}, (name, record)
         assert "no_such_symbol" in record["log_tail"] and "error" in record["log_tail"]
     assert records["built"]["image"] == "patchctl-canary-built:local"
+    # The bisect compiled only b.c at each probe, in the image (no ccache there), then two full builds confirmed.
+    for record in records.values():
+        bisect = record["bisect"]
+        assert bisect["method"] == "probe" and bisect["units"] == ["src/b.c"] and bisect["full_builds"] == 2, record
+        assert bisect["compiler_cache"].startswith("none: the build environment has no ccache")
+    probe_log = tmp_path / "w" / "logs" / "plain" / "main" / "bisect" / f"{breaking[:12]}-probe" / "probe.log"
+    assert "patchctl probe: src/b.c" in probe_log.read_text() and "no_such_symbol" in probe_log.read_text()
     # bisect rebuilt incrementally in the tip's tree: CMake identified the compiler only once
     probes = sorted((tmp_path / "w" / "logs" / "plain" / "main" / "bisect").rglob("*.log"))
     assert probes and not any("The C compiler identification" in p.read_text() for p in probes)
