@@ -16,7 +16,6 @@ Four weeks of one repository's rendered workflows, started by the events GitHub 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -24,10 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.patchctl.docker_image import require_engine
+
 from .github_rehearsal import GitHubRehearsal, WorkflowRun, uses_of
 from .week_fixtures import REPO, WeekUpstream, base_image, copy_checkout, new_downstream, this_repository
 
-pytestmark = pytest.mark.journey
+pytestmark = [pytest.mark.journey, pytest.mark.docker]
 
 CANARY_KEY = "<!-- patchctl-canary-key: "
 BOT_SECRETS = {
@@ -41,8 +42,7 @@ BOT_SECRETS = {
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
-        pytest.fail("the week's images need a Docker engine (docker info fails); .ci/run starts one")
+    require_engine("the week's images (act runs the rows' jobs in them)")
     return base_image()
 
 
