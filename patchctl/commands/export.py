@@ -77,7 +77,13 @@ def export_cmd(
     # A tree that holds no work of the user's is re-applied first (a no-op when it is current):
     # after a pin-sync or a pull it is pin + series again, so the check reads what is on disk.
     # (With --base the tree was applied at that rev on purpose: it is taken as it is.)
-    untouched = from_dir is None and base is None and not from_vendor and not fresh and apply_job.holds_no_work(applied)
+    untouched = (
+        from_dir is None
+        and base is None
+        and not from_vendor
+        and not fresh
+        and apply_job.holds_no_work(app.config, app.store, series, applied)
+    )
     if not check or fresh or untouched:
         app.lock_project()
     config = app.config
@@ -110,6 +116,9 @@ def export_cmd(
         if as_json:
             emit_json(stale.result)
         raise
+    if not check and not from_vendor:
+        # The tree's commits are the series now: its marker says so (a pin-sync may carry them next).
+        apply_job.record_export(config, series, source, result.base)
     if from_vendor:
         # The tree's new commit is in the series now: re-apply it so that the tree is pin + series
         # again (a marker `apply`, `gate` and the next --from-vendor trust).

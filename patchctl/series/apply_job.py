@@ -29,7 +29,7 @@ from ..project.config import Config, Series
 from ..state import treeswap, worktree
 from ..state.worktree import Marker
 from ..upstream.store import Mirror, Store
-from .applier import PatchOutcome, apply_series_to_index, is_clean
+from .applier import PatchOutcome, apply_series_to_index, is_clean, series_tree_at_once
 from .patchset import PatchFile, is_excluded, read_series, series_digest
 
 
@@ -157,7 +157,8 @@ def apply_job(
     treeswap.recover_tree(job.tree)  # a run killed while replacing this tree: finish that first
     local = _existing_tree_state(job, force)
     existing = local.marker if local is not None else None
-    if local is not None and not local.has_commits and local.marker.matches(names, rev, digest):
+    carried = local is not None and _carried(local.marker, local.head, rev, digest, [p.name for p in patches])
+    if carried and local is not None and local.marker.matches(names, rev, digest):
         result.state, result.head = "unchanged", local.head
         return result
 
@@ -165,17 +166,19 @@ def apply_job(
     result.outcomes = outcomes
     if result.failure is not None:
         return result
-    if local is not None and local.has_commits:
+    if local is not None and not carried:
         if _holds(job.tree, mirror, local.head, rev, head):
             # The tree's own commits are pin + series (exported, or pulled): it is the applied series.
-            worktree.write_marker(
-                job.tree, Marker(names, job.upstream, rev, digest, local.head, [p.name for p in patches])
-            )
+            marker = Marker(names, job.upstream, rev, digest, local.head, [p.name for p in patches], exported=True)
+            worktree.write_marker(job.tree, marker)
             result.state, result.head = "unchanged", local.head
             return result
-        if not force:
+        if force:
+            existing = None
+        elif not _is_worktree_of(job.tree, mirror) or _not_in_series(job.tree, local, head):
             raise UsageError(_local_commits_advice(job, mirror, local, rev, digest, head))
-        existing = None
+        # else: every commit of the tree is in the series (by patch id, upstream's commits
+        # included): it holds no work, and is re-applied like a tree nobody touched.
     result.head = head
     marker = Marker(names, job.upstream, rev, digest, head, [p.name for p in patches])
     if not (
@@ -194,9 +197,31 @@ class _LocalTree:
     head: str
 
     @property
-    def has_commits(self) -> bool:
-        """Commits made on top of what apply checked out (maybe exported since)."""
-        return self.head != self.marker.head
+    def base(self) -> str:
+        """Where the user's own commits start: the pin of an exported tree (all of its commits
+        are the user's), else the commit apply made."""
+        return self.marker.rev if self.marker.exported else self.marker.head
+
+
+def _carried(marker: Marker, head: str, rev: str, digest: str, names: list[str]) -> bool:
+    """Whether a clean tree at HEAD holds nothing that patches/ (the series NAMES, DIGEST, at the
+    pin REV) lacks: HEAD is what apply made; or the user's commits as `export` wrote them, and
+    patches/ still holds them (unchanged at the same pin; after a pin move, a pin-sync carried
+    them: every patch still there by name)."""
+    if head != marker.head:
+        return False
+    if not marker.exported:
+        return True
+    if marker.rev == rev:
+        return marker.digest == digest
+    return set(marker.patches) <= set(names)
+
+
+def _not_in_series(tree: Path, local: _LocalTree, applied: str) -> list[str]:
+    """The commits of TREE that the series applied at the pin (APPLIED, a commit the tree can
+    read) does not hold, by patch id (`git cherry`): "SHA subject" each, oldest first."""
+    listing = git.run(["cherry", "-v", applied, local.head, local.base], tree).stdout
+    return [line[2:] for line in listing.splitlines() if line.startswith("+ ")]
 
 
 def _existing_tree_state(job: ApplyJob, force: bool) -> _LocalTree | None:
@@ -239,14 +264,46 @@ def fetch_pin(config: Config, store: Store, series_name: str) -> str:
     return store.resolve_pin(store.mirror(config.get_upstream(upstream).url, base=config.root), config, upstream)
 
 
-def holds_no_work(tree: Path) -> bool:
-    """Whether TREE is exactly as an apply left it (its HEAD, no change to a tracked file), or as
-    the user's exported commits left it: re-applying it loses nothing."""
+def holds_no_work(config: Config, store: Store, series_name: str, tree: Path) -> bool:
+    """Whether re-applying TREE, the applied tree of SERIES_NAME, loses nothing: it is exactly as
+    an apply left it (its HEAD, no change to a tracked file); or as the user's commits were when
+    `export` wrote them, and patches/ still holds them: at the same pin, unchanged since; after
+    a pin move (a pin-sync carried the series), still every patch by name."""
     marker = worktree.read_marker(tree)
     if marker is None or marker.updating:
         return False
     head = git.run(["rev-parse", "HEAD"], tree, check=False).stdout.strip()
-    return head == marker.head and is_clean(tree)
+    if head != marker.head or not is_clean(tree):
+        return False
+    if not marker.exported:
+        return True
+    patches = read_series(config.get_series(series_name))
+    pin = fetch_pin(config, store, series_name)
+    return _carried(marker, head, pin, series_digest(patches), [p.name for p in patches])
+
+
+def record_export(config: Config, series_name: str, tree: Path, base: str) -> bool:
+    """After `export` wrote SERIES_NAME from TREE's commits on top of BASE: when TREE is the
+    applied tree of that series and its HEAD is exactly BASE plus the series now on disk (no
+    commit held back: none only on excluded paths), its marker is re-recorded at HEAD, as a
+    later `apply` would. Its commits are then known to be in the series: after a pin-sync has
+    carried them onto a new pin, the tree holds no work (`holds_no_work`) and is re-applied
+    by itself, instead of being taken for work that would be lost. Whether it was recorded."""
+    marker = worktree.read_marker(tree)
+    if marker is None or marker.updating or marker.series != [series_name]:
+        return False
+    series = config.get_series(series_name)
+    patches = read_series(series)
+    if not is_clean(tree):
+        return False
+    head = git.run(["rev-parse", "HEAD"], tree).stdout.strip()
+    ours = git.run(["rev-parse", "HEAD^{tree}"], tree).stdout.strip()
+    if series_tree_at_once(tree, base, patches) != ours:
+        return False
+    names = [p.name for p in patches]
+    marker = Marker([series_name], series.upstream, base, series_digest(patches), head, names, exported=True)
+    worktree.write_marker(tree, marker)
+    return True
 
 
 def _holds(tree: Path, mirror: Mirror, head: str, rev: str, applied: str) -> bool:
@@ -260,12 +317,19 @@ def _holds(tree: Path, mirror: Mirror, head: str, rev: str, applied: str) -> boo
 
 
 def _local_commits_advice(job: ApplyJob, mirror: Mirror, local: _LocalTree, rev: str, digest: str, applied: str) -> str:
-    """Why the commits on top of JOB's tree stop apply, and the commands that go on from there."""
+    """Why the commits of JOB's tree that are not in the series stop apply (they would be lost),
+    and the commands that go on from there: each one works as printed, `--force` last."""
     tree = job.tree
-    commits = f"commits on top of the applied series ({local.marker.head[:12]}..{local.head[:12]})"
+    shared = _is_worktree_of(tree, mirror)  # the commit APPLIED is then readable in the tree
+    mine = _not_in_series(tree, local, applied) if shared else []
+    if mine:
+        shown = "; ".join(line.split(" ", 1)[0][:12] + " " + line.split(" ", 1)[-1] for line in mine[:3])
+        more = f"; and {len(mine) - 3} more" if len(mine) > 3 else ""
+        commits = f"{len(mine)} commit(s) not in the series ({shown}{more})"
+    else:
+        commits = f"commits not in the series ({local.base[:12]}..{local.head[:12]})"
     force = job.command("--force")
     discard = f"or discard them: `{force}`"
-    shared = _is_worktree_of(tree, mirror)  # the commit APPLIED is then readable in the tree
     if shared:
         listing = git.run(["diff-tree", "-r", "-z", "--name-only", "--no-renames", local.head, applied], tree).stdout
         differing = sorted(p for p in listing.split("\0") if p)
@@ -278,14 +342,26 @@ def _local_commits_advice(job: ApplyJob, mirror: Mirror, local: _LocalTree, rev:
     names = [s.name for s in job.series]
     if export and local.marker.matches(names, rev, digest):
         return f"{tree} has {commits}: export them (`{export}`; apply is then a no-op), {discard}"
-    if shared and git.run(["merge-base", "--is-ancestor", local.marker.head, local.head], tree, check=False).ok:
-        rebase = shlex.join(["git", "-C", str(tree), "rebase", "--onto", applied, local.marker.head])
-        then = f", then export them (`{export}`)" if export else ""
+    if export and local.marker.exported and local.marker.rev == rev:
         return (
-            f"{tree} has {commits}, and the pin or patches/ changed since it was applied: move them onto pin + "
-            f"series (`{rebase}`){then}; {discard}"
+            f"{tree} has {commits}: patches/ changed since the tree was exported; to keep the tree's version, "
+            f"export it again (`{export}`), {discard}"
         )
-    return f"{tree} has {commits}, and the pin or patches/ changed since it was applied; {discard}"
+    then = f", then export them (`{export}`)" if export else ""
+    moved = "the pin or patches/ changed since it was applied"
+    if (
+        shared
+        and not local.marker.exported
+        and git.run(["merge-base", "--is-ancestor", local.marker.head, local.head], tree, check=False).ok
+    ):
+        rebase = shlex.join(["git", "-C", str(tree), "rebase", "--onto", applied, local.marker.head])
+        return f"{tree} has {commits}, and {moved}: move them onto pin + series (`{rebase}`){then}; {discard}"
+    if mine:
+        # Rewritten since apply (or exported, then carried only in part): the commits themselves, picked.
+        at = shlex.join(["git", "-C", str(tree), "checkout", "-q", "--detach", applied])
+        pick = shlex.join(["git", "-C", str(tree), "cherry-pick", *(line.split(" ", 1)[0] for line in mine)])
+        return f"{tree} has {commits}, and {moved}: move them onto pin + series (`{at} && {pick}`){then}; {discard}"
+    return f"{tree} has {commits}, and {moved}; keep what you need from it, then discard them: `{force}`"
 
 
 def _is_worktree_of(tree: Path, mirror: Mirror) -> bool:
