@@ -248,13 +248,18 @@ def _existing_tree_state(job: ApplyJob, force: bool) -> _LocalTree | None:
         return _LocalTree(marker, head)
     if force:
         return None
+    raise UsageError(_uncommitted_advice(job, marker))
+
+
+def _uncommitted_advice(job: ApplyJob, marker: Marker) -> str:
+    tree = job.tree
     export = job.export_command(marker.rev)
     keep = (
         f"commit them there (`git -C {shlex.quote(str(tree))} commit -a`), then export them (`{export}`)"
         if export
         else f"commit them there (`git -C {shlex.quote(str(tree))} commit -a`) to keep them"
     )
-    raise UsageError(f"{tree} has uncommitted changes: {keep}; or discard them: `{job.command('--force')}`")
+    return f"{tree} has uncommitted changes: {keep}; or discard them: `{job.command('--force')}`"
 
 
 def fetch_pin(config: Config, store: Store, series_name: str) -> str:
@@ -280,6 +285,73 @@ def holds_no_work(config: Config, store: Store, series_name: str, tree: Path) ->
     patches = read_series(config.get_series(series_name))
     pin = fetch_pin(config, store, series_name)
     return _carried(marker, head, pin, series_digest(patches), [p.name for p in patches])
+
+
+def refuse_stale(config: Config, store: Store, series_name: str, tree: Path, *, given: bool = False) -> None:
+    """Refuse, in one line, a tree `gate` would run on that is not pin + series: the pin of
+    matrix.yaml (GIVEN, a tree named with --tree: the revision it was applied at) with exactly
+    the patches in patches/ applied, as `export --check` and `apply` judge it. The line says
+    what differs and the command that makes the tree pin + series: `patchctl apply`, or, where
+    the tree holds work that is not in the series, what keeps it (`--force` last, saying that it
+    discards them). A tree patchctl did not apply is left to `gates.check_tree`."""
+    marker = worktree.read_marker(tree)
+    if marker is None or marker.updating or series_name not in marker.series:
+        return
+    selected = [config.get_series(name) for name in marker.series if name in config.series]
+    if [s.name for s in selected] != marker.series or {s.upstream for s in selected} != {marker.upstream}:
+        return
+    patches = [p for s in selected for p in read_series(s)]
+    digest = series_digest(patches)
+    mirror = store.mirror(config.get_upstream(marker.upstream).url, base=config.root)
+    pin = store.resolve_pin(mirror, config, marker.upstream)
+    rev = marker.rev if given else pin
+    head = git.run(["rev-parse", "HEAD"], tree, check=False).stdout.strip()
+    clean = is_clean(tree)
+    if clean and head == marker.head and marker.matches(marker.series, rev, digest):
+        return
+    default = not given or tree.resolve() == worktree.applied_tree(config.root, series_name).resolve()
+    job = ApplyJob(selected, marker.upstream, tree, into=not default, rev_option=None if rev == pin else rev)
+    where = worktree.display(config.root, tree)
+    outcomes, applied = apply_series_to_index(mirror.path, rev, patches)
+    failure = next((o for o in outcomes if not o.ok), None)
+    if failure is not None:
+        raise CheckFailed(
+            f"{where} is not pin + series, and none can be made: the series does not apply to {rev[:12]}: "
+            f"{failure.describe()}; gate runs on pin + series only"
+        )
+    shared = _is_worktree_of(tree, mirror)
+    if clean and shared and _holds(tree, mirror, head, rev, applied):
+        return
+    local = _LocalTree(marker, head)
+    what = _how_it_differs(marker, rev, [p.name for p in patches], digest)
+    if clean and (
+        _carried(marker, head, rev, digest, [p.name for p in patches])
+        or (shared and not _not_in_series(tree, local, applied))
+    ):
+        raise UsageError(
+            f"{where} is not pin + series ({what or 'its commits are all in the series'}), so gate does not run "
+            f"on it; it holds no work of yours: re-apply it (`{job.command()}`)"
+        )
+    if clean:
+        advice = _local_commits_advice(job, mirror, local, rev, digest, applied)
+    else:
+        advice = _uncommitted_advice(job, marker)
+    why = f" ({what})" if what else ""
+    advice = advice.removeprefix(f"{tree} ")
+    raise UsageError(f"{where} is not pin + series{why}, so gate does not run on it: it {advice}")
+
+
+def _how_it_differs(marker: Marker, rev: str, names: list[str], digest: str) -> str:
+    """What moved since MARKER's apply: the pin, or patches/ ("" when neither did)."""
+    if marker.rev != rev:
+        return f"it was applied at {marker.rev[:12]}, and the pin is {rev[:12]}"
+    if marker.digest == digest:
+        return ""
+    removed = [n for n in marker.patches if n not in names]
+    added = [n for n in names if n not in marker.patches]
+    said = [f"{', '.join(removed)} removed from patches/"] if removed else []
+    said += [f"{', '.join(added)} added to patches/"] if added else []
+    return f"{' and '.join(said) or 'patches/ changed'} since it was applied"
 
 
 def record_export(config: Config, series_name: str, tree: Path, base: str) -> bool:
