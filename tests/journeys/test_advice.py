@@ -213,6 +213,13 @@ def conflict_then(base: Path, *args: str) -> tuple[Project, Seen]:
     return project, cli(project, "pin-sync", "up", *args)
 
 
+def commit_made_then_drop(base: Path) -> tuple[Project, Seen]:
+    project, _ = conflict(base)
+    resolve_and_stage(project)
+    git.run(["commit", "-q", "-m", "Patch line twenty, resolved"], project.path / SYNC_TREE)
+    return project, cli(project, "pin-sync", "up", "--continue", "--drop")
+
+
 def needs_a_hand(base: Path) -> tuple[Project, Seen]:
     return stopped_sync(base, {19: "main 19 rewritten upstream"}, unmergeable=True)
 
@@ -291,7 +298,7 @@ SITUATIONS = {
         conflict,
         [
             [resolve_the_conflict, "add --", "patchctl pin-sync up --continue"],
-            ["reset --hard", "patchctl pin-sync up --continue"],
+            ["--continue --drop"],
             ["--abort"],
         ],
         then="export --check main",
@@ -299,11 +306,12 @@ SITUATIONS = {
     "pin-sync: a sync in progress": Situation(
         lambda b: conflict_then(b, "--latest"), [[resolve_and_stage, "--continue"], ["--abort"]]
     ),
-    "pin-sync: --drop at a conflict": Situation(
-        lambda b: conflict_then(b, "--continue", "--drop"), [["reset --hard", "--continue"], ["--abort"]]
+    "pin-sync: --drop after a commit made for the patch": Situation(
+        commit_made_then_drop, [["reset --hard", "--continue --drop"], ["patchctl pin-sync up --continue"]]
     ),
     "pin-sync: conflict still unmerged": Situation(
-        lambda b: conflict_then(b, "--continue"), [[resolve_the_conflict, "add --", "--continue"]]
+        lambda b: conflict_then(b, "--continue"),
+        [[resolve_the_conflict, "add --", "patchctl pin-sync up --continue"], ["--continue --drop"]],
     ),
     "pin-sync: needs a hand": Situation(
         needs_a_hand,
