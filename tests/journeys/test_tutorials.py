@@ -204,3 +204,24 @@ def test_the_edit_loop_then_the_bump_exactly_as_printed(tmp_path: Path, user_in)
     kv = (tree / "src/llama-kv-cache.cpp").read_text()
     assert "slot finder 10, upstream" in kv and "slot finder 12, tuned" in kv
     assert user.ok("patchctl gate llama.cpp").exit_code == 0
+
+
+def test_the_commits_in_export_help_pass_lint(tmp_path: Path, user_in) -> None:
+    """`patchctl export --help` shows how to commit in the applied tree: that commit, run as
+    printed, becomes a patch lint accepts (a subject and a description, PC008)."""
+    import shlex
+
+    project, _ = llama_like(tmp_path)
+    user: User = user_in(project.path)
+    examples = user.ok("patchctl export --help").stdout.split("Examples:", 1)[1].split("Options:", 1)[0]
+    [commit] = [line.strip() for line in examples.splitlines() if "git commit" in line]
+    [vendor] = [line.split("#")[0].strip() for line in examples.splitlines() if "--from-vendor" in line]
+    user.ok("patchctl apply llama.cpp")
+    tree = project.path / ".patchctl/trees/llama.cpp"
+    user.edit(tree / "src/llama-kv-cache.cpp", "slot finder 20\n", "slot finder 20, fixed\n")
+    user.ok(commit)
+    user.ok("patchctl export llama.cpp")
+    assert user.ok("patchctl lint llama.cpp").stdout == "lint: no findings\n"
+    words = shlex.split(vendor)
+    messages = [words[i + 1] for i, word in enumerate(words) if word == "-m"]
+    assert len(messages) >= 2, f"the --from-vendor example's message has no description: {vendor}"
