@@ -52,16 +52,22 @@ def replace_tree(store: Store, mirror: Mirror, tree: Path, head: str, marker: Ma
     recover_tree(tree)
     new, old = sibling(tree, NEW), sibling(tree, OLD)
     _release_missing(mirror.path, new)
-    store.add_worktree(mirror, head, new)
-    git.run(["worktree", "lock", "--reason", LOCK_REASON, str(new)], mirror.path)
-    worktree.write_marker(new, marker)
-    if os.path.lexists(tree):
-        os.rename(tree, old)
-        if _admin_dir(old) is not None:
-            git.run(["worktree", "repair"], old, check=False)  # two worktrees must not claim one path
-    os.rename(new, tree)
-    _reattach(tree)
-    _remove(old)
+    try:
+        store.add_worktree(mirror, head, new)
+        git.run(["worktree", "lock", "--reason", LOCK_REASON, str(new)], mirror.path)
+        worktree.write_marker(new, marker)
+        if os.path.lexists(tree):
+            os.rename(tree, old)
+            if _admin_dir(old) is not None:
+                git.run(["worktree", "repair"], old, check=False)  # two worktrees must not claim one path
+        os.rename(new, tree)
+        _reattach(tree)
+        _remove(old)
+    except BaseException:
+        # Ctrl-C, a signal or a failure on the way: what a later run's recovery would do, done now,
+        # so that nothing is left beside the tree (the old tree back, or the complete new one).
+        recover_tree(tree)
+        raise
 
 
 def recover_tree(tree: Path) -> str | None:
