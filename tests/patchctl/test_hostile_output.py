@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchctl.output import progress
-from patchctl.output import escape
+from patchctl.output import escape, progress
 from patchctl.output.escape import visible
 
 from .conftest import Project, Repo, make_patch, numbered, run_cli
