@@ -427,19 +427,29 @@ def _run(
 
 
 def sync_trailers(records: list[PatchRecord]) -> list[str]:
-    """`KEY: SERIES/PATCH` for every patch that needed a hand or was dropped in this sync: the
-    commit's trailers, from which `patchctl status` tells how each patch fared."""
+    """`KEY: SERIES/PATCH` for every patch the sync stopped at (the key names the stop: a
+    conflict, needed a hand, needed a look) or dropped: the commit's trailers, from which
+    `patchctl status` tells how each patch fared."""
     trailers = []
     for record in records:
         name = f"{record.series}/{record.patch}"
-        if record.classification == "resolved by hand":
-            trailers.append(f"{health.NEEDED_HAND_TRAILER}: {name}")
-        elif record.classification.startswith(("dropped", "already upstream", "taken upstream")):
-            if record.classification.startswith("dropped"):
-                trailers.append(f"{health.NEEDED_HAND_TRAILER}: {name}")
+        if record.classification == "resolved by hand" or record.classification.startswith("dropped"):
+            trailers.append(f"{_stop_trailer(record.detail)}: {name}")
+        if record.classification.startswith(("dropped", "already upstream", "taken upstream")):
             taken = f" (taken upstream in {record.taken_upstream['commit']})" if record.taken_upstream else ""
             trailers.append(f"{health.DROPPED_TRAILER}: {name}{taken}")
     return trailers
+
+
+def _stop_trailer(detail: str) -> str:
+    """The trailer naming the stop a patch resolved by hand had: its record's detail says what it
+    was (`was: conflict ...`, as `_take_resolution` writes it)."""
+    was = detail.removeprefix("was: ")
+    if was.startswith("conflict"):
+        return health.CONFLICT_TRAILER
+    if was.startswith("needs a look"):
+        return health.NEEDED_LOOK_TRAILER
+    return health.NEEDED_HAND_TRAILER
 
 
 def _refuse_vendored_edits(config: Config, store: Store, series_list: list[Series]) -> None:

@@ -6,6 +6,7 @@ And the needs-a-hand advice promises a `.rej` only where git writes one (issue 4
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
@@ -141,3 +142,42 @@ def test_drop_at_a_patch_that_needs_a_look(project: Project, upstream: Repo, cli
     assert result.exit_code == 0, result.output
     assert [(p["patch"], p["classification"]) for p in payload["patches"]] == [(name, "dropped by hand (--drop)")]
     assert payload["patches"][0]["detail"].startswith("was: needs a look")
+
+
+def commit_as_printed(project: Project, payload: dict) -> None:
+    [step] = [s for s in payload["next_steps"] if s.startswith("review and commit: `")]
+    command = step.removeprefix("review and commit: `").removesuffix("`")
+    env = {"GIT_AUTHOR_NAME": "D", "GIT_AUTHOR_EMAIL": "d@x", "GIT_COMMITTER_NAME": "D", "GIT_COMMITTER_EMAIL": "d@x"}
+    done = subprocess.run(["bash", "-c", command], cwd=project.path, env={**env, "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, command
+
+
+def test_the_commit_names_each_stop_by_its_word_and_status_reads_it_back(project: Project, upstream: Repo, cli) -> None:
+    """A conflict resolved by hand is a `Patchctl-Conflict:`, a patch that needed a hand and was
+    dropped a `Patchctl-Needed-A-Hand:` (and `Patchctl-Dropped:`): the word of its stop, never
+    "needed a hand" for a plain conflict (issue 45, item 6)."""
+    two_patches(project, upstream)
+    upstream.commit({"src/main.c": main_c({20: "main 20 rewritten upstream"})}, "Upstream rewrites line 20")
+    sync(cli, project, "up", "--latest")
+    (tree(project) / "src/main.c").write_text(main_c({5: "main five", 20: "MAIN 20 patched, resolved"}))
+    git.run(["add", "src/main.c"], tree(project))
+    result, payload = sync(cli, project, "up", "--continue")
+    assert result.exit_code == 0, result.output
+    [step] = [s for s in payload["next_steps"] if "git commit" in s]
+    assert "Patchctl-Conflict: main/0001-patch-line-twenty.patch" in step and "Needed-A-Hand" not in step
+    commit_as_printed(project, payload)
+    status = cli("-C", project.path, "status", "--no-trial", "--json")
+    assert status.exit_code == 0, status.output
+    [series] = json.loads(status.stdout)["series"]
+    fates = {p["patch"]: [s["fate"] for s in p["syncs"]] for p in series["patches"]}
+    assert fates["0001-patch-line-twenty.patch"] == ["conflict"]
+
+
+def test_a_dropped_patch_that_needed_a_hand_is_said_so(project: Project, upstream: Repo, cli) -> None:
+    two_patches(project, upstream, plain=True)
+    upstream.commit({"src/main.c": main_c({19: "main 19 rewritten upstream"})}, "Upstream rewrites line 19")
+    sync(cli, project, "up", "--latest")
+    result, payload = sync(cli, project, "up", "--continue", "--drop")
+    [step] = [s for s in payload["next_steps"] if "git commit" in s]
+    assert "Patchctl-Needed-A-Hand: main/0001-patch-line-twenty.patch" in step
+    assert "Patchctl-Dropped: main/0001-patch-line-twenty.patch" in step and "Patchctl-Conflict" not in step
