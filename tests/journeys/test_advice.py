@@ -175,6 +175,24 @@ def gate_on_an_uncommitted_edit(base: Path) -> tuple[Project, Seen]:
     return project, cli(project, "gate")
 
 
+def exported_then_a_patch_deleted(base: Path) -> tuple[Project, Seen]:
+    """The edit loop's export, then its patch file deleted by hand at the same pin: the tree
+    still holds the commit, which patches/ no longer does."""
+    project, _ = project_at(base)
+    cli(project, "apply")
+    edit_the_tree(project)
+    Repo(tree(project)).commit({}, "Spell out util three\n\nGrep finds the word.")
+    cli(project, "export", "main")
+    (project.series_dir / "0002-Spell-out-util-three.patch").unlink()
+    return project, cli(project, "apply")
+
+
+def markers_left(base: Path) -> tuple[Project, Seen]:
+    project, _ = conflict(base)
+    git.run(["add", "src/main.c"], project.path / SYNC_TREE)  # staged with its markers
+    return project, cli(project, "pin-sync", "up", "--continue")
+
+
 def rewritten_then_moved(base: Path) -> tuple[Project, Seen]:
     """The tree's history rewritten since apply (a patch commit reworded, a commit of the user's
     on top), then the pin moved under it: apply says how to keep the commits, first."""
@@ -291,6 +309,12 @@ SITUATIONS = {
     ),
     "gate: a commit not exported": Situation(gate_on_an_unexported_commit, [["export"], ["--force"]], then="gate"),
     "gate: an uncommitted edit": Situation(gate_on_an_uncommitted_edit, COMMIT_OR_DISCARD, then="gate"),
+    "apply: an exported commit whose patch was deleted": Situation(
+        exported_then_a_patch_deleted, [["export"], ["--force"]], then="apply"
+    ),
+    "pin-sync: conflict markers left": Situation(
+        markers_left, [[resolve_and_stage, "patchctl pin-sync up --continue"], ["--continue --drop"]]
+    ),
     "apply: history rewritten, then the pin moved": Situation(
         rewritten_then_moved, [["cherry-pick", "export"], ["--force"]], then="apply"
     ),
