@@ -15,12 +15,13 @@ minutes. What CI does check of it every run: the Docker tests skip without an en
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.journeys.week_fixtures import copy_checkout
 
 from .test_readme import ROOT, quick_start_commands
 
@@ -36,16 +37,8 @@ def readme_variables() -> dict[str, str]:
 
 
 def fresh_copy(destination: Path) -> Path:
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    for name in (n.decode() for n in listed if n):
-        if (ROOT / name).is_file() and not (ROOT / name).is_symlink():
-            (destination / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, destination / name)
+    """This checkout's files (tracked and new, not ignored), committed in a repository of their own."""
+    copy_checkout(ROOT, destination)
     who = ["-c", "user.name=README check", "-c", "user.email=readme@example.invalid"]
     for command in (["init", "-q"], ["add", "-A"], [*who, "commit", "-qm", "A clone of the checkout"]):
         subprocess.run(["git", *command], cwd=destination, check=True, capture_output=True)
