@@ -11,6 +11,7 @@ import os
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "preflight": ("engine.tools.preflight", "say which torch the engine has; warn on a GPU build without a GPU"),
     "vectors": ("engine.tools.vectors", "write the block manager's conformance vectors"),
     "capacity": ("engine.tools.capacity", "paged vs reserved KV capacity and prefix-sharing memory"),
     "generate": ("engine.tools.generate", "generate text with the embedded tiny model"),

@@ -178,18 +178,21 @@ def echo_lines(lines: list[str], *, err: bool = False) -> None:
 
 
 def echo_report(markdown: str) -> None:
-    """A Markdown report on stdout. It quotes upstream text verbatim in its code blocks (a
-    build log's tail): under GitHub Actions, with workflow commands off while it prints."""
+    """A Markdown report on stdout, as plain text (`terminal_text`: Markdown's escapes are for
+    the Markdown outputs, --report and the summaries). It quotes upstream text verbatim in its
+    code blocks (a build log's tail): under GitHub Actions, with workflow commands off while it prints."""
+    from .output.escape import terminal_text
     from .output.findings import under_github_actions
 
-    click.echo(log_block(markdown) if under_github_actions() else markdown, nl=False)
+    text = terminal_text(markdown)
+    click.echo(log_block(text) if under_github_actions() else text, nl=False)
 
 
 def publish_report(
     payload: dict, markdown: str, *, markdown_file: Path | None, json_file: Path | None, as_json: bool
 ) -> None:
     """A report (PAYLOAD, and MARKDOWN made of it) written where the command was asked to write
-    it, then printed: as JSON with --json, else as Markdown."""
+    it, then printed: as JSON with --json, else as plain text (`echo_report`)."""
     from .confined import named
 
     repository = _repository_of_outputs()

@@ -129,29 +129,42 @@ REPORT_EVERY_PERCENT = 5
 REPORT_EVERY_S = 30.0
 
 
+ESTIMATE_AFTER_S = 20.0  # an estimate from less than this (or less than 5% done) says nothing
+
+
 class _Reporter:
     """Turns a build's status lines into a line now and then: at every REPORT_EVERY_PERCENT and
-    at least every REPORT_EVERY_S seconds while the build moves."""
+    at least every REPORT_EVERY_S seconds while the build moves; once the build has run a while,
+    with an estimate of what is left at the pace so far (a cold libllama build takes minutes on
+    an idle machine and far more under load: the estimate follows the machine it runs on)."""
 
-    def __init__(self, what: str, log_path: Path, say: Progress):
-        self.what, self.log_path, self.say = what, log_path, say
+    def __init__(self, what: str, log_path: Path, say: Progress, clock: Callable[[], float] = time.monotonic):
+        self.what, self.log_path, self.say, self.clock = what, log_path, say, clock
         self.reported_percent = -REPORT_EVERY_PERCENT
-        self.reported_at = time.monotonic()
+        self.started_at = self.reported_at = clock()
 
     def line(self, line: bytes) -> None:
         if m := _NINJA_STATUS_RE.match(line):
             done, total = int(m[1]), int(m[2])
             if total <= 0 or done > total:
                 return
-            percent, count = done * 100 // total, f"[{done}/{total}] "
+            fraction, count = done / total, f"[{done}/{total}] "
         elif m := _MAKE_STATUS_RE.match(line):
-            percent, count = min(int(m[1]), 100), ""
+            fraction, count = min(int(m[1]), 100) / 100, ""
         else:
             return
-        now = time.monotonic()
+        percent = int(fraction * 100)
+        now = self.clock()
         if percent >= self.reported_percent + REPORT_EVERY_PERCENT or now - self.reported_at >= REPORT_EVERY_S:
             self.reported_percent, self.reported_at = percent - percent % REPORT_EVERY_PERCENT, now
-            self.say(f"{self.what}: {count}{percent}% (log: {self.log_path})")
+            self.say(f"{self.what}: {count}{percent}%{self._estimate(fraction, now)} (log: {self.log_path})")
+
+    def _estimate(self, fraction: float, now: float) -> str:
+        elapsed = now - self.started_at
+        if elapsed < ESTIMATE_AFTER_S or fraction < 0.05 or fraction >= 1:
+            return ""
+        minutes = max(1, round(elapsed * (1 - fraction) / fraction / 60))
+        return f", about {minutes} min left at this pace"
 
 
 def _run(command: list[str], log: BinaryIO, log_path: Path, step: str, reporter: _Reporter | None = None) -> None:

@@ -94,6 +94,12 @@ def plan(
         detected = detect_gclient(root, path, file, upstream_url, pin, name)
     else:
         raise UsageError(f"unknown layout {layout!r} (choose: {', '.join(LAYOUTS)})")
+    if detected.url and (missing := _missing_local_path(root, detected.url)) is not None:
+        given = "--upstream-url" if upstream_url else "the upstream"
+        raise UsageError(
+            f"{given} {detected.url!r} is a local path where nothing is ({missing}); name an existing clone of "
+            "the upstream, or its URL"
+        )
     if is_sdist_url(detected.url):
         detected.branch = SDIST_BRANCH
     elif detected.url:
@@ -137,6 +143,18 @@ def plan(
     if not exists:
         files[PRE_COMMIT_NAME] = snippet.encode()
     return Plan(files, tuple(detected.found), tuple(detected.unmapped), snippet, not exists, tuple(chosen))
+
+
+def _missing_local_path(root: Path, url: str) -> str | None:
+    """Where URL, a local path (relative ones from ROOT, as matrix.yaml reads them), points, when
+    nothing is there; None for an existing path and for every other URL form."""
+    if is_sdist_url(url) or re.match(r"^[\w.-]+@[\w.-]+:", url):
+        return None
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url) and not url.startswith("file://"):
+        return None
+    path = Path(url.removeprefix("file://")).expanduser()
+    path = path if path.is_absolute() else root / path
+    return None if path.exists() else str(path)
 
 
 # ------------------------------------------------------------------ new repository

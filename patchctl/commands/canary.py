@@ -97,7 +97,8 @@ def canary_cmd(
 
     \b
     Each patch is applied strictly; one that fails is tried with a 3-way merge, which
-    says whether a pin-sync would be mechanical or needs a hand, and the upstream
+    says whether a pin-sync would be mechanical or stop at it (a conflict, a patch that
+    needs a hand or a look, or one blocked by an earlier one), and the upstream
     history between the pin and the tip is bisected to name the first commit that
     breaks it. With --compile each toolchain of matrix.yaml's canary section builds
     the series in its image (pulled, or built from its dockerfile) with its command, in

@@ -30,9 +30,13 @@ from ..state import worktree
 @click.option(
     "-m",
     "--message",
-    default=vendor.DEFAULT_MESSAGE,
-    show_default=True,
-    help="With --from-vendor: the new patch's commit message (its first line names the patch).",
+    "messages",
+    multiple=True,
+    help=(
+        "With --from-vendor: the new patch's commit message, its first line naming the patch; given again, "
+        "each is one more paragraph, as with `git commit -m` (the description lint wants). "
+        f"Default: {vendor.DEFAULT_MESSAGE!r}."
+    ),
 )
 @click.option("--base", help="Commit the series starts from (default: the upstream's pin).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 listing the patches that are out of date.")
@@ -43,7 +47,7 @@ def export_cmd(
     series: str,
     from_dir: Path | None,
     from_vendor: bool,
-    message: str,
+    messages: tuple[str, ...],
     base: str | None,
     check: bool,
     as_json: bool,
@@ -60,10 +64,10 @@ def export_cmd(
     \b
     Examples:
       patchctl apply llama.cpp                    # tree in .patchctl/trees/llama.cpp
-      (cd .patchctl/trees/llama.cpp && git commit -am "Fix slot finder")
+      (cd .patchctl/trees/llama.cpp && git commit -am "Fix slot finder" -m "Why it is needed.")
       patchctl export llama.cpp
       patchctl export llama.cpp --check           # in CI: exit 1 when patches/ is stale
-      patchctl export llama --from-vendor -m "Fix slot finder"   # edits in the vendored copy
+      patchctl export llama --from-vendor -m "Fix slot finder" -m "Why."   # edits in the vendored copy
     """
     if from_vendor:  # (the project lock is taken below: export writes)
         if from_dir is not None or check or base is not None:
@@ -77,12 +81,18 @@ def export_cmd(
     # A tree that holds no work of the user's is re-applied first (a no-op when it is current):
     # after a pin-sync or a pull it is pin + series again, so the check reads what is on disk.
     # (With --base the tree was applied at that rev on purpose: it is taken as it is.)
-    untouched = from_dir is None and base is None and not from_vendor and not fresh and apply_job.holds_no_work(applied)
+    untouched = (
+        from_dir is None
+        and base is None
+        and not from_vendor
+        and not fresh
+        and apply_job.holds_no_work(app.config, app.store, series, applied)
+    )
     if not check or fresh or untouched:
         app.lock_project()
     config = app.config
     if from_vendor:
-        _take_back_vendored_edits(app, series, message)
+        _take_back_vendored_edits(app, series, "\n\n".join(messages) if messages else vendor.DEFAULT_MESSAGE)
         fresh = False
     source = app.path(from_dir) or worktree.applied_tree(config.root, config.get_series(series).name)
     if fresh and not source.exists():
@@ -110,6 +120,9 @@ def export_cmd(
         if as_json:
             emit_json(stale.result)
         raise
+    if not check and not from_vendor:
+        # The tree's commits are the series now: its marker says so (a pin-sync may carry them next).
+        apply_job.record_export(config, series, source, result.base)
     if from_vendor:
         # The tree's new commit is in the series now: re-apply it so that the tree is pin + series
         # again (a marker `apply`, `gate` and the next --from-vendor trust).

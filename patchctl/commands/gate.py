@@ -9,6 +9,7 @@ import click
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
 from ..errors import UsageError
 from ..loop import gates
+from ..series import apply_job
 
 
 @click.command("gate")
@@ -54,9 +55,18 @@ def gate_cmd(
     if tree is not None and len(names) != 1:
         raise UsageError("--tree needs exactly one SERIES")
     for name in names:
+
+        def pin_and_series(applied: Path, name: str = name) -> None:
+            apply_job.refuse_stale(app.config, app.store, name, applied, given=tree is not None)
+
         try:
             results = gates.run_gates(
-                app.config, name, app.path(tree), update_baseline=update_baseline, skip_slow=skip_slow
+                app.config,
+                name,
+                app.path(tree),
+                update_baseline=update_baseline,
+                skip_slow=skip_slow,
+                check_current=pin_and_series,
             )
         except gates.GatesFailed as failed:
             _print_gates(failed.results, as_json, name)

@@ -6,6 +6,8 @@ import click
 
 from ..app import AppContext, complete_series, pass_app, print_findings
 from ..errors import UsageError
+from ..output.escape import log_line, workflow_command
+from ..output.findings import repository_path, under_github_actions
 from ..series import linter
 
 
@@ -26,7 +28,8 @@ def lint_cmd(app: AppContext, series: tuple[str, ...], no_apply: bool, as_json: 
     declared counts (git apply would drop it), PC014 a well-formed Upstream-Status: header
     (only with upstream_status: required).
     Findings print as FILE:LINE: RULE: message, and as ::error annotations under GitHub
-    Actions.
+    Actions. A warning does not fail lint: PC016 allow_empty: true left on a series that has
+    patches (FILE:LINE: warning: PC016: ... on stderr, a ::warning annotation).
 
     \b
     Examples:
@@ -36,6 +39,11 @@ def lint_cmd(app: AppContext, series: tuple[str, ...], no_apply: bool, as_json: 
     if not series and not app.config.series:
         raise UsageError(f"{app.config.path.name} defines no series: lint would check nothing")
     findings = linter.lint(app.config, None if no_apply else app.store, series, apply_check=not no_apply)
+    for warning in linter.warnings(app.config, series):
+        click.echo(log_line(f"{warning.file}:{warning.line}: warning: {warning.rule}: {warning.message}"), err=True)
+        if under_github_actions() and not as_json:  # (stdout is the JSON alone)
+            file = repository_path(warning.file, (app.config.root,))
+            click.echo(workflow_command("warning", warning.message, file=file, line=warning.line, title=warning.rule))
     print_findings(findings, as_json, (app.config.root,))
     if not as_json:
         click.echo("lint: no findings")

@@ -59,8 +59,9 @@ def status_cmd(
     (upstream commits between the pin and the tip that touched those files), its verdict
     at the tip (strict, else 3-way, as the canary tries it; "taken upstream in COMMIT" when
     upstream holds its change) and how it fared in the recent pin-syncs (kept, rewritten,
-    needed a hand). --html writes one page with charts (drift by status, the series' size
-    over time), with no script and nothing fetched. Never modifies the repository.
+    or the stop it was: conflict, needed a hand, needed a look). --html writes one page
+    with charts (drift by status, the series' size over time), with no script and
+    nothing fetched. Never modifies the repository.
 
     \b
     Examples:

@@ -8,7 +8,8 @@ For every series on the upstream:
 
 * each patch is applied strictly at the tip; one that fails is tried again with a 3-way
   merge, which says whether a pin-sync would be mechanical (merged, or already upstream)
-  or needs a hand (conflict, file gone, with git's own reason); every failing file and
+  or stop, and at what (docs/reference/index.md#stops): a conflict, a patch that needs a
+  hand (file gone, with git's own reason) or a look (the same edit upstream); every failing file and
   hunk is named. The blobs 3-way needs are created from the pin first, every time, so the
   verdicts never depend on what the cache happens to hold; moved files, foreign index lines
   and identical edits upstream made for another reason are handled as pin-sync does
@@ -62,9 +63,13 @@ from .rangediff import series_range_diff
 from .runners import ensure_image, log_tail, run_build
 
 Progress = Callable[[str], None]
+# The words of docs/reference/index.md#stops, as every command, page, report and trailer uses them.
 MECHANICAL = "mechanical"
-NEEDS_HAND = "needs a hand"
-BLOCKED = "blocked"
+CONFLICT = "conflict"  # the 3-way merge leaves conflict markers: a person resolves them
+NEEDS_HAND = "needs a hand"  # git cannot merge it at all (nothing applied): a person applies it
+NEEDS_LOOK = "needs a look"  # it merges, but upstream made the same edit for another reason
+BLOCKED = "blocked"  # not tried: an earlier patch touching the same files stopped
+STOPS = (CONFLICT, NEEDS_HAND, NEEDS_LOOK, BLOCKED)  # a pin-sync stops at each
 
 
 @dataclass
@@ -73,7 +78,7 @@ class CanaryPatch:
     strict: str  # applier Status value
     strict_detail: str = ""
     trial: str | None = None  # 3-way trial outcome when strict failed
-    verdict: str = "ok"  # ok | mechanical | needs a hand | blocked (by an earlier failing patch)
+    verdict: str = "ok"  # ok | mechanical | conflict | needs a hand | needs a look | blocked
     breaking_commit: dict | None = None  # {sha, subject}: first upstream commit it fails at
     bisect_note: str = ""
     blocked_by: str | None = json_field(omit_empty=True, default=None)  # the earlier failing patch it depends on
@@ -96,8 +101,8 @@ class CanarySeries:
     @property
     def verdict(self) -> str:
         verdicts = {p.verdict for p in self.patches}
-        if NEEDS_HAND in verdicts or BLOCKED in verdicts:
-            return NEEDS_HAND
+        if verdicts & set(STOPS):
+            return "stops"  # a pin-sync would stop: the patches say where and why
         return MECHANICAL if MECHANICAL in verdicts else "ok"
 
 
@@ -219,7 +224,7 @@ def _patch_body(patch: CanaryPatch, blocked: list[str]) -> str:
     strict = f"{patch.strict} {patch.strict_detail}".rstrip()
     lines = [
         f"Patch {md_code(patch.patch)} fails to apply strictly: {md_prose(strict)}",
-        f"- 3-way trial: {md_prose(patch.trial)} (pin-sync {md_text(patch.verdict)})",
+        f"- 3-way trial: {md_prose(patch.trial)} (a pin-sync: {md_text(patch.verdict)})",
         _commit_line(patch.breaking_commit, patch.bisect_note),
     ]
     if blocked:
@@ -321,7 +326,7 @@ def canary(
             result.range_diff = _range_diff(mirror.path, up.pin, patches, tip, head)
             outcomes = {p.patch: {**to_json(p), "submitted": pulls.get(p.patch)} for p in result.patches}
             report.health += health.health_rows(mirror.path, up.pin, tip, series.name, patches, outcomes)
-            heads[series.name] = head if result.verdict not in (NEEDS_HAND, BLOCKED) else None
+            heads[series.name] = head if result.verdict != "stops" else None
             if bisect:
                 _bisect_failures(mirror, patches, result, up.pin, tip, say)
         if compile:
@@ -423,9 +428,9 @@ def _trial(
                 else:
                     entry.trial, entry.verdict, entry.stop_cause = _three_way_trial(tree, patch, strict, move, pins)
                     _note_taken(entry, tree, patch, move)
-                    if entry.verdict != NEEDS_HAND:
+                    if entry.verdict not in STOPS:
                         entry.stop_cause = None  # taken upstream after all: pin-sync drops it
-                if entry.verdict in (NEEDS_HAND, BLOCKED):
+                if entry.verdict in STOPS:
                     unapplied.update(dict.fromkeys(patch.touched_paths(), patch.name))
             result.patches.append(entry)
         return result, git.rev_parse(tree, "HEAD")
@@ -447,8 +452,10 @@ def _note_taken(entry: CanaryPatch, tree: Path, patch: PatchFile, move: carry.Pi
     if holds:
         entry.taken_upstream = taken.record(url)
         entry.trial = f"already upstream, {taken.describe(url)}: pin-sync drops it"
-    elif entry.verdict == NEEDS_HAND:
+    elif entry.verdict in (CONFLICT, NEEDS_HAND, NEEDS_LOOK):
+        # A patch-id is no proof of the exact change: a stop that needs a look (3-way's word kept in the trial).
         entry.trial = f"{carry.NOT_EXACT}: {carry.describe_not_exact(taken)} (3-way alone: {entry.trial})"
+        entry.verdict = NEEDS_LOOK
     else:  # it merges: upstream's twin commit is worth knowing, not a reason to drop it
         entry.trial += f"; {carry.describe_not_exact(taken)}"
 
@@ -462,7 +469,7 @@ def _three_way_trial(
         if edits := carry.same_edits(tree, move, patch):
             cause = pins.explain(patch, patch, [stopcause.Failed(e.file, e.hunk) for e in edits], stopcause.SAME_EDIT)
             _advise(patch, cause)
-            return f"{carry.SAME_EDIT}: {carry.describe_same_edits(edits)}", NEEDS_HAND, cause
+            return f"{carry.SAME_EDIT}: {carry.describe_same_edits(edits)}", NEEDS_LOOK, cause
         return "already upstream: pin-sync drops it", MECHANICAL, None
     if strict.status in (Status.MALFORMED, Status.UNSAFE_PATH):
         return f"not tried: {strict.status.value}", NEEDS_HAND, None
@@ -472,7 +479,7 @@ def _three_way_trial(
     if carried.needs_look:
         cause = _advise(patch, pins.explain_carried(patch, carried))
         git.run(["reset", "-q", "--hard", "HEAD"], tree)
-        return f"{carry.SAME_EDIT}: {carry.describe_same_edits(carried.same_edits)}", NEEDS_HAND, cause
+        return f"{carry.SAME_EDIT}: {carry.describe_same_edits(carried.same_edits)}", NEEDS_LOOK, cause
     if merged.status == Status.ALREADY_APPLIED:
         return "already upstream (a 3-way merge changes nothing): pin-sync drops it" + mended, MECHANICAL, None
     if merged.status == Status.MERGED:
@@ -485,7 +492,7 @@ def _three_way_trial(
     git.run(["reset", "-q", "--hard", "HEAD"], tree)
     git.run(["clean", "-q", "-fd"], tree)
     if merged.status == Status.CONFLICT:
-        return f"3-way conflict in {', '.join(merged.conflict_files)}" + mended, NEEDS_HAND, cause
+        return f"3-way conflict in {', '.join(merged.conflict_files)}" + mended, CONFLICT, cause
     return f"3-way failed: {merged.three_way or merged.describe().split(': ', 1)[-1]}" + mended, NEEDS_HAND, cause
 
 

@@ -27,6 +27,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,9 +104,11 @@ def run_gates(
     update_baseline: bool = False,
     log_dir: Path | None = None,
     skip_slow: bool = False,
+    check_current: Callable[[Path], None] | None = None,
 ) -> list[GateResult]:
     """Run every gate of the series in order (with SKIP_SLOW, those not marked `slow: true`);
-    stop at the first failure. Raises GatesFailed."""
+    stop at the first failure. Raises GatesFailed. CHECK_CURRENT, called with the tree once it
+    is known to be an applied tree of the series, refuses one that is not what it must be."""
     series = config.get_series(series_name)
     if not series.gates:
         raise UsageError(f"series {series.name} declares no gates in {config.path.name}")
@@ -117,6 +120,8 @@ def run_gates(
     read_series(series)  # fail closed: a missing or empty series directory is an error here too
     tree = (tree or worktree.applied_tree(config.root, series.name)).resolve()
     check_tree(tree, series)
+    if check_current is not None:
+        check_current(tree)
     log_dir = log_dir or confined_path(worktree.state_owner(config.root), worktree.gate_logs(config.root, series.name))
     logs = worktree.reached_through(log_dir / "x.log")  # the repository, for patchctl's own logs
     logs.mkdirs(log_dir)

@@ -35,11 +35,16 @@ Progress = Callable[[str], None]
 NO_STATUS = "none"
 MALFORMED = "malformed"
 RECENT_SYNCS = 5  # pin-syncs per patch in the report
-FATES = ("kept", "rewritten", "needed a hand", "dropped")
+FATES = ("kept", "rewritten", "conflict", "needed a hand", "needed a look", "dropped")
 # Trailers of a pin-sync's commit message (`patchctl.loop.sync` writes them into the commit it suggests):
-# one per patch the sync stopped at, and the fate `patchctl status` reads back from it; one per patch dropped.
-NEEDED_HAND_TRAILER = "Patchctl-Needed-A-Hand"
-STOP_TRAILERS = {NEEDED_HAND_TRAILER: "needed a hand"}
+# one per patch the sync stopped at, named by the stop (docs/reference/index.md#stops), and the fate
+# `patchctl status` reads back from it; and one per patch the sync dropped.
+STOP_TRAILERS = {
+    "Patchctl-Conflict": "conflict",
+    "Patchctl-Needed-A-Hand": "needed a hand",
+    "Patchctl-Needed-A-Look": "needed a look",
+}
+CONFLICT_TRAILER, NEEDED_HAND_TRAILER, NEEDED_LOOK_TRAILER = STOP_TRAILERS
 DROPPED_TRAILER = "Patchctl-Dropped"
 
 
@@ -61,13 +66,13 @@ class PatchHealth:
     age_days: int | None = None  # from then to the project's HEAD commit
     files: list[str] = field(default_factory=list)
     drift: int | None = None  # upstream commits between the pin and the tip that touched FILES
-    verdict: str | None = None  # at the tip: ok | mechanical | needs a hand | blocked; None: not tried
+    verdict: str | None = None  # at the tip: ok | mechanical | conflict | needs a hand | needs a look | blocked
     trial: str = ""  # what the 3-way trial said, when strict failed
     taken_upstream: dict | None = None  # {commit, subject, how, url}
     flags: list[str] = field(default_factory=list)  # what needs a maintainer's eye
     syncs: list[SyncFate] = field(default_factory=list)  # the recent pin-syncs, newest first
     pin_syncs: int = 0  # the pin-syncs of the project's history it went through
-    pin_syncs_stopped: int = 0  # of those, the ones that stopped at it (it needed a hand)
+    pin_syncs_stopped: int = 0  # of those, the ones that stopped at it (a conflict, needed a hand or a look)
     blocked_by: str | None = json_field(omit_empty=True, default=None)  # at the tip: the earlier patch it waits for
     # {url, state, note}: what became of its pull request (`status --check-submitted`, the canary in CI)
     submitted: dict | None = json_field(omit_empty=True, default=None)

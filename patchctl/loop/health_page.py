@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 
 from ..errors import EnvironmentFailure
 from ..output.escape import linkable_url
-from .canary import BLOCKED, MECHANICAL, NEEDS_HAND
+from .canary import BLOCKED, CONFLICT, MECHANICAL, NEEDS_HAND, NEEDS_LOOK
 
 # A colour per upstream status, in Yocto's order; the ones that mean "still ours to carry" warm.
 STATUS_COLOURS = {
@@ -45,7 +45,14 @@ OK = "ok"
 NOT_TRIED = "not tried"
 # A colour per verdict at the tip (the canary's words), from fine to stopped; a verdict this
 # table does not know yet takes the next of STOP_COLOURS, in the order it first appears.
-VERDICT_COLOURS = {OK: "#1a9850", MECHANICAL: "#4575b4", NEEDS_HAND: "#d73027", BLOCKED: "#e66101"}
+VERDICT_COLOURS = {
+    OK: "#1a9850",
+    MECHANICAL: "#4575b4",
+    CONFLICT: "#a50026",
+    NEEDS_HAND: "#d73027",
+    NEEDS_LOOK: "#9e6f00",
+    BLOCKED: "#e66101",
+}
 STOP_COLOURS = ("#b2182b", "#762a83", "#8c510a")
 NOT_TRIED_COLOUR = "#969696"
 WENT_UPSTREAM_COLOUR = "#1a9850"

@@ -132,9 +132,10 @@ def status(
                 entry.flags.append(f"malformed Upstream-Status: {detail}")
             if trial and (flag := accepted_flag(value, bool(outcome.get("upstream_holds")))):
                 entry.flags.append(flag)
-            hands = sum(1 for fate in entry.syncs if fate.fate == "needed a hand")
-            if hands > 1:
-                entry.flags.append(f"needed a hand in {hands} of the last {len(entry.syncs)} pin-syncs")
+            stops = [fate.fate for fate in entry.syncs if fate.fate in ("conflict", "needed a hand", "needed a look")]
+            if len(stops) > 1:
+                kinds = ", ".join(sorted(set(stops)))
+                entry.flags.append(f"stopped {len(stops)} of the last {len(entry.syncs)} pin-syncs ({kinds})")
             if value == "Submitted" and url in pulls:
                 pull = pulls[url]
                 entry.submitted = to_json(pull)

@@ -291,7 +291,7 @@ def continue_sync(
         _take_resolution(config, state, drop=drop)
     elif drop:
         raise UsageError(
-            "--drop drops a patch that needs a hand, and the sync stopped at a gate: fix the series and "
+            "--drop drops the patch that stopped the replay, and this sync stopped at a gate: fix the series and "
             f"`{_sync_command(state.upstream, '--continue')}`, or `{_sync_command(state.upstream, '--abort')}`"
         )
     elif state.phase == "gates-failed":
@@ -455,19 +455,29 @@ def _run(
 
 
 def sync_trailers(records: list[PatchRecord]) -> list[str]:
-    """`KEY: SERIES/PATCH` for every patch that needed a hand or was dropped in this sync: the
-    commit's trailers, from which `patchctl status` tells how each patch fared."""
+    """`KEY: SERIES/PATCH` for every patch the sync stopped at (the key names the stop: a
+    conflict, needed a hand, needed a look) or dropped: the commit's trailers, from which
+    `patchctl status` tells how each patch fared."""
     trailers = []
     for record in records:
         name = f"{record.series}/{record.patch}"
-        if record.classification == "resolved by hand":
-            trailers.append(f"{health.NEEDED_HAND_TRAILER}: {name}")
-        elif record.classification.startswith(("dropped", "already upstream", "taken upstream")):
-            if record.classification.startswith("dropped"):
-                trailers.append(f"{health.NEEDED_HAND_TRAILER}: {name}")
+        if record.classification == "resolved by hand" or record.classification.startswith("dropped"):
+            trailers.append(f"{_stop_trailer(record.detail)}: {name}")
+        if record.classification.startswith(("dropped", "already upstream", "taken upstream")):
             taken = f" (taken upstream in {record.taken_upstream['commit']})" if record.taken_upstream else ""
             trailers.append(f"{health.DROPPED_TRAILER}: {name}{taken}")
     return trailers
+
+
+def _stop_trailer(detail: str) -> str:
+    """The trailer naming the stop a patch resolved by hand had: its record's detail says what it
+    was (`was: conflict ...`, as `_take_resolution` writes it)."""
+    was = detail.removeprefix("was: ")
+    if was.startswith("conflict"):
+        return health.CONFLICT_TRAILER
+    if was.startswith("needs a look"):
+        return health.NEEDED_LOOK_TRAILER
+    return health.NEEDED_HAND_TRAILER
 
 
 def _refuse_vendored_edits(config: Config, store: Store, series_list: list[Series]) -> None:
@@ -923,9 +933,8 @@ def _conflict_steps(config: Config, state: SyncState) -> list[str]:
         "the patch's message",
         f"then run `{_sync_command(state.upstream, '--continue')}`; or `{_sync_command(state.upstream, '--abort')}` "
         "to drop the sync",
-        f"to drop the patch instead, undo its merge (`{_git_command(tree, 'reset', '--hard')}`), then "
-        f"`{_sync_command(state.upstream, '--continue')}`: a conflict resolved to nothing drops the patch, said in the "
-        "report",
+        f"to drop the patch instead: `{_sync_command(state.upstream, '--continue', '--drop')}` (it undoes the "
+        "patch's merge; said in the report)",
         "matrix.yaml and patches/ are unchanged until every gate has passed",
     ]
 
@@ -935,11 +944,21 @@ def _by_hand_steps(config: Config, state: SyncState) -> list[str]:
     tree = worktree.display(config.root, Path(entry.tree))
     patch = _patches(config, state, entry.name)[entry.next]
     apply = f"{_git_command(tree, 'apply', '--reject')} < {shell_word(worktree.display(config.root, patch.path))}"
+    # git writes a FILE.rej only beside a file it found: a file gone from the target gets none.
+    target = worktree.tree_root(Path(entry.tree), "the sync tree")
+    gone = [
+        f.source_path or f.path for f in patch.files if not f.is_added and target.kind(f.source_path or f.path) is None
+    ]
+    rejects = "each rejected hunk lands in a FILE.rej beside its file"
+    if gone:
+        rejects += (
+            f"; {', '.join(gone)} {'is' if len(gone) == 1 else 'are'} gone from the target, so git writes no .rej "
+            "for it: make its changes from the patch itself"
+        )
     return [
         f"{patch.name} does not apply to the target and git could not merge it 3-way (see its detail above); "
         f"nothing of it was applied in {tree}",
-        f"apply what applies: `{apply}` (it exits 1 while hunks are rejected: each lands in a FILE.rej beside "
-        "its file)",
+        f"apply what applies: `{apply}` (it exits 1 while hunks are rejected: {rejects})",
         "make the rejected hunks' changes by hand, then stage everything but the .rej files: "
         f"`{_git_command(tree, 'add', '-A', '--', '.', ':!*.rej')}`",
         f"then run `{_sync_command(state.upstream, '--continue')}` (it commits with the patch's message)",
@@ -1018,40 +1037,39 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
     entry = next((e for e in state.series if e.head_before is not None), None)
     if entry is None:
         if drop:
-            raise UsageError("--drop: no patch is waiting for a hand")
+            raise UsageError("--drop: no patch stopped the replay: there is none to drop")
         return
     tree = Path(entry.tree)
     shown = worktree.display(config.root, tree)
     patch = _patches(config, state, entry.name)[entry.next]
     record = next(r for r in reversed(state.records) if r.series == entry.name and r.patch == patch.name)
-    conflict = record.classification == CLASSIFICATION[Status.CONFLICT]
-    if drop and conflict:
-        raise UsageError(
-            f"--drop drops a patch that needs a hand (nothing applied); {patch.name} stopped at a conflict, merged "
-            f"with markers in {shown}: to drop it, undo its merge (`{_git_command(shown, 'reset', '--hard')}`) and "
-            f"run `{_sync_command(state.upstream, '--continue')}` (a conflict resolved to nothing drops the patch); "
-            f"to keep it, resolve the conflict and `{_sync_command(state.upstream, '--continue')}`; or "
-            f"`{_sync_command(state.upstream, '--abort')}`"
-        )
     head, changed, unmerged = _changes_in(tree)
+    if drop and head == entry.head_before:
+        # As `git am --skip` does: whatever the stop (a conflict, a patch that needs a hand or a
+        # look), the patch's merge and any edit made for it are undone, and the patch is dropped.
+        git.run(["reset", "-q", "--hard", entry.head_before], tree)
+        head, changed, unmerged = entry.head_before, [], []
     if head is not None:
         _moved(state, entry, head)  # where the user left the tree: no rev-parse for `_head`
     if unmerged:
         raise UsageError(
             f"still unmerged in {shown}: {', '.join(unmerged)}; resolve them, "
-            f"`{_git_command(shown, 'add', '--', *unmerged)}`, then `{_sync_command(state.upstream, '--continue')}`"
+            f"`{_git_command(shown, 'add', '--', *unmerged)}`, then `{_sync_command(state.upstream, '--continue')}`; "
+            f"or drop the patch: `{_sync_command(state.upstream, '--continue', '--drop')}`"
         )
     marked = [name for name in changed if _MARKER_RE.search(_tree_file(tree, name) or b"")]
     if marked:
         raise UsageError(
             f"conflict markers left in {', '.join(marked)} ({shown}); finish resolving, then "
-            f"`{_sync_command(state.upstream, '--continue')}`"
+            f"`{_sync_command(state.upstream, '--continue')}`; or drop the patch: "
+            f"`{_sync_command(state.upstream, '--continue', '--drop')}`"
         )
     head = _head(state, entry)
-    if drop and (changed or head != entry.head_before):
+    if drop and head != entry.head_before:
         raise UsageError(
-            f"--drop: {shown} has changes for {patch.name}; discard them first "
-            f"(`{_git_command(shown, 'reset', '--hard', entry.head_before[:12])}`) or keep them: "
+            f"--drop: {shown} has commits made for {patch.name}, which --drop does not discard; to drop the patch, "
+            f"discard them first (`{_git_command(shown, 'reset', '--hard', entry.head_before[:12])}`), then "
+            f"`{_sync_command(state.upstream, '--continue', '--drop')}`; or keep them: "
             f"`{_sync_command(state.upstream, '--continue')}`"
         )
     if head == entry.head_before:

@@ -226,6 +226,71 @@ def log_block(text: str) -> str:
     return f"::stop-commands::{token}\n{body}::{token}::\n"
 
 
+# ---------------------------------------------------------------- a report on a terminal
+
+# What only a Markdown renderer reads: a backslash before ASCII punctuation, the tags of a fold.
+_MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_FOLD = re.compile(r"<details><summary>(.*)</summary>")
+_TABLE_DELIMITER = re.compile(r"\|(?:\s*:?-+:?\s*\|)+")
+_BACKTICKS = re.compile(r"`+")
+
+
+def terminal_text(markdown: str) -> str:
+    """A Markdown report (made with the md_* functions above) as plain text for a terminal or a
+    log: the same lines, less what only a renderer reads: backslash escapes and HTML entities
+    outside code (`\\(` reads `(`), the zero-width joiners that keep GitHub from linking, the
+    tags of folds, the delimiter row of tables and the fences of code blocks. Code spans are
+    kept whole, backticks included, so that a command in them pastes as printed; code blocks
+    line for line. Nothing comes back that `visible` took out: no control character, no line
+    break inside a value."""
+    out: list[str] = []
+    fence = ""
+    for line in markdown.split("\n"):
+        if fence:
+            if line == fence:
+                fence = ""
+            else:
+                out.append(line)
+            continue
+        if line.startswith("```"):
+            fence = line[: len(line) - len(line.lstrip("`"))]
+            continue
+        if _TABLE_DELIMITER.fullmatch(line.strip()) or line == "</details>":
+            continue
+        if (fold := _FOLD.fullmatch(line)) is not None:  # HTML, where Markdown is not read (`html_text`)
+            import html
+
+            out.append(html.unescape(fold.group(1)).replace(ZWJ, ""))
+            continue
+        out.append(_plain_line(line, table=line.startswith("|")))
+    return "\n".join(out)
+
+
+def _plain_line(line: str, *, table: bool) -> str:
+    import html
+
+    parts: list[str] = []
+    prose_start = position = 0
+
+    def prose(end: int) -> None:
+        text = _MD_ESCAPE.sub(r"\1", line[prose_start:end])
+        parts.append(html.unescape(text).replace(ZWJ, ""))
+
+    while (opening := _BACKTICKS.search(line, position)) is not None:
+        if opening.start() > 0 and line[opening.start() - 1] == "\\":
+            position = opening.end()  # an escaped backtick: prose
+            continue
+        closing = next((m for m in _BACKTICKS.finditer(line, opening.end()) if m.group() == opening.group()), None)
+        if closing is None:
+            break
+        prose(opening.start())
+        span = line[opening.start() : closing.end()]
+        parts.append(span.replace("\\|", "|") if table else span)  # `\|` is a table's escape, even in code
+        prose_start = position = closing.end()
+    prose(len(line))
+    return "".join(parts)
+
+
 # ---------------------------------------------------------------- shell
 
 

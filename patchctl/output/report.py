@@ -203,8 +203,7 @@ def canary_markdown(payload: dict) -> str:
         verdict = {
             "ok": "applies strictly",
             "mechanical": "fails strictly; a pin-sync would be mechanical",
-            "needs a hand": "fails; a pin-sync needs a hand",
-            "blocked": "fails; a pin-sync needs a hand",
+            "stops": "fails; a pin-sync would stop (a conflict, a patch that needs a hand or a look, or one blocked)",
         }[series["verdict"]]
         out += ["", f"### series {md_text(series['name'])}: {verdict}", ""]
         if not series["patches"]:

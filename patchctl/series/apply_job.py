@@ -29,7 +29,7 @@ from ..project.config import Config, Series
 from ..state import treeswap, worktree
 from ..state.worktree import Marker
 from ..upstream.store import Mirror, Store
-from .applier import PatchOutcome, apply_series_to_index, is_clean
+from .applier import PatchOutcome, apply_series_to_index, is_clean, series_tree_at_once
 from .patchset import PatchFile, is_excluded, read_series, series_digest
 
 
@@ -159,7 +159,8 @@ def apply_job(
     treeswap.recover_tree(job.tree, job.project)  # a run killed while replacing this tree: finish that first
     local = _existing_tree_state(job, force)
     existing = local.marker if local is not None else None
-    if local is not None and not local.has_commits and local.marker.matches(names, rev, digest):
+    carried = local is not None and _carried(local.marker, local.head, rev, digest, [p.name for p in patches])
+    if carried and local is not None and local.marker.matches(names, rev, digest):
         result.state, result.head = "unchanged", local.head
         return result
 
@@ -167,17 +168,19 @@ def apply_job(
     result.outcomes = outcomes
     if result.failure is not None:
         return result
-    if local is not None and local.has_commits:
+    if local is not None and not carried:
         if _holds(job.tree, mirror, local.head, rev, head):
             # The tree's own commits are pin + series (exported, or pulled): it is the applied series.
-            worktree.write_marker(
-                job.tree, Marker(names, job.upstream, rev, digest, local.head, [p.name for p in patches])
-            )
+            marker = Marker(names, job.upstream, rev, digest, local.head, [p.name for p in patches], exported=True)
+            worktree.write_marker(job.tree, marker)
             result.state, result.head = "unchanged", local.head
             return result
-        if not force:
+        if force:
+            existing = None
+        elif not _is_worktree_of(job.tree, mirror) or _not_in_series(job.tree, local, head):
             raise UsageError(_local_commits_advice(job, mirror, local, rev, digest, head))
-        existing = None
+        # else: every commit of the tree is in the series (by patch id, upstream's commits
+        # included): it holds no work, and is re-applied like a tree nobody touched.
     result.head = head
     marker = Marker(names, job.upstream, rev, digest, head, [p.name for p in patches])
     if not (existing is not None and _is_worktree_of(job.tree, mirror) and _update_in_place(job, existing, marker)):
@@ -194,9 +197,31 @@ class _LocalTree:
     head: str
 
     @property
-    def has_commits(self) -> bool:
-        """Commits made on top of what apply checked out (maybe exported since)."""
-        return self.head != self.marker.head
+    def base(self) -> str:
+        """Where the user's own commits start: the pin of an exported tree (all of its commits
+        are the user's), else the commit apply made."""
+        return self.marker.rev if self.marker.exported else self.marker.head
+
+
+def _carried(marker: Marker, head: str, rev: str, digest: str, names: list[str]) -> bool:
+    """Whether a clean tree at HEAD holds nothing that patches/ (the series NAMES, DIGEST, at the
+    pin REV) lacks: HEAD is what apply made; or the user's commits as `export` wrote them, and
+    patches/ still holds them (unchanged at the same pin; after a pin move, a pin-sync carried
+    them: every patch still there by name)."""
+    if head != marker.head:
+        return False
+    if not marker.exported:
+        return True
+    if marker.rev == rev:
+        return marker.digest == digest
+    return set(marker.patches) <= set(names)
+
+
+def _not_in_series(tree: Path, local: _LocalTree, applied: str) -> list[str]:
+    """The commits of TREE that the series applied at the pin (APPLIED, a commit the tree can
+    read) does not hold, by patch id (`git cherry`): "SHA subject" each, oldest first."""
+    listing = git.run(["cherry", "-v", applied, local.head, local.base], tree).stdout
+    return [line[2:] for line in listing.splitlines() if line.startswith("+ ")]
 
 
 def _existing_tree_state(job: ApplyJob, force: bool) -> _LocalTree | None:
@@ -225,13 +250,18 @@ def _existing_tree_state(job: ApplyJob, force: bool) -> _LocalTree | None:
         return _LocalTree(marker, head)
     if force:
         return None
+    raise UsageError(_uncommitted_advice(job, marker))
+
+
+def _uncommitted_advice(job: ApplyJob, marker: Marker) -> str:
+    tree = job.tree
     export = job.export_command(marker.rev)
     keep = (
         f"commit them there (`git -C {shlex.quote(str(tree))} commit -a`), then export them (`{export}`)"
         if export
         else f"commit them there (`git -C {shlex.quote(str(tree))} commit -a`) to keep them"
     )
-    raise UsageError(f"{tree} has uncommitted changes: {keep}; or discard them: `{job.command('--force')}`")
+    return f"{tree} has uncommitted changes: {keep}; or discard them: `{job.command('--force')}`"
 
 
 def fetch_pin(config: Config, store: Store, series_name: str) -> str:
@@ -241,14 +271,113 @@ def fetch_pin(config: Config, store: Store, series_name: str) -> str:
     return store.resolve_pin(store.mirror(config.get_upstream(upstream).url, base=config.root), config, upstream)
 
 
-def holds_no_work(tree: Path) -> bool:
-    """Whether TREE is exactly as an apply left it (its HEAD, no change to a tracked file), or as
-    the user's exported commits left it: re-applying it loses nothing."""
+def holds_no_work(config: Config, store: Store, series_name: str, tree: Path) -> bool:
+    """Whether re-applying TREE, the applied tree of SERIES_NAME, loses nothing: it is exactly as
+    an apply left it (its HEAD, no change to a tracked file); or as the user's commits were when
+    `export` wrote them, and patches/ still holds them: at the same pin, unchanged since; after
+    a pin move (a pin-sync carried the series), still every patch by name."""
     marker = worktree.read_marker(tree)
     if marker is None or marker.updating:
         return False
     head = git.run(["rev-parse", "HEAD"], tree, check=False).stdout.strip()
-    return head == marker.head and is_clean(tree)
+    if head != marker.head or not is_clean(tree):
+        return False
+    if not marker.exported:
+        return True
+    patches = read_series(config.get_series(series_name))
+    pin = fetch_pin(config, store, series_name)
+    return _carried(marker, head, pin, series_digest(patches), [p.name for p in patches])
+
+
+def refuse_stale(config: Config, store: Store, series_name: str, tree: Path, *, given: bool = False) -> None:
+    """Refuse, in one line, a tree `gate` would run on that is not pin + series: the pin of
+    matrix.yaml (GIVEN, a tree named with --tree: the revision it was applied at) with exactly
+    the patches in patches/ applied, as `export --check` and `apply` judge it. The line says
+    what differs and the command that makes the tree pin + series: `patchctl apply`, or, where
+    the tree holds work that is not in the series, what keeps it (`--force` last, saying that it
+    discards them). A tree patchctl did not apply is left to `gates.check_tree`."""
+    marker = worktree.read_marker(tree)
+    if marker is None or marker.updating or series_name not in marker.series:
+        return
+    selected = [config.get_series(name) for name in marker.series if name in config.series]
+    if [s.name for s in selected] != marker.series or {s.upstream for s in selected} != {marker.upstream}:
+        return
+    patches = [p for s in selected for p in read_series(s)]
+    digest = series_digest(patches)
+    mirror = store.mirror(config.get_upstream(marker.upstream).url, base=config.root)
+    pin = store.resolve_pin(mirror, config, marker.upstream)
+    rev = marker.rev if given else pin
+    head = git.run(["rev-parse", "HEAD"], tree, check=False).stdout.strip()
+    clean = is_clean(tree)
+    if clean and head == marker.head and marker.matches(marker.series, rev, digest):
+        return
+    default = not given or tree.resolve() == worktree.applied_tree(config.root, series_name).resolve()
+    job = ApplyJob(selected, marker.upstream, tree, into=not default, rev_option=None if rev == pin else rev)
+    where = worktree.display(config.root, tree)
+    outcomes, applied = apply_series_to_index(mirror.path, rev, patches)
+    failure = next((o for o in outcomes if not o.ok), None)
+    if failure is not None:
+        raise CheckFailed(
+            f"{where} is not pin + series, and none can be made: the series does not apply to {rev[:12]}: "
+            f"{failure.describe()}; gate runs on pin + series only"
+        )
+    shared = _is_worktree_of(tree, mirror)
+    if clean and shared and _holds(tree, mirror, head, rev, applied):
+        return
+    local = _LocalTree(marker, head)
+    what = _how_it_differs(marker, rev, [p.name for p in patches], digest)
+    if clean and (
+        _carried(marker, head, rev, digest, [p.name for p in patches])
+        or (shared and not _not_in_series(tree, local, applied))
+    ):
+        raise UsageError(
+            f"{where} is not pin + series ({what or 'its commits are all in the series'}), so gate does not run "
+            f"on it; it holds no work of yours: re-apply it (`{job.command()}`)"
+        )
+    if clean:
+        advice = _local_commits_advice(job, mirror, local, rev, digest, applied)
+    else:
+        advice = _uncommitted_advice(job, marker)
+    why = f" ({what})" if what else ""
+    advice = advice.removeprefix(f"{tree} ")
+    raise UsageError(f"{where} is not pin + series{why}, so gate does not run on it: it {advice}")
+
+
+def _how_it_differs(marker: Marker, rev: str, names: list[str], digest: str) -> str:
+    """What moved since MARKER's apply: the pin, or patches/ ("" when neither did)."""
+    if marker.rev != rev:
+        return f"it was applied at {marker.rev[:12]}, and the pin is {rev[:12]}"
+    if marker.digest == digest:
+        return ""
+    removed = [n for n in marker.patches if n not in names]
+    added = [n for n in names if n not in marker.patches]
+    said = [f"{', '.join(removed)} removed from patches/"] if removed else []
+    said += [f"{', '.join(added)} added to patches/"] if added else []
+    return f"{' and '.join(said) or 'patches/ changed'} since it was applied"
+
+
+def record_export(config: Config, series_name: str, tree: Path, base: str) -> bool:
+    """After `export` wrote SERIES_NAME from TREE's commits on top of BASE: when TREE is the
+    applied tree of that series and its HEAD is exactly BASE plus the series now on disk (no
+    commit held back: none only on excluded paths), its marker is re-recorded at HEAD, as a
+    later `apply` would. Its commits are then known to be in the series: after a pin-sync has
+    carried them onto a new pin, the tree holds no work (`holds_no_work`) and is re-applied
+    by itself, instead of being taken for work that would be lost. Whether it was recorded."""
+    marker = worktree.read_marker(tree)
+    if marker is None or marker.updating or marker.series != [series_name]:
+        return False
+    series = config.get_series(series_name)
+    patches = read_series(series)
+    if not is_clean(tree):
+        return False
+    head = git.run(["rev-parse", "HEAD"], tree).stdout.strip()
+    ours = git.run(["rev-parse", "HEAD^{tree}"], tree).stdout.strip()
+    if series_tree_at_once(tree, base, patches) != ours:
+        return False
+    names = [p.name for p in patches]
+    marker = Marker([series_name], series.upstream, base, series_digest(patches), head, names, exported=True)
+    worktree.write_marker(tree, marker)
+    return True
 
 
 def _holds(tree: Path, mirror: Mirror, head: str, rev: str, applied: str) -> bool:
@@ -262,12 +391,19 @@ def _holds(tree: Path, mirror: Mirror, head: str, rev: str, applied: str) -> boo
 
 
 def _local_commits_advice(job: ApplyJob, mirror: Mirror, local: _LocalTree, rev: str, digest: str, applied: str) -> str:
-    """Why the commits on top of JOB's tree stop apply, and the commands that go on from there."""
+    """Why the commits of JOB's tree that are not in the series stop apply (they would be lost),
+    and the commands that go on from there: each one works as printed, `--force` last."""
     tree = job.tree
-    commits = f"commits on top of the applied series ({local.marker.head[:12]}..{local.head[:12]})"
+    shared = _is_worktree_of(tree, mirror)  # the commit APPLIED is then readable in the tree
+    mine = _not_in_series(tree, local, applied) if shared else []
+    if mine:
+        shown = "; ".join(line.split(" ", 1)[0][:12] + " " + line.split(" ", 1)[-1] for line in mine[:3])
+        more = f"; and {len(mine) - 3} more" if len(mine) > 3 else ""
+        commits = f"{len(mine)} commit(s) not in the series ({shown}{more})"
+    else:
+        commits = f"commits not in the series ({local.base[:12]}..{local.head[:12]})"
     force = job.command("--force")
     discard = f"or discard them: `{force}`"
-    shared = _is_worktree_of(tree, mirror)  # the commit APPLIED is then readable in the tree
     if shared:
         listing = git.run(["diff-tree", "-r", "-z", "--name-only", "--no-renames", local.head, applied], tree).stdout
         differing = sorted(p for p in listing.split("\0") if p)
@@ -280,14 +416,26 @@ def _local_commits_advice(job: ApplyJob, mirror: Mirror, local: _LocalTree, rev:
     names = [s.name for s in job.series]
     if export and local.marker.matches(names, rev, digest):
         return f"{tree} has {commits}: export them (`{export}`; apply is then a no-op), {discard}"
-    if shared and git.run(["merge-base", "--is-ancestor", local.marker.head, local.head], tree, check=False).ok:
-        rebase = shlex.join(["git", "-C", str(tree), "rebase", "--onto", applied, local.marker.head])
-        then = f", then export them (`{export}`)" if export else ""
+    if export and local.marker.exported and local.marker.rev == rev:
         return (
-            f"{tree} has {commits}, and the pin or patches/ changed since it was applied: move them onto pin + "
-            f"series (`{rebase}`){then}; {discard}"
+            f"{tree} has {commits}: patches/ changed since the tree was exported; to keep the tree's version, "
+            f"export it again (`{export}`), {discard}"
         )
-    return f"{tree} has {commits}, and the pin or patches/ changed since it was applied; {discard}"
+    then = f", then export them (`{export}`)" if export else ""
+    moved = "the pin or patches/ changed since it was applied"
+    if (
+        shared
+        and not local.marker.exported
+        and git.run(["merge-base", "--is-ancestor", local.marker.head, local.head], tree, check=False).ok
+    ):
+        rebase = shlex.join(["git", "-C", str(tree), "rebase", "--onto", applied, local.marker.head])
+        return f"{tree} has {commits}, and {moved}: move them onto pin + series (`{rebase}`){then}; {discard}"
+    if mine:
+        # Rewritten since apply (or exported, then carried only in part): the commits themselves, picked.
+        at = shlex.join(["git", "-C", str(tree), "checkout", "-q", "--detach", applied])
+        pick = shlex.join(["git", "-C", str(tree), "cherry-pick", *(line.split(" ", 1)[0] for line in mine)])
+        return f"{tree} has {commits}, and {moved}: move them onto pin + series (`{at} && {pick}`){then}; {discard}"
+    return f"{tree} has {commits}, and {moved}; keep what you need from it, then discard them: `{force}`"
 
 
 def _is_worktree_of(tree: Path, mirror: Mirror) -> bool:

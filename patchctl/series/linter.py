@@ -19,6 +19,10 @@ build. Each rule has an id; findings carry `file:line`.
            upstream_status: required)
     PC015  the downstream's own list (`list:`) names exactly the patch files present: no file it
            lists is missing, no patch file of the directory is left out
+
+Warnings (printed, exit 0; `warnings`):
+    PC016  `allow_empty: true` on a series that has patches: left from its start, it would let a
+           series emptied by mistake pass every check
 """
 
 from __future__ import annotations
@@ -91,6 +95,23 @@ def _list_findings(config: Config, series: Series) -> list[Finding]:
         return []
     shown = worktree.display(config.root, listed.path)
     return [Finding(shown, line, "PC015", message, series.name) for line, message in patchlist.problems(series)]
+
+
+def warnings(config: Config, series_names: tuple[str, ...] = ()) -> list[Finding]:
+    """What lint says without failing: PC016, a stale `allow_empty: true`."""
+    found = []
+    for series in config.select_series(series_names):
+        if not series.allow_empty:
+            continue
+        patches = read_series(series)
+        if patches:
+            line = config.doc.line_of(("series", series.name, "allow_empty"))
+            message = (
+                f"series {series.name} has {len(patches)} patch(es) and still says allow_empty: true; remove it, so "
+                "that a series emptied by mistake fails again"
+            )
+            found.append(Finding(worktree.display(config.root, config.path), line, "PC016", message, series.name))
+    return found
 
 
 def _numbering(config: Config, series: Series, patches: list[PatchFile]) -> list[Finding]:

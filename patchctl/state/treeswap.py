@@ -67,22 +67,28 @@ def replace_tree(
     recover_tree(tree, project)
     new, old = sibling(tree, NEW), sibling(tree, OLD)
     _release_missing(mirror.path, new)
-    check_out(
-        store,
-        mirror,
-        head,
-        tree=new,
-        project=project,
-        prepare=lambda at: worktree.write_marker(at, marker),
-        moving=True,
-    )
-    if where.lstat(tree) is not None:
-        where.rename(tree, old)
-        if _admin_dir(where, old) is not None:
-            _repair(where, old)  # two worktrees must not claim one path
-    where.rename(new, tree)
-    _reattach(where, tree)
-    _remove(where, old)
+    try:
+        check_out(
+            store,
+            mirror,
+            head,
+            tree=new,
+            project=project,
+            prepare=lambda at: worktree.write_marker(at, marker),
+            moving=True,
+        )
+        if where.lstat(tree) is not None:
+            where.rename(tree, old)
+            if _admin_dir(where, old) is not None:
+                _repair(where, old)  # two worktrees must not claim one path
+        where.rename(new, tree)
+        _reattach(where, tree)
+        _remove(where, old)
+    except BaseException:
+        # Ctrl-C, a signal or a failure on the way: what a later run's recovery would do, done now,
+        # so that nothing is left beside the tree (the old tree back, or the complete new one).
+        recover_tree(tree, project)
+        raise
 
 
 def check_out(

@@ -193,6 +193,9 @@ class Marker:
     patches: list[str]
     version: int = MARKER_VERSION
     updating: str = ""  # the commit an in-place update is checking out; empty once it is done
+    # HEAD is the user's own commits, found to be exactly the series (by `export`, or by `apply`
+    # re-recording a tree whose commits were exported): not a tree apply made and nobody touched.
+    exported: bool = False
 
     def matches(self, series: list[str], rev: str, digest: str) -> bool:
         current = self.version == MARKER_VERSION and not self.updating

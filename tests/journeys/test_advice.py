@@ -149,6 +149,65 @@ def no_tree_to_gate(base: Path) -> tuple[Project, Seen]:
     return project, cli(project, "gate")
 
 
+ALWAYS_GATE = "    gates:\n      - name: always\n        command: 'true'\n"
+
+
+def gate_after_a_patch_left_patches(base: Path) -> tuple[Project, Seen]:
+    """A patch removed from patches/ after apply: the tree still has it (issue 45)."""
+    project, _ = project_at(base, line20=True, extra_yaml=ALWAYS_GATE)
+    cli(project, "apply")
+    (project.series_dir / "0002-Patch-line-twenty.patch").unlink()
+    return project, cli(project, "gate")
+
+
+def gate_on_an_unexported_commit(base: Path) -> tuple[Project, Seen]:
+    project, _ = project_at(base, extra_yaml=ALWAYS_GATE)
+    cli(project, "apply")
+    edit_the_tree(project)
+    Repo(tree(project)).commit({}, "Spell out util three\n\nGrep finds the word.")
+    return project, cli(project, "gate")
+
+
+def gate_on_an_uncommitted_edit(base: Path) -> tuple[Project, Seen]:
+    project, _ = project_at(base, extra_yaml=ALWAYS_GATE)
+    cli(project, "apply")
+    edit_the_tree(project)
+    return project, cli(project, "gate")
+
+
+def exported_then_a_patch_deleted(base: Path) -> tuple[Project, Seen]:
+    """The edit loop's export, then its patch file deleted by hand at the same pin: the tree
+    still holds the commit, which patches/ no longer does."""
+    project, _ = project_at(base)
+    cli(project, "apply")
+    edit_the_tree(project)
+    Repo(tree(project)).commit({}, "Spell out util three\n\nGrep finds the word.")
+    cli(project, "export", "main")
+    (project.series_dir / "0002-Spell-out-util-three.patch").unlink()
+    return project, cli(project, "apply")
+
+
+def markers_left(base: Path) -> tuple[Project, Seen]:
+    project, _ = conflict(base)
+    git.run(["add", "src/main.c"], project.path / SYNC_TREE)  # staged with its markers
+    return project, cli(project, "pin-sync", "up", "--continue")
+
+
+def rewritten_then_moved(base: Path) -> tuple[Project, Seen]:
+    """The tree's history rewritten since apply (a patch commit reworded, a commit of the user's
+    on top), then the pin moved under it: apply says how to keep the commits, first."""
+    project, upstream = project_at(base)
+    cli(project, "apply")
+    git.run(["reset", "-q", "--soft", "HEAD~1"], tree(project))  # reworded: a new commit, at a fixed date
+    Repo(tree(project)).commit({}, "Tune main\n\nThe fifth line is spelled out, said better.")
+    edit_the_tree(project)
+    Repo(tree(project)).commit({}, "Spell out util three\n\nGrep finds the word.")
+    tip = upstream.commit({"src/util.c": numbered(30, "util").replace("util 29\n", "util 29 upstream\n")}, "More")
+    config = project.path / "matrix.yaml"
+    config.write_text(config.read_text().replace(upstream.git("rev-parse", "HEAD~1").strip(), tip))
+    return project, cli(project, "apply")
+
+
 def stopped_sync(base: Path, drift: dict[int, str], *, unmergeable: bool = False, gate: bool = False):
     extra = '    gates:\n      - name: no-todo\n        command: "! grep -n TODO src/main.c"\n' if gate else ""
     project, upstream = project_at(base, line20=True, extra_yaml=extra)
@@ -170,6 +229,13 @@ def conflict(base: Path) -> tuple[Project, Seen]:
 def conflict_then(base: Path, *args: str) -> tuple[Project, Seen]:
     project, _ = conflict(base)
     return project, cli(project, "pin-sync", "up", *args)
+
+
+def commit_made_then_drop(base: Path) -> tuple[Project, Seen]:
+    project, _ = conflict(base)
+    resolve_and_stage(project)
+    git.run(["commit", "-q", "-m", "Patch line twenty, resolved"], project.path / SYNC_TREE)
+    return project, cli(project, "pin-sync", "up", "--continue", "--drop")
 
 
 def needs_a_hand(base: Path) -> tuple[Project, Seen]:
@@ -238,11 +304,25 @@ SITUATIONS = {
     "apply --into: a directory patchctl did not make": Situation(foreign_directory, [["--force"]]),
     "a lock that is a directory": Situation(lock_is_a_directory, [["rm -r"]], then="apply"),
     "gate: no applied tree": Situation(no_tree_to_gate, [["patchctl apply main"]], then="gate"),
+    "gate: a patch removed from patches/": Situation(
+        gate_after_a_patch_left_patches, [["patchctl apply main"]], then="gate"
+    ),
+    "gate: a commit not exported": Situation(gate_on_an_unexported_commit, [["export"], ["--force"]], then="gate"),
+    "gate: an uncommitted edit": Situation(gate_on_an_uncommitted_edit, COMMIT_OR_DISCARD, then="gate"),
+    "apply: an exported commit whose patch was deleted": Situation(
+        exported_then_a_patch_deleted, [["export"], ["--force"]], then="apply"
+    ),
+    "pin-sync: conflict markers left": Situation(
+        markers_left, [[resolve_and_stage, "patchctl pin-sync up --continue"], ["--continue --drop"]]
+    ),
+    "apply: history rewritten, then the pin moved": Situation(
+        rewritten_then_moved, [["cherry-pick", "export"], ["--force"]], then="apply"
+    ),
     "pin-sync: conflict": Situation(
         conflict,
         [
             [resolve_the_conflict, "add --", "patchctl pin-sync up --continue"],
-            ["reset --hard", "patchctl pin-sync up --continue"],
+            ["--continue --drop"],
             ["--abort"],
         ],
         then="export --check main",
@@ -250,11 +330,12 @@ SITUATIONS = {
     "pin-sync: a sync in progress": Situation(
         lambda b: conflict_then(b, "--latest"), [[resolve_and_stage, "--continue"], ["--abort"]]
     ),
-    "pin-sync: --drop at a conflict": Situation(
-        lambda b: conflict_then(b, "--continue", "--drop"), [["reset --hard", "--continue"], ["--abort"]]
+    "pin-sync: --drop after a commit made for the patch": Situation(
+        commit_made_then_drop, [["reset --hard", "--continue --drop"], ["patchctl pin-sync up --continue"]]
     ),
     "pin-sync: conflict still unmerged": Situation(
-        lambda b: conflict_then(b, "--continue"), [[resolve_the_conflict, "add --", "--continue"]]
+        lambda b: conflict_then(b, "--continue"),
+        [[resolve_the_conflict, "add --", "patchctl pin-sync up --continue"], ["--continue --drop"]],
     ),
     "pin-sync: needs a hand": Situation(
         needs_a_hand,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -33,6 +32,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.patchctl.docker_image import require_engine
 
 from .github_rehearsal import GitHubRehearsal, WorkflowRun, uses_of
 from .week_fixtures import (
@@ -46,7 +47,7 @@ from .week_fixtures import (
     this_repository,
 )
 
-pytestmark = pytest.mark.journey
+pytestmark = [pytest.mark.journey, pytest.mark.docker]
 
 CANARY_KEY = "<!-- patchctl-canary-key: "
 BOT_SECRETS = {
@@ -60,8 +61,7 @@ BOT_SECRETS = {
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
-        pytest.fail("the week's images need a Docker engine (docker info fails); .ci/run starts one")
+    require_engine("the week's images (act runs the rows' jobs in them)")
     return base_image()
 
 

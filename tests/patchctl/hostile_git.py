@@ -122,8 +122,12 @@ def plant(git_dir: Path, payloads: Payloads) -> None:
 
 
 def plain_git(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """git as a user's shell runs it: none of patchctl's hardening."""
+    """git as a user's shell runs it: none of patchctl's hardening. With an identity of its own:
+    a machine whose HOME has no git config (the README's test command in `env -i`) has none, and
+    a commit would stop before its hooks and its signing run."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    for role in ("AUTHOR", "COMMITTER"):
+        env[f"GIT_{role}_NAME"], env[f"GIT_{role}_EMAIL"] = "Dana Developer", "dana@example.invalid"
     return subprocess.run(["git", *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True)
 
 

@@ -8,8 +8,8 @@ history. Nothing of their code: `build` writes each patch again as a one-line ed
 its own (`src/pNNN.c`) on a generated upstream, with its real name, subject and header, and
 replays the series' history (every arrival and departure at its real date) as the project's
 commits. The upstream's tip is made to give every verdict: a patch whose line upstream edited
-needs a hand, one whose context it edited is mechanical, one that also edits the file of a
-patch that needs a hand is blocked by it, the others are ok.
+is a conflict, one whose context it edited is mechanical, one that also edits the file of a
+patch that is a conflict is blocked by it, the others are ok.
 
     python -m tests.patchctl.status_corpus MIRROR...   # refresh from mirrors (a `fetch` of each)
 """
@@ -106,8 +106,8 @@ def _roles(count: int) -> list[str]:
     roles = []
     for index in range(count):
         if index % 7 == 3:
-            roles.append("needs a hand")
-        elif index % 7 == 4 and index > 0 and roles[index - 1] == "needs a hand":
+            roles.append("conflict")
+        elif index % 7 == 4 and index > 0 and roles[index - 1] == "conflict":
             roles.append("blocked")
         elif index % 5 == 1:
             roles.append("mechanical")
@@ -152,7 +152,7 @@ def build(fixture: dict, root: Path, *, limit: int | None = None) -> Built:
     ]
     for index, role in enumerate(roles):
         lines = list(base[index])
-        if role == "needs a hand":
+        if role == "conflict":
             lines[EDITED - 1] = f"p{index:03} line {EDITED}, upstream's way\n"
         elif role == "mechanical":
             lines[EDITED - 4] = f"p{index:03} line {EDITED - 3}, reworded upstream\n"

@@ -45,7 +45,8 @@ def stub_bin(tmp_path: Path) -> Path:
 
 
 def harness(tmp_path: Path, workspace: Path, *, env: dict[str, str] | None = None, **kwargs) -> Harness:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "RUNNER_", "INPUT_"))}
+    # The user's pip settings stay out: what pip is told is what the test checks (PIP_LOG excepted).
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "RUNNER_", "INPUT_", "PIP_"))}
     base["PATH"] = os.pathsep.join([str(stub_bin(tmp_path)), str(Path(sys.executable).parent), base["PATH"]])
     base["PIP_LOG"] = str(tmp_path / "pip.log")
     base.update(env or {})
@@ -174,7 +175,14 @@ def test_args_are_words_never_shell_code(tmp_path: Path, upstream: Repo) -> None
     assert not marker.exists()
 
 
-def test_extras_install_from_the_cpu_torch_index(tmp_path: Path, upstream: Repo) -> None:
+@pytest.mark.parametrize("users_index", ["", "https://download.pytorch.org/whl/cpu", "https://mirror.invalid/simple"])
+def test_extras_install_from_the_cpu_torch_index(
+    tmp_path: Path, upstream: Repo, users_index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever index the user running the tests exports (the README exports PyTorch's), the
+    action sets its own: the CPU index with extras, none without."""
+    if users_index:
+        monkeypatch.setenv("PIP_EXTRA_INDEX_URL", users_index)
     project = bot_project(tmp_path, upstream)
     h = harness(tmp_path, project.path)
     h.run_action(project.path, {"extras": "engine", "cache": "false"})

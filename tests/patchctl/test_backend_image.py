@@ -147,9 +147,7 @@ def test_matrix_changed_refuses_a_matrix_github_would_refuse(cli, project: Path)
 
 
 def docker_client():
-    problem = docker_image.engine_problem()
-    if problem:
-        pytest.skip(problem)
+    docker_image.require_engine("the backend image tests")
     import docker
 
     return docker.from_env(timeout=600)

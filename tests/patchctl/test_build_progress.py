@@ -146,3 +146,23 @@ def test_the_engine_build_says_it_is_compiling_how_far_and_where_its_log_is(
     said.clear()
     again = build_targets(tree, ["small"], "0123456789abcdef", jobs=1, progress=said.append)
     assert not again.configured and said[0] == f"compiling small (log: {log})", said
+
+
+def test_the_engine_build_estimates_what_is_left_once_it_has_run_a_while(tmp_path: Path) -> None:
+    """The model gate's libllama build: 29 minutes under load against 4.5 quiet (issue 45); the
+    progress line says what is left at the pace this machine is going, where it can."""
+    from engine.llamacpp.build import _Reporter
+
+    now = [0.0]
+    said: list[str] = []
+    reporter = _Reporter("compiling llama", tmp_path / "build.log", said.append, clock=lambda: now[0])
+    for done, at in ((10, 5.0), (20, 60.0), (100, 300.0), (199, 600.0)):
+        now[0] = at
+        reporter.line(f"[{done}/199] Building CXX object src/x.o".encode())
+    log = tmp_path / "build.log"
+    assert said == [
+        f"compiling llama: [10/199] 5% (log: {log})",  # 5 s in: too early to tell
+        f"compiling llama: [20/199] 10%, about 9 min left at this pace (log: {log})",
+        f"compiling llama: [100/199] 50%, about 5 min left at this pace (log: {log})",
+        f"compiling llama: [199/199] 100% (log: {log})",
+    ]

@@ -102,7 +102,7 @@ def test_the_canary_says_what_a_pin_sync_would_do(project: Project, upstream: Re
     clip, vocab, unpad = json.loads(out.read_text())["series"][0]["patches"]
     assert clip["verdict"] == "mechanical" and clip["trial"].endswith(f"; followed the rename {RENAME}"), clip
     assert vocab["verdict"] == "mechanical" and "rebuilt from the old pin" in vocab["trial"], vocab
-    assert unpad["verdict"] == "needs a hand", unpad
+    assert unpad["verdict"] == "needs a look", unpad
     assert unpad["trial"].startswith("needs a look: upstream made the same edit for another reason: ggml/src/ggml.c")
 
 

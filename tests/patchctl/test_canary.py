@@ -75,7 +75,7 @@ def test_mechanical_drift_is_red_and_bisect_names_the_breaking_commit(
     assert project.snapshot() == before
 
 
-def test_true_conflict_needs_a_hand_and_later_patches_are_still_judged(project: Project, upstream: Repo, cli) -> None:
+def test_a_true_conflict_is_called_so_and_later_patches_are_judged(project: Project, upstream: Repo, cli) -> None:
     pin = upstream.head
     add_line20_patch(project, upstream, pin)
     add_hello_patch(project, upstream, pin)
@@ -84,11 +84,12 @@ def test_true_conflict_needs_a_hand_and_later_patches_are_still_judged(project: 
     result, payload = run_canary(cli, project)
     assert result.exit_code == 1
     first, second = payload["series"][0]["patches"]
-    assert first["verdict"] == "needs a hand" and first["trial"] == "3-way conflict in src/main.c"
+    # One word per stop (docs/reference/index.md#stops): a 3-way merge with markers is a conflict.
+    assert first["verdict"] == "conflict" and first["trial"] == "3-way conflict in src/main.c"
     assert first["breaking_commit"]["sha"] == breaking
     assert second["strict"] == "applied" and second["verdict"] == "ok"
-    assert payload["series"][0]["verdict"] == "needs a hand"
-    assert "pin-sync needs a hand" in result.stdout
+    assert payload["series"][0]["verdict"] == "stops"
+    assert "fails; a pin-sync would stop (a conflict, a patch that needs a hand or a look" in result.stdout
 
 
 def test_patch_taken_upstream_is_mechanical(project: Project, upstream: Repo, cli) -> None:

@@ -60,7 +60,7 @@ def test_every_failing_hunk_cascades_and_no_leaked_temp_dir(
     patches = {p["patch"]: p for p in json.loads(out.read_text())["series"][0]["patches"]}
 
     first = patches["0003-Patch-main-and-add-extra.patch"]
-    assert first["verdict"] == "needs a hand" and first["trial"].startswith("3-way conflict in src/main.c")
+    assert first["verdict"] == "conflict" and first["trial"].startswith("3-way conflict in src/main.c")
     assert first["breaking_commit"]["subject"] == "Upstream rewrites line 20"
 
     cascade = patches["0005-Tune-extra.patch"]

@@ -173,7 +173,7 @@ def test_cascade_is_in_its_blockers_issue_and_green_files_none(project: Project,
     breaking = upstream.commit({"src/main.c": main_c({20: "main 20 upstream"})}, "Upstream rewrites line 20")
     result, payload, issues = canary(cli, project)
     assert result.exit_code == 1
-    assert [p["verdict"] for p in payload["series"][0]["patches"]] == ["needs a hand", "blocked"]
+    assert [p["verdict"] for p in payload["series"][0]["patches"]] == ["conflict", "blocked"]
     [issue] = issues  # the cascade is no break of its own
     assert issue["key"] == f"up/apply/main/0001-add-extra.patch/{breaking}"
     assert "blocked behind it: `0002-tune-extra.patch`" in issue["body"]

@@ -5,14 +5,19 @@ breaks the build: the report names that commit per toolchain and quotes the log'
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from .conftest import Project, Repo, make_patch
-from .docker_image import CMAKE_TOOLCHAIN_IMAGE, ToolchainUnavailable, engine_problem, ensure_toolchain_image
+from .docker_image import (
+    CMAKE_TOOLCHAIN_IMAGE,
+    ToolchainUnavailable,
+    ensure_toolchain_image,
+    require_engine,
+    unavailable,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -20,24 +25,16 @@ BUILD = "cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build"
 CMAKE = "cmake_minimum_required(VERSION 3.16)\nproject(up C)\nadd_library(up src/a.c src/b.c{extra})\n"
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("PATCHCTL_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"PATCHCTL_REQUIRE_DOCKER=1 but {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def cmake_image() -> str:
-    problem = engine_problem()
-    if problem:
-        _unavailable(f"canary compile tests need an engine: {problem}")
+    require_engine("canary compile tests")
     import docker
 
     client = docker.from_env()
     try:
         return ensure_toolchain_image(client, CMAKE_TOOLCHAIN_IMAGE)
     except ToolchainUnavailable as exc:
-        _unavailable(f"cannot build the CMake toolchain image: {exc}")
+        unavailable(f"cannot build the CMake toolchain image: {exc}")
     finally:
         client.close()
 

@@ -160,6 +160,47 @@ def test_a_fold_holds_its_summary_and_its_block_whatever_they_say(summary: str, 
     assert len(pre) == 1 and html.unescape(pre[0]).rstrip("\n") == expected.rstrip("\n").replace("\x00", "\ufffd")
 
 
+# ---------------------------------------------------------------- a report on a terminal
+
+
+@settings(max_examples=300, deadline=None)
+@given(hostile_text, hostile_text, hostile_text)
+def test_terminal_text_is_the_text_without_markdown(prose: str, code: str, summary: str) -> None:
+    """What a report says on a terminal: each value as `visible` shows it, no Markdown escape or
+    entity around it, code spans (commands to paste) whole; nothing only a renderer reads."""
+    markdown = "\n".join(
+        [
+            f"## {escape.md_text(prose)}",
+            f"- run {escape.md_code(code)} now",
+            "| a | b |",
+            "|---|---|",
+            f"| x | {escape.md_code(code, table=True)} |",
+            f"<details><summary>{escape.html_text(summary)}</summary>",
+            "",
+            *escape.md_fence(code, "text"),
+            "",
+            "</details>",
+        ]
+    )
+    lines = escape.terminal_text(markdown).split("\n")
+    assert lines[0] == f"## {escape.visible(prose).replace(escape.ZWJ, '')}"
+    assert lines[1] == f"- run {escape.md_code(code)} now"
+    assert lines[2:4] == ["| a | b |", f"| x | {escape.md_code(code)} |"]
+    assert lines[4] == escape.visible(summary).replace(escape.ZWJ, "")
+    assert lines[5] == "" and lines[-1] == ""  # (the fold's closing tag is gone with its line)
+    assert lines[6:-1] == [escape.visible(line, keep="\t") for line in code.rstrip("\n").split("\n")]
+
+
+def test_terminal_text_of_a_hunk_and_a_command() -> None:
+    """What a pin-sync stop printed (issue 45): `\\(`, `\\_` and a zero-width joiner in `#1`."""
+    detail = "src/main.c hunk #1 @@ -17,7 +17,7 @@ (line 15 of 0001-Patch_line.patch)"
+    markdown = f"| main | {escape.md_cell(detail)} |\n- then `patchctl pin-sync up --continue` (or `--abort`)\n"
+    assert "\\(" in markdown and "\\_" in markdown and escape.ZWJ in markdown
+    assert escape.terminal_text(markdown) == (
+        f"| main | {detail} |\n- then `patchctl pin-sync up --continue` (or `--abort`)\n"
+    )
+
+
 def test_mentions_references_and_links_stay_text() -> None:
     hostile = "@user #1 GH-2 https://evil.example www.evil.example a@b.example [x](javascript:alert(1)) <b>x</b>"
     rendered = render(escape.md_text(hostile))

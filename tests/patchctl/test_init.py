@@ -88,11 +88,18 @@ def test_bad_arguments_are_one_line_exit_2(tmp_path: Path, upstream: Repo) -> No
         (["init", "--from", "git-dir"], "--from git-dir needs the patch directory"),
         (["init", "--from", "makefile-sync"], "Makefile.sync: no such file"),
         (["init", "somedir"], "DIR is for --from quilt, git-dir, electron, openwrt, conda-forge or gclient"),
+        # An upstream path where nothing is (a typo, a clone elsewhere): refused, nothing written.
+        (
+            ["init", "--upstream-url", "../nowhere", "--pin", "0" * 40],
+            f"--upstream-url '../nowhere' is a local path where nothing is ({root}/../nowhere)",
+        ),
+        (["init", "--upstream-url", f"file://{tmp_path}/gone", "--pin", "0" * 40], f"({tmp_path}/gone)"),
     ]
     for args, message in cases:
         result = run_cli("-C", root, *args)
         assert result.exit_code == 2, (args, result.output)
         assert result.stderr.count("\n") == 1 and message in result.stderr, (args, result.stderr)
+        assert files_of(root) == {}, args
     (root / "debian" / "patches").mkdir(parents=True)
     (root / "debian" / "patches" / "series").write_text("a.patch\n")
     result = run_cli("-C", root, "init", "--from", "quilt")

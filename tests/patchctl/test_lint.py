@@ -151,3 +151,55 @@ def test_github_annotations(good: Project, monkeypatch, cli) -> None:
     assert (
         "::error file=patches/main/0007-add-paged.patch,line=1,title=PC001::numbering gap: 0002-0006" in result.stdout
     )
+
+
+def test_a_stale_allow_empty_is_a_warning_that_does_not_fail(
+    project: Project, upstream: Repo, monkeypatch, cli, tmp_path
+) -> None:
+    """`patchctl init` writes `allow_empty: true  # no patch yet: remove once the first one is in`
+    for a series without patches; once one is in, lint says so (PC016), and still exits 0."""
+    from patchctl import git
+
+    root = tmp_path / "downstream"
+    git.init_repo(root)
+    (root / "patches" / "up").mkdir(parents=True)
+    init = cli(
+        "-C",
+        root,
+        "init",
+        "--from",
+        "git-dir",
+        "patches/up",
+        "--upstream-url",
+        upstream.path,
+        "--pin",
+        upstream.head,
+        "--name",
+        "up",
+    )
+    assert init.exit_code == 0, init.output
+    text = (root / "matrix.yaml").read_text()
+    assert "allow_empty: true  # no patch yet: remove once the first one is in" in text
+    line = text[: text.index("allow_empty: true")].count("\n") + 1
+    quiet = cli("-C", root, "lint")
+    assert quiet.exit_code == 0 and "PC016" not in quiet.output, quiet.output  # no patch yet: right as it is
+
+    patch = make_patch(upstream, upstream.head, {"src/paged.c": "int paged;\n"}, "Add paged", "Paging needs it.")
+    (root / "patches" / "up" / "0001-Add-paged.patch").write_text(patch)
+    warned = cli("-C", root, "lint")
+    assert warned.exit_code == 0, warned.output
+    assert warned.stdout == "lint: no findings\n"
+    assert warned.stderr == (
+        f"matrix.yaml:{line}: warning: PC016: series up has 1 patch(es) and still says allow_empty: true; "
+        "remove it, so that a series emptied by mistake fails again\n"
+    )
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    annotated = cli("-C", root, "lint")
+    assert annotated.exit_code == 0
+    as_json = cli("-C", root, "lint", "--json")
+    assert json.loads(as_json.stdout)["ok"] is True and "PC016" in as_json.stderr
+    assert f"::warning file=matrix.yaml,line={line},title=PC016::series up has 1 patch(es)" in annotated.stdout
+    (root / "matrix.yaml").write_text(
+        text.replace("    allow_empty: true  # no patch yet: remove once the first one is in\n", "")
+    )
+    assert cli("-C", root, "lint").stderr == ""

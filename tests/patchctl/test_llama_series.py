@@ -72,8 +72,16 @@ def test_gate_catches_a_port_that_drifts(applied: Path, cli) -> None:
     tampered = text.replace("queue.prepend_n(unhashed);", "queue.append_n(unhashed);", 1)
     assert tampered != text
     source.write_text(tampered)
+    # An edit of the tree is not the series: gate runs on pin + series only (issue 45).
+    refused = cli("-C", applied, "--upstream-source", SESSION_UPSTREAM_SOURCE, "gate", "llama.cpp")
+    assert refused.exit_code == 2 and "is not pin + series, so gate does not run on it" in refused.stderr
+    # Committed and exported, the drift is the series: the gate names the vector that catches it.
+    who = ["-c", "user.name=Dana", "-c", "user.email=dana@example.invalid"]
+    message = "Append unhashed blocks\n\nA port that drifts from the engine."
+    subprocess.run(["git", *who, "commit", "-qam", message], cwd=source.parents[1], check=True)
+    assert cli("-C", applied, "--upstream-source", SESSION_UPSTREAM_SOURCE, "export", "llama.cpp").exit_code == 0
     result = cli("-C", applied, "--upstream-source", SESSION_UPSTREAM_SOURCE, "gate", "llama.cpp")
-    assert result.exit_code == 1
+    assert result.exit_code == 1, result.output
     assert "gate paged-blocks-bitexact of series llama.cpp failed: exit 1, first failing case" in result.stderr
 
 

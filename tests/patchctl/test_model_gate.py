@@ -66,6 +66,11 @@ def test_a_tampered_placement_fails_the_gate_naming_the_case(applied: Path, cli)
     hook = "[&](uint32_t i) { return cells.is_empty(i); },"
     assert text.count(hook) == 1
     source.write_text(text.replace(hook, "[&](uint32_t i) { return cells.is_empty(i) || cells.seq_has(i, seq_id); },"))
+    # Gate runs on pin + series only (issue 45): the tampering is committed and exported first.
+    who = ["-c", "user.name=Dana", "-c", "user.email=dana@example.invalid"]
+    message = "Free the sequence's own cells\n\nA placement that overwrites live KV cells."
+    subprocess.run(["git", *who, "commit", "-qam", message], cwd=source.parents[1], check=True)
+    assert cli("-C", applied, "export", "llama.cpp").exit_code == 0
     result = cli("-C", applied, "gate", "llama.cpp", "--json")
     assert result.exit_code == 1
     gates = {g["name"]: g for g in json.loads(result.stdout)["gates"]}

@@ -131,9 +131,6 @@ def test_one_waiting_run_stops_asks_and_finishes_the_bump(project: Project, upst
         run.answer("")  # what --continue refuses (markers left): one line, asked again
         said = run.until_asked()
         assert said[0].startswith("patchctl: error: still unmerged in") and "src/main.c" in said[0]
-        run.answer("drop")  # --drop at a conflict is refused too, with how to drop it instead
-        said = run.until_asked()
-        assert said[0].startswith("patchctl: error: --drop drops a patch that needs a hand")
         assert load_json(run.report)["state"] == "conflict"  # a refused answer ran nothing
 
         tree = sync_tree(project)

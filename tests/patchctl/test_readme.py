@@ -23,8 +23,11 @@ def test_quick_start_has_exactly_two_commands_and_ci_runs_the_test_one() -> None
     commands = quick_start_commands()
     assert len(commands) == 2 and all("\n" not in c for c in commands)
     main_job, tests = commands
-    assert main_job.startswith("python -m pip install -e '.[engine]' && ")
-    assert "pytest" in tests
+    # pip gives up on an index it cannot reach at once (no 5 retries per package), and the main
+    # job says first which torch it got (issue 45).
+    install = "python -m pip install --retries 1 --timeout 15 -e "
+    assert main_job.startswith(install + "'.[engine]' && python -m engine preflight && ")
+    assert tests.startswith(install + "'.[engine,test]' && ") and "pytest" in tests
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert tests in ci, ".ci/run must run the README's test command verbatim"
     # ... inside a fresh virtual environment, activated before it, as most users run it.
@@ -59,3 +62,33 @@ def test_every_command_has_help_and_an_example_in_the_manual() -> None:
         assert command.help and "Example" in command.help, f"{name} --help needs an explanation and an example"
         page = (ROOT / "docs/reference" / f"{name}.md").read_text()
         assert f"$ patchctl {name}" in page, f"docs/reference/{name}.md has no example of `patchctl {name}`"
+
+
+def test_the_readmes_pip_gives_up_at_once_on_an_index_it_cannot_reach(tmp_path: Path) -> None:
+    """The README's install, against an index nobody answers (a closed port here; PyTorch's CPU
+    index where it cannot be reached, issue 45): one retry per package, not pip's five."""
+    import os
+    import shlex
+    import socket
+    import subprocess
+    import sys
+
+    main_job, tests = quick_start_commands()
+    words = shlex.split(main_job.split(" && ", 1)[0])
+    options = words[words.index("install") + 1 : words.index("-e")]
+    assert options and options == shlex.split(tests.split(" && ", 1)[0])[4:-2]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    index = ["--index-url", f"http://127.0.0.1:{port}/simple/"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-d", tmp_path, *index, *options, "no-such-package"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert run.returncode == 1 and "No matching distribution found for no-such-package" in run.stderr, run.stderr
+    assert run.stderr.count("WARNING: Retrying") == 1, run.stderr

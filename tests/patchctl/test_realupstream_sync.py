@@ -65,7 +65,7 @@ def test_canary_on_the_real_tip(tmp_path: Path, cli) -> None:
             assert patch["verdict"] == "ok" and patch["breaking_commit"] is None
         else:
             # One upstream commit separates the two versions: bisect can only name it.
-            assert patch["verdict"] in ("mechanical", "needs a hand") and patch["trial"]
+            assert patch["verdict"] in ("mechanical", "conflict", "needs a hand", "needs a look") and patch["trial"]
             assert patch["breaking_commit"]["sha"] == REAL_TIP or patch["bisect_note"]
     assert result.exit_code == (1 if payload["red"] else 0)
     assert payload["red"] == any(p["verdict"] != "ok" for p in series["patches"])

@@ -14,7 +14,7 @@ from patchctl.errors import EnvironmentFailure
 from patchctl.loop.runners import CONTAINER_LABEL, run_build
 from patchctl.project.config import BuildStep
 
-from .docker_image import ToolchainUnavailable, engine_problem, ensure_toolchain_image
+from .docker_image import ToolchainUnavailable, ensure_toolchain_image, require_engine, unavailable
 from .fixtures_sync import add_hello_patch, load_json, write_config
 
 HELLO_CPP = """\
@@ -92,25 +92,16 @@ def _alive(pid: int) -> bool:
 # ---------------------------------------------------------------- docker
 
 
-def _unavailable(reason: str) -> None:
-    """Skip on a developer machine without Docker; fail in CI, which promises an engine."""
-    if os.environ.get("PATCHCTL_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"PATCHCTL_REQUIRE_DOCKER=1 but {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def toolchain_image() -> str:
-    problem = engine_problem()
-    if problem:
-        _unavailable(f"docker runner tests need an engine: {problem}")
+    require_engine("docker runner tests")
     import docker
 
     client = docker.from_env()
     try:
         return ensure_toolchain_image(client)
     except ToolchainUnavailable as exc:
-        _unavailable(f"cannot build the toolchain image: {exc}")
+        unavailable(f"cannot build the toolchain image: {exc}")
     finally:
         client.close()
 

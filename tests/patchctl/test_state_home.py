@@ -647,13 +647,9 @@ def test_sigterm_to_a_compiling_canary_removes_its_container_and_trees(
 ) -> None:
     """What `timeout`, systemd or a cancelled CI job does to a canary: its build container used
     to keep running (patchctl exited 143 at once); now it goes, with the canary's scratch trees."""
-    from .docker_image import engine_problem
+    from .docker_image import require_engine
 
-    problem = engine_problem()
-    if problem:
-        if os.environ.get("PATCHCTL_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"PATCHCTL_REQUIRE_DOCKER=1 but {problem}")
-        pytest.skip(problem)
+    require_engine("tests of a compiling canary's container")
     image = _sleeper_image()
     step = f"hang-{tmp_path.name}"[:60]
     write_config(
