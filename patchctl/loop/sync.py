@@ -367,7 +367,7 @@ def _run(
         if look:
             report.state, what = "needs-look", "stops at a patch that needs a look"
         with timer.phase("stop-cause"):  # what is left of it to wait for
-            report.stop_cause = _explain_stop(config, state, explaining, report.state, dry_run=dry_run)
+            report.stop_cause = _explain_stop(state, explaining, dry_run=dry_run)
         if dry_run:
             report.next_steps = [f"dry run: {stopped}; a real pin-sync would stop here for you to resolve it"]
             raise SyncStopped(report, f"pin-sync of {state.upstream} (dry run) {what}: {stopped}")
@@ -774,9 +774,7 @@ def _explaining(config: Config, state: SyncState) -> Future | None:
     return explaining
 
 
-def _explain_stop(
-    config: Config, state: SyncState, explaining: Future | None, kind: str, *, dry_run: bool
-) -> stopcause.StopCause | None:
+def _explain_stop(state: SyncState, explaining: Future | None, *, dry_run: bool) -> stopcause.StopCause | None:
     """The upstream commits behind the patch that stopped the replay (EXPLAINING), and the way to
     drop it where upstream may have its own version."""
     if explaining is None:
@@ -785,15 +783,10 @@ def _explain_stop(
         cause = explaining.result()
     except GitError:
         return None  # what git cannot tell leaves the stop as it is, without its cause
-    entry = next(e for e in state.series if e.head_before is not None)
-    tree = worktree.display(config.root, Path(entry.tree))
     if cause.upstream_version:
-        drop = [_sync_command(state.upstream, "--continue", "--drop")]
-        if kind == "conflict":  # a conflict resolved to nothing drops the patch
-            drop = [_git_command(tree, "reset", "--hard"), _sync_command(state.upstream, "--continue")]
-        elif kind == "needs-look":  # its merge is staged: undone first
-            drop.insert(0, _git_command(tree, "reset", "--hard"))
-        how = "drop the patch where a real pin-sync stops" if dry_run else f"`{' && '.join(drop)}`"
+        # --drop undoes the patch's merge itself, whatever the stop (as `git am --skip` does).
+        drop = _sync_command(state.upstream, "--continue", "--drop")
+        how = "drop the patch where a real pin-sync stops" if dry_run else f"`{drop}`"
         cause.advice = f"compare both sides (under why it stopped), then {how}"
     return cause
 
