@@ -222,7 +222,7 @@ def canary_markdown(payload: dict) -> str:
             if patch.get("stop_cause"):
                 out += [
                     "",
-                    f"Why {md_code(patch['patch'])} needs a hand:",
+                    f"Why {md_code(patch['patch'])} {'conflicts' if patch['verdict'] == 'conflict' else patch['verdict']}:",
                     "",
                     *stop_cause_markdown(patch["stop_cause"]),
                 ]

@@ -39,16 +39,16 @@ SHAPES = {
     "headline": r"## pin-sync \S+: ❌ stopped at a conflict",
     "pins": r"- old pin: `[0-9a-f]{12}`",
     "count": r"- upstream commits in between: \d+",
-    "patch row": r"\| \S+ \| .+ \| conflict \| 3-way merge conflict in .+; the patch's .+ hunk #\u200d\d+ @@ .+ @@ "
-    r"\\\(line \d+ of .+\\\).*; markers at .+:\d+-\d+ \|",
+    "patch row": r"\| \S+ \| .+ \| conflict \| 3-way merge conflict in .+; the patch's .+ hunk #\d+ @@ .+ @@ "
+    r"\(line \d+ of .+\).*; markers at .+:\d+-\d+ \|",
     "why": r"### Why it stopped",
-    "hunk": r"- `[^`]+` hunk #\u200d\d+ `@@ -\d+,\d+ \+\d+,\d+ @@` \(lines \d+-\d+ at the old pin\), "
+    "hunk": r"- `[^`]+` hunk #\d+ `@@ -\d+,\d+ \+\d+,\d+ @@` \(lines \d+-\d+ at the old pin\), "
     r"changed upstream by:",
     "commit": r"  - `[0-9a-f]{12}` `.+` \(\d{4}-\d\d-\d\d\)( <https://github\.com/[^/]+/[^/]+/commit/[0-9a-f]{40}>)?",
     "range-diff": r"git range-diff: at the end: computed once, when every patch is carried and the gates pass",
     "resolve": r"- resolve the conflict in \.patchctl/sync/\S+: edit .+ and remove the markers",
-    "drop": r"- to drop the patch instead, undo its merge \\\(`git -C \.patchctl/sync/\S+ reset --hard`\\\), then "
-    r"`patchctl pin-sync \S+ --continue`: a conflict resolved to nothing drops the patch, said in the report",
+    "drop": r"- to drop the patch instead: `patchctl pin-sync \S+ --continue --drop` \(it undoes the patch's merge; "
+    r"said in the report\)",
 }
 
 

@@ -34,9 +34,14 @@ DATE = "2023-11-14"  # git.FIXED_DATE, the committer date of every fixture commi
 def sync(cli, project: Project, *args: str) -> tuple[object, dict]:
     out = project.path.parent / "sync.json"
     out.unlink(missing_ok=True)
-    result = cli("-C", project.path, "pin-sync", *args, "--json-file", out)
+    result = cli("-C", project.path, "pin-sync", *args, "--json-file", out, "--report", markdown_report(project))
     assert "Traceback" not in result.output, result.output
     return result, json.loads(out.read_text())
+
+
+def markdown_report(project: Project) -> Path:
+    """Where `sync` has pin-sync write its report in Markdown (the terminal gets plain text)."""
+    return project.path.parent / "sync.md"
 
 
 def really_failing(project: Project, patch_name: str) -> set[tuple[str, int]]:
@@ -115,7 +120,7 @@ def test_a_stop_names_only_the_hunks_that_failed_and_the_commits_behind_them(
     assert all("url" not in c for c in hunk["commits"])  # a local upstream: no link
     assert payload["stop_cause"]["upstream_version"] is False and "advice" not in payload["stop_cause"]
     assert "patch_side" not in hunk and "upstream_side" not in hunk  # both sides only for upstream's own version
-    markdown = result.stdout
+    markdown = markdown_report(project).read_text()
     assert "### Why it stopped" in markdown
     assert f"`{commits['line'][:12]}` `Rework main 20` ({DATE})" in markdown
     assert "Unrelated README work`" not in markdown.split("### Why it stopped")[1].split("<details>")[0]
@@ -128,10 +133,10 @@ def test_the_canary_and_status_name_the_same_commits(project: Project, upstream:
     result = cli("-C", project.path, "canary", "--no-bisect", "--json-file", out, "--issues", issues)
     assert result.exit_code == 1, result.output
     [patch] = json.loads(out.read_text())["series"][0]["patches"]
-    assert patch["verdict"] == "needs a hand"
+    assert patch["verdict"] == "conflict"  # a 3-way merge conflicts at the tip
     assert [(h["file"], h["hunk"]) for h in patch["stop_cause"]["hunks"]] == [("src/main.c", 1)]
     assert [c["sha"] for c in patch["stop_cause"]["hunks"][0]["commits"]] == [commits["line"], commits["next"]]
-    assert "Why `0001-patch-util-and-main.patch` needs a hand:" in result.stdout
+    assert "Why `0001-patch-util-and-main.patch` conflicts:" in result.stdout
     [issue] = json.loads(issues.read_text())
     assert "Why it fails, hunk by hunk:" in issue["body"]
     assert f"`{commits['next'][:12]}` `Rework main 19`" in issue["body"]
@@ -247,13 +252,10 @@ def test_upstream_made_its_own_version_says_so_and_its_advice_drops_the_patch(
         "main 17", "main 18", "main 19", "#if UPSTREAM_FIX", "    MAIN 20 patched", "    extra line", "#endif",
         "main 21", "main 22", "main 23",
     ]  # fmt: skip
-    assert cause["advice"] == (
-        "compare both sides (under why it stopped), then "
-        "`git -C .patchctl/sync/up/main reset --hard && patchctl pin-sync up --continue`"
-    )
+    assert cause["advice"] == "compare both sides (under why it stopped), then `patchctl pin-sync up --continue --drop`"
     advice = payload["next_steps"][0]
     assert advice == f"upstream may have its own version of 0001-fix-main-20.patch: {cause['advice']}"
-    markdown = result.stdout
+    markdown = markdown_report(project).read_text()
     assert "**Upstream may have its own version** (every hunk of the patch stands there in substance): " in markdown
     assert (
         "<summary>src/main.c hunk #\u200d1: the patch, and upstream&#x27;s lines there at the new pin</summary>"
@@ -281,7 +283,7 @@ def test_its_own_version_at_a_needs_a_look_stop_drops_the_patch_as_printed(
     assert result.exit_code == 1 and payload["state"] == "needs-look", result.output
     assert payload["stop_cause"]["upstream_version"] is True
     advice = payload["next_steps"][0]
-    assert advice.endswith("`git -C .patchctl/sync/up/main reset --hard && patchctl pin-sync up --continue --drop`")
+    assert advice.endswith("then `patchctl pin-sync up --continue --drop`")
     done = run_as_printed(cli, advice, project)
     assert "main/0001-patch-line-twenty.patch was DROPPED from the series (dropped by hand (--drop))" in done.stderr
 
@@ -358,7 +360,7 @@ def test_a_github_upstream_links_each_commit_and_a_hostile_subject_stays_text(
     [commit] = payload["stop_cause"]["hunks"][0]["commits"]
     assert commit["url"] == f"https://github.com/example/up/commit/{evil}"
     assert commit["subject"] == hostile  # the JSON keeps upstream's text as it is
-    markdown = result.stdout
+    markdown = markdown_report(project).read_text()
     cause = markdown.split("### Why it stopped")[1].split("<details>")[0]
     assert f"<https://github.com/example/up/commit/{evil}>" in cause
     rendered = assert_inert(cause.replace(f"<https://github.com/example/up/commit/{evil}>", ""))
