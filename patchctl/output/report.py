@@ -220,9 +220,10 @@ def canary_markdown(payload: dict) -> str:
             )
         for patch in series["patches"]:
             if patch.get("stop_cause"):
+                stops = "conflicts" if patch["verdict"] == "conflict" else patch["verdict"]
                 out += [
                     "",
-                    f"Why {md_code(patch['patch'])} {'conflicts' if patch['verdict'] == 'conflict' else patch['verdict']}:",
+                    f"Why {md_code(patch['patch'])} {stops}:",
                     "",
                     *stop_cause_markdown(patch["stop_cause"]),
                 ]
