@@ -46,7 +46,7 @@ from ..output.escape import shell_command, shell_word
 from ..output.jsonout import json_field
 from ..project.config import Config, Series
 from ..series.applier import PatchOutcome, Status, commit_worktree, is_clean, seed_three_way_objects
-from ..series.apply_job import ApplyJob, apply_job
+from ..series.apply_job import ApplyJob, apply_job, forget_dropped
 from ..series.patchset import PatchFile, read_series, series_digest
 from ..state import treeswap, worktree
 from ..state.sync_state import (
@@ -430,6 +430,8 @@ def _run(
             ]
             return report
         commit_pin_update(config.path, changes)
+        for entry in state.series:
+            forget_dropped(config, entry.name, [r.patch for r in _dropped(state) if r.series == entry.name])
         from . import vendor  # see _gate_series
 
         vendor.prune_empty_dirs(config, [c.path for _, _, vendored in planned.values() for c in vendored if c.deletes])
@@ -997,18 +999,20 @@ def _blocked_records(config: Config, state: SyncState) -> list[PatchRecord]:
     return records
 
 
+def _dropped(state: SyncState) -> list[PatchRecord]:
+    return [r for r in state.records if r.classification.startswith(("dropped", "already upstream", "taken upstream"))]
+
+
 def _drop_warnings(state: SyncState, *, done: bool = False) -> list[str]:
     """One warning per dropped patch; DONE: the sync has written the series, the file is deleted already."""
     if done:
         return [
             f"{r.series}/{r.patch} was DROPPED from the series ({r.classification}): its file was deleted"
-            for r in state.records
-            if r.classification.startswith(("dropped", "already upstream", "taken upstream"))
+            for r in _dropped(state)
         ]
     return [
         f"{r.series}/{r.patch} is DROPPED from the series ({r.classification}): its file will be deleted"
-        for r in state.records
-        if r.classification.startswith(("dropped", "already upstream", "taken upstream"))
+        for r in _dropped(state)
     ]
 
 

@@ -380,6 +380,24 @@ def record_export(config: Config, series_name: str, tree: Path, base: str) -> bo
     return True
 
 
+def forget_dropped(config: Config, series_name: str, dropped: list[str]) -> None:
+    """After a pin-sync wrote SERIES_NAME without the patches DROPPED (taken upstream, or
+    dropped at a stop): the applied tree, where its commits were exported from the series as it
+    was, still holds those patches' commits, which are no work of the user's (pin-sync dropped
+    them on purpose). Its marker stops listing them, so that the tree still counts as carried
+    (`holds_no_work`) and is re-applied by itself, instead of refused as holding commits that
+    are not in the series. A tree with anything else on it is judged as before."""
+    if not dropped:
+        return
+    tree = confined_path(worktree.state_owner(config.root), worktree.applied_tree(config.root, series_name))
+    marker = worktree.read_marker(tree)
+    if marker is None or marker.updating or not marker.exported or marker.series != [series_name]:
+        return
+    kept = [name for name in marker.patches if name not in dropped]
+    if kept != marker.patches:
+        worktree.write_marker(tree, replace(marker, patches=kept))
+
+
 def _holds(tree: Path, mirror: Mirror, head: str, rev: str, applied: str) -> bool:
     """Whether the tree's HEAD is REV plus exactly what the series makes of it (APPLIED, a
     commit in MIRROR): same files, and on top of REV (what export needs)."""

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from patchctl import git
-from patchctl.state import treeswap, worktree
+from patchctl.confined.root import Root
+from patchctl.state import worktree
 
 from .conftest import Project, Repo, make_patch, numbered
 
@@ -38,7 +39,7 @@ def test_ctrl_c_during_the_swap_leaves_no_staging_tree(
     tip = upstream.commit({"src/new.c": "upstream's\n"}, "upstream adds a file")
     project.write_config(tip)
 
-    real_run, real_marker, real_rename = git.run, worktree.write_marker, treeswap.os.rename
+    real_run, real_marker, real_rename = git.run, worktree.write_marker, Root.rename
 
     def ctrl_c_at_lock(args, *rest, **kwargs):
         if args[:2] == ["worktree", "lock"]:
@@ -46,13 +47,11 @@ def test_ctrl_c_during_the_swap_leaves_no_staging_tree(
         return real_run(args, *rest, **kwargs)
 
     def ctrl_c_at_marker(path, marker):
-        if path.name.endswith(".patchctl-new"):
-            raise KeyboardInterrupt
-        return real_marker(path, marker)
+        raise KeyboardInterrupt  # the new tree's, while it is staged: the only marker this apply writes
 
-    def ctrl_c_after_moving_aside(src, dst):
-        real_rename(src, dst)
-        if str(dst).endswith(".patchctl-old"):
+    def ctrl_c_after_moving_aside(root, source, target):
+        real_rename(root, source, target)
+        if str(target).endswith(".patchctl-old"):
             raise KeyboardInterrupt
 
     if step == "worktree lock":
@@ -60,7 +59,7 @@ def test_ctrl_c_during_the_swap_leaves_no_staging_tree(
     elif step == "marker":
         monkeypatch.setattr(worktree, "write_marker", ctrl_c_at_marker)
     else:
-        monkeypatch.setattr(treeswap.os, "rename", ctrl_c_after_moving_aside)
+        monkeypatch.setattr(Root, "rename", ctrl_c_after_moving_aside)
     interrupted = cli("-C", project.path, "apply")
     monkeypatch.undo()
     assert interrupted.exit_code == 130, interrupted.output
