@@ -39,7 +39,7 @@ def test_ctrl_c_during_the_swap_leaves_no_staging_tree(
     tip = upstream.commit({"src/new.c": "upstream's\n"}, "upstream adds a file")
     project.write_config(tip)
 
-    real_run, real_marker, real_rename = git.run, worktree.write_marker, Root.rename
+    real_run, real_rename = git.run, Root.rename
 
     def ctrl_c_at_lock(args, *rest, **kwargs):
         if args[:2] == ["worktree", "lock"]:
