@@ -22,9 +22,6 @@ from .patchorder import apply_order
 from .patchorder import detect as detect_order
 from .resolve import commit_of
 
-LAYOUTS = ("makefile-sync", "quilt", "git-dir", "electron", "openwrt", "conda-forge", "gclient")
-CONFIG_NAME = "matrix.yaml"
-PRE_COMMIT_NAME = ".pre-commit-config.yaml"
 TEMPLATES_DIR = "templates"
 HEX_RE = re.compile(r"^[0-9a-f]{7,40}$")
 FULL_RE = re.compile(r"^[0-9a-f]{40}$")
