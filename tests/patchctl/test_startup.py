@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import click
@@ -105,6 +106,99 @@ def test_a_read_only_command_imports_its_module_only(
     assert code in (0, 1), output  # findings or none: the command ran
     assert {m for m in COMMAND_MODULES.values() if m in modules} == {COMMAND_MODULES[own]}
     assert [m for m in never if m in modules] == []
+
+
+# What every command's --help and usage error may import beyond Click's own (its help and
+# usage errors, `click_modules`): the group and the wiring every command shares, the command's
+# own module, and these few standard modules. A domain module here (a config, a series, the
+# store, YAML, Jinja) is paid by every --help and every mistyped option: import it where the
+# command runs instead (patchctl/commands/*.py).
+START_UP_CORE = {
+    "patchctl",
+    "patchctl.cli",
+    "patchctl.lazy",
+    "patchctl.app",
+    "patchctl.errors",
+    "patchctl.output",
+    "patchctl.output.escape",
+    "patchctl.output.progress",
+    "patchctl.project",
+    "patchctl.project.upstream_source",
+}
+START_UP_STDLIB = {"copy", "dataclasses", "gc", "signal"}
+# A command's options may need a constant of its own package, kept light for them.
+COMMAND_EXTRAS = {"init": {"patchctl.adopt"}}
+
+
+def command_paths() -> list[list[str]]:
+    """Every command, and every subcommand of a group (`matrix render`)."""
+    paths = []
+    for name, lazy in cli.lazy_commands.items():
+        paths.append([name])
+        command = lazy.load()
+        if isinstance(command, click.Group):
+            paths.extend([name, sub] for sub in command.list_commands(click.Context(command)))
+    return paths
+
+
+def probe_modules(tmp_path: Path, calls: str) -> set[str]:
+    """The modules a fresh interpreter holds after CALLS (output silenced, exits caught)."""
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "before = set(sys.modules)\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        f"{textwrap.indent(calls, '    ')}\n"
+        "print('MODULES=' + json.dumps(sorted(set(sys.modules) - before)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    _, _, modules = done.stdout.rpartition("MODULES=")
+    assert done.returncode == 0 and modules, done.stdout + done.stderr
+    return set(json.loads(modules))
+
+
+@pytest.fixture(scope="module")
+def click_modules(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    """What Click itself imports to print a subcommand's help and a usage error."""
+    calls = (
+        "import click\n"
+        "@click.group()\n"
+        "@click.option('--path', type=click.Path(path_type=__import__('pathlib').Path))\n"
+        "def group(path): pass\n"
+        "@group.command()\n"
+        "@click.argument('names', nargs=-1)\n"
+        "@click.option('--flag/--no-flag', envvar='X', show_default=True)\n"
+        "def command(names, flag): pass\n"
+        "for args in (['--help'], ['command', '--help'], ['command', '--bogus']):\n"
+        "    try: group.main(args)\n"
+        "    except SystemExit: pass\n"
+    )
+    return probe_modules(tmp_path_factory.mktemp("click"), calls)
+
+
+def test_the_command_paths_are_every_command_and_subcommand() -> None:
+    paths = command_paths()
+    assert ["lint"] in paths and ["matrix", "render"] in paths and ["matrix", "changed"] in paths
+    assert len(paths) == len(cli.lazy_commands) + 3
+
+
+@pytest.mark.parametrize("path", command_paths(), ids=" ".join)
+def test_help_and_usage_errors_import_no_domain_module(
+    tmp_path: Path, click_modules: set[str], path: list[str]
+) -> None:
+    """`patchctl PATH --help` and `patchctl PATH --no-such-option` (one interpreter for both)
+    import the start-up core, the command's own module and nothing else but what Click needs."""
+    (tmp_path / "matrix.yaml").write_text("version: 1\n")  # a project, so that nothing is refused for its absence
+    calls = (
+        "from patchctl.cli import main\n"
+        f"assert main({[*path, '--help']!r}) == 0\n"
+        f"assert main({[*path, '--no-such-option']!r}) == 2\n"
+    )
+    modules = probe_modules(tmp_path, calls)
+    own = COMMAND_MODULES[path[0]]
+    allowed = START_UP_CORE | {"patchctl.commands", own} | COMMAND_EXTRAS.get(path[0], set())
+    unexpected = sorted(m for m in modules - click_modules - START_UP_STDLIB if m not in allowed)
+    assert unexpected == [], f"patchctl {' '.join(path)} --help imports {unexpected}"
+    assert own in modules
 
 
 def test_an_unknown_command_is_still_a_usage_error(tmp_path: Path) -> None:
