@@ -205,3 +205,12 @@ def test_an_unknown_command_is_still_a_usage_error(tmp_path: Path) -> None:
     code, modules, output = modules_after(tmp_path, "aplly")
     assert code == 2 and "no such command 'aplly'" in output.lower()
     assert not any(m in modules for m in COMMAND_MODULES.values())
+
+
+def test_export_help_states_the_vendor_default_message() -> None:
+    """export's --help writes out what `export --from-vendor` uses without -m (its module is not
+    imported for --help): the two stay one."""
+    from patchctl.commands import export
+    from patchctl.loop import vendor
+
+    assert export.VENDOR_DEFAULT_MESSAGE == vendor.DEFAULT_MESSAGE
