@@ -139,9 +139,12 @@ def startup(runs: int, root: Path) -> list[StartupCase]:
     `python -c pass` run just before it (the order of the two alternating from round to round)."""
     project = root / "startup-project"
     project.mkdir()
-    # This repository's matrix.yaml and its 4-patch series: lint fails closed on a matrix without series.
+    # This repository's matrix.yaml and its 4-patch series (lint fails closed on a matrix without
+    # series), committed in a git repository of their own, as a downstream keeps them.
     shutil.copy(REPO / "matrix.yaml", project / "matrix.yaml")
     shutil.copytree(REPO / "patches", project / "patches")
+    git.init_repo(project)
+    git.commit_all(project, "project")
     patchctl = patchctl_command()
     bare = [sys.executable, "-c", "pass"]
     cases = [

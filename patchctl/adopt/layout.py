@@ -18,6 +18,7 @@ from ..errors import EnvironmentFailure, GitError, UsageError
 from ..project.config import VendorCopy
 from ..project.manifests import HEX40_RE, Manifest, Source, is_abbreviation
 from ..project.manifests.formats import checksums
+from . import CONFIG_NAME, LAYOUTS, PRE_COMMIT_NAME  # noqa: F401 - defined beside `init`'s options, named here too
 from .patchorder import apply_order
 from .patchorder import detect as detect_order
 from .resolve import commit_of

@@ -36,8 +36,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import platformdirs
-
 from ..confined import Refused, Root
 from ..confined.regular import NotRegular, TooLarge, kind_of, read_regular
 from ..errors import EnvironmentFailure
@@ -82,6 +80,8 @@ def _locate(root: Path) -> tuple[Path, tuple[str, ...]]:
     root = Path(root).resolve()
     found = _git_dir_above(root)
     if found is None:
+        import platformdirs  # (it imports tempfile and shutil: only outside a git repository)
+
         top = Path(platformdirs.user_state_dir(STATE_NAME))
         prefix = (top.name, PROJECTS, _key(str(root), root.name))
         _check_owned_below(top.parent, top.parent.joinpath(*prefix), None)

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 import pytest
 
+from patchctl import git
 from patchctl.cli import cli
 from patchctl.lazy import LazyGroup
 
@@ -88,7 +89,15 @@ def test_help_and_version_import_no_command_and_nothing_heavy(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("args", "own", "never"),
     [
-        (["lint", "--no-apply"], "lint", ("docker", "jinja2", "rich", "git", "urllib.request")),
+        # No apply, no upstream, no temporary directory; no manifest reader where none is declared.
+        (
+            ["lint", "--no-apply"],
+            "lint",
+            (
+                *("docker", "jinja2", "rich", "git", "urllib.request", "tempfile", "platformdirs"),
+                *("patchctl.series.applier", "patchctl.confined.scratch", "patchctl.project.manifests"),
+            ),
+        ),
         (["matrix", "check"], "matrix", ("docker", "jinja2", "rich", "git", "urllib.request")),
         # What pin-sync imports, every --continue round pays: no archive or index-page reader.
         (["pin-sync", "--help"], "pin-sync", ("docker", "jinja2", "rich", "urllib.request", "tarfile", "html.parser")),
@@ -100,6 +109,8 @@ def test_a_read_only_command_imports_its_module_only(
     if own == "lint":  # lint fails closed on a matrix.yaml without series: this repository's own
         shutil.copy(REPO / "matrix.yaml", tmp_path / "matrix.yaml")
         shutil.copytree(REPO / "patches", tmp_path / "patches")
+        git.init_repo(tmp_path)  # committed, as a downstream keeps them
+        git.commit_all(tmp_path, "project")
     else:
         shutil.copy(GOOD, tmp_path / "matrix.yaml")
     code, modules, output = modules_after(tmp_path, *args)
