@@ -3,12 +3,15 @@ as a user runs it (the `patchctl` command, start-up included), each against base
 measured in the same run.
 
   start-up       every command's `--help` (the nested groups' subcommands too: `matrix render
-                 --help`), `patchctl --help`, `--version`, `lint --no-apply` and `matrix check`
-                 on this repository's matrix.yaml and 4-patch series, as separate processes;
-                 baseline: `python -c pass` (the interpreter alone), run just before each of them
-                 (a pair), and `python -c "import click"` (the floor any Click program pays).
-                 CPU seconds (user + system of the process and its children), median of the
-                 pairs' ratios. Bar: every `--help` and `lint --no-apply` at most 3x the interpreter.
+                 --help`), `patchctl --help`, `--version`, and `lint --no-apply` on a small
+                 project (this repository's upstream and series sections and its 4 patches,
+                 committed); `lint --no-apply` and `matrix check` on this repository's whole
+                 matrix.yaml too (its build-matrix sections), as separate processes. Baseline:
+                 `python -c pass` (the interpreter alone), run just before or after each of them
+                 (a pair), and `python -c "import click"` (what any Click program pays).
+                 CPU seconds (user + system of the process and its children); the ratio is the
+                 median of the pairs' ratios. Bar: every `--help` and the small project's
+                 `lint --no-apply` at most 3x the interpreter.
   warm pin bump  the pin in matrix.yaml moves (0.3.30 <-> 0.3.33, both directions) and
                  `patchctl apply` runs on the existing tree; against the two recipes users run
                  today on an existing clone, each bumped the same way in the same run:
@@ -93,6 +96,7 @@ def run_process(
 
 
 BARE = "python -c pass"
+BUILD_MATRIX_SECTIONS = "# ---------------------------------------------------------------- CI build matrix"
 CLICK = "python -c 'import click'"
 
 
@@ -137,14 +141,18 @@ STARTUP_BAR = 3.0
 def startup(runs: int, root: Path) -> list[StartupCase]:
     """The interpreter alone, `import click`, and each patchctl command, each paired with a
     `python -c pass` run just before it (the order of the two alternating from round to round)."""
-    project = root / "startup-project"
-    project.mkdir()
-    # This repository's matrix.yaml and its 4-patch series (lint fails closed on a matrix without
-    # series), committed in a git repository of their own, as a downstream keeps them.
-    shutil.copy(REPO / "matrix.yaml", project / "matrix.yaml")
-    shutil.copytree(REPO / "patches", project / "patches")
-    git.init_repo(project)
-    git.commit_all(project, "project")
+    # The small project: this repository's upstream and series sections (its build-matrix
+    # sections left out) and its 4-patch series; this repository's whole matrix.yaml beside it.
+    # Each committed in a git repository of its own, as a downstream keeps them.
+    matrix = (REPO / "matrix.yaml").read_text()
+    small = root / "small-project"
+    whole = root / "this-repository"
+    for project, text in ((small, matrix[: matrix.index(BUILD_MATRIX_SECTIONS)]), (whole, matrix)):
+        project.mkdir()
+        (project / "matrix.yaml").write_text(text)
+        shutil.copytree(REPO / "patches", project / "patches")  # lint fails closed on a series without patches
+        git.init_repo(project)
+        git.commit_all(project, "project")
     patchctl = patchctl_command()
     bare = [sys.executable, "-c", "pass"]
     cases = [
@@ -153,19 +161,25 @@ def startup(runs: int, root: Path) -> list[StartupCase]:
         StartupCase("patchctl --help", [*patchctl, "--help"]),
         StartupCase("patchctl --version", [*patchctl, "--version"], bar=False),
         *(StartupCase(f"patchctl {' '.join(path)} --help", [*patchctl, *path, "--help"]) for path in help_commands()),
-        StartupCase("patchctl lint --no-apply", [*patchctl, "lint", "--no-apply"], (0, 1)),
-        StartupCase("patchctl matrix check", [*patchctl, "matrix", "check"], (0, 1), bar=False),
+        StartupCase("patchctl lint --no-apply", [*patchctl, "-C", str(small), "lint", "--no-apply"], (0, 1)),
+        StartupCase(
+            "  the same, this repository",
+            [*patchctl, "-C", str(whole), "lint", "--no-apply"],
+            (0, 1),
+            bar=False,
+        ),
+        StartupCase("patchctl matrix check", [*patchctl, "-C", str(whole), "matrix", "check"], (0, 1), bar=False),
     ]
     for case in cases:  # warm the file system cache and the .pyc files, untimed
-        run_process(case.argv, project, case.expect)
+        run_process(case.argv, small, case.expect)
     for round_ in range(runs):
         for case in cases:  # interleaved, so a noisy moment hits every case alike
             first_bare = round_ % 2 == 0  # which of the pair goes first alternates
             if first_bare:
-                _, bare_cpu = run_process(bare, project)
-            wall, cpu = run_process(case.argv, project, case.expect)
+                _, bare_cpu = run_process(bare, small)
+            wall, cpu = run_process(case.argv, small, case.expect)
             if not first_bare:
-                _, bare_cpu = run_process(bare, project)
+                _, bare_cpu = run_process(bare, small)
             case.cpu.append(cpu)
             case.wall.append(wall)
             case.ratios.append(cpu / bare_cpu)

@@ -25,7 +25,6 @@ import os
 import re
 import shlex
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,6 +158,8 @@ def _neutral_drivers(where: str, env: dict[str, str]) -> dict[str, str]:
     except OSError:
         key = (where, None)
     if key not in _DRIVERS:
+        import subprocess
+
         try:
             listed = subprocess.run(
                 ["git", *HARDENED, "config", "-z", "--get-regexp", _DRIVER_KEYS],
@@ -241,6 +242,8 @@ def run(
 ) -> GitResult:
     """Run `git ARGS` in CWD, hardened (HARDENED; PROTOCOLS the only ones git may speak);
     raise GitError with git's first error line when CHECK and it fails."""
+    import subprocess  # (here: a command that runs no git, lint --no-apply or --help, never imports it)
+
     cwd = Path(cwd)
     cmd = ["git", *HARDENED, *args]
     try:

@@ -26,7 +26,7 @@ from ..confined import Root
 from ..confined.root import TEMP_INFIX
 from ..errors import EnvironmentFailure
 from ..output.escape import shell_word
-from . import journal, statehome, sync_state, treeswap, worktree
+from . import journal, statehome, treeswap, worktree
 from .lock import ProjectLock
 
 _JOURNAL_NAMES = (journal.JOURNAL_NAME, *journal.LEGACY_JOURNAL_NAMES)
@@ -155,6 +155,8 @@ def _migrate(config_file: Path) -> list[str]:
     moves = []
     for old in _legacy_states(root):
         if old.name == worktree.SYNC_STATE_NAME:
+            from . import sync_state  # (only an earlier version's state is read here: not at every start)
+
             upstream = old.parent.name
             sync_state.parse_state(root, upstream, old)
             new = worktree.sync_state_file(root, upstream)

@@ -30,10 +30,8 @@ allow it, and nothing is read.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import subprocess
 from pathlib import Path
 
 from ..confined import Refused, Root
@@ -140,6 +138,8 @@ def display(root: Path, path: Path) -> str:
 
 def _key(text: str, name: str) -> str:
     """A directory name for TEXT: readable (NAME) and unique (a hash of TEXT)."""
+    import hashlib  # (OpenSSL's: only for a project below its repository's top, or outside one)
+
     readable = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")[:40] or "root"
     return f"{readable}-{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}"
 
@@ -243,6 +243,8 @@ def _safe_directory(work_tree: Path) -> bool:
     key = str(work_tree)
     if key not in _SAFE:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k.startswith("GIT_CONFIG")}
+        import subprocess
+
         try:
             listed = subprocess.run(
                 ["git", "config", "--get-all", "safe.directory"],

@@ -33,6 +33,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import git
 from ..confined import Root, move
@@ -40,9 +41,11 @@ from ..confined.regular import kind_of
 from ..errors import EnvironmentFailure
 from ..output.escape import shell_word
 from ..paths import cache_dir
-from ..upstream.store import Mirror, Store
 from . import statehome, worktree
 from .worktree import Marker
+
+if TYPE_CHECKING:  # (the store is the caller's: recovery's check at every start needs none of it)
+    from ..upstream.store import Mirror, Store
 
 NEW = "new"
 OLD = "old"
