@@ -17,17 +17,17 @@ upstream's tag for a version, and the downstream's manifests that state them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..patterns import lazy
 from .upstream_checks import ref_name_problem
 from .validation import Validator, kind
 from .yamlloc import KeyPath, format_keypath
 
 VERSION_KEYS = ("version", "tag", "manifests")
 DEFAULT_TAG = "{version}"
-_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,99}$")
+_VAR_RE = lazy(r"^[A-Za-z_][A-Za-z0-9_.-]{0,99}$")
 
 # The manifests' module (its formats and dataclasses) is imported only where an upstream is
 # pinned by release: most projects pin a commit (start-up, patchctl.lazy).

@@ -26,12 +26,13 @@ from ..confined import Root
 from ..confined.root import TEMP_INFIX
 from ..errors import EnvironmentFailure
 from ..output.escape import shell_word
+from ..patterns import lazy
 from . import journal, statehome, treeswap, worktree
 from .lock import ProjectLock
 
 _JOURNAL_NAMES = (journal.JOURNAL_NAME, *journal.LEGACY_JOURNAL_NAMES)
 # The atomic writes in a state directory: `.NAME.XXXX.tmp` (earlier versions), `.NAME.patchctl-tmp-XXXX` (Root).
-_TEMP_NAME = re.compile(
+_TEMP_NAME = lazy(
     rf"^\.(?:{'|'.join(map(re.escape, (*_JOURNAL_NAMES, worktree.SYNC_STATE_NAME)))})"
     rf"(?:\..+\.tmp|{re.escape(TEMP_INFIX)}[0-9a-f]+)$"
 )

@@ -30,7 +30,6 @@ cache's mirrors, which only patchctl creates. Anything else is a plain directory
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +40,7 @@ from ..confined.regular import kind_of
 from ..errors import EnvironmentFailure
 from ..output.escape import shell_word
 from ..paths import cache_dir
+from ..patterns import lazy
 from . import statehome, worktree
 from .worktree import Marker
 
@@ -52,7 +52,7 @@ OLD = "old"
 LOCK_REASON = "patchctl apply: moving into place"
 STAGING = "staging"  # in the state directory: where trees are checked out before they move in
 STAGE_PREFIX = ".patchctl-stage-"
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.patchctl-(?:new|old|\d+)$")
+_LEFTOVER = lazy(r"^\.(?P<name>.+)\.patchctl-(?:new|old|\d+)$")
 
 
 def sibling(tree: Path, kind: str) -> Path:

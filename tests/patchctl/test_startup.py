@@ -5,7 +5,9 @@ bench/startup_bench.py measures it."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -128,6 +130,7 @@ START_UP_CORE = {
     "patchctl",
     "patchctl.cli",
     "patchctl.lazy",
+    "patchctl.patterns",
     "patchctl.app",
     "patchctl.errors",
     "patchctl.output",
@@ -225,3 +228,107 @@ def test_export_help_states_the_vendor_default_message() -> None:
     from patchctl.loop import vendor
 
     assert export.VENDOR_DEFAULT_MESSAGE == vendor.DEFAULT_MESSAGE
+
+
+# ---------------------------------------------------------------- nothing built at import
+
+
+def test_a_lazy_pattern_compiles_at_its_first_use_and_then_is_the_compiled_one() -> None:
+    from patchctl.patterns import lazy
+
+    named = lazy(r"(?P<number>\d+)-(?P<slug>[a-z]+)", re.IGNORECASE)
+    assert named.pattern == r"(?P<number>\d+)-(?P<slug>[a-z]+)"
+    assert "match" not in vars(named)  # not compiled yet
+    match = named.match("0001-Fix")
+    assert match is not None and match["number"] == "0001" and match["slug"] == "Fix"
+    compiled = re.compile(named.pattern, re.IGNORECASE)
+    assert vars(named)["match"].__self__ == compiled  # the compiled pattern's own method from now on
+    assert (named.flags, named.groups, named.groupindex) == (compiled.flags, compiled.groups, compiled.groupindex)
+    assert named.sub(r"\g<slug>", "7-a 8-b") == "a b"
+    assert [m.group() for m in lazy("b+").finditer("abbcb")] == ["bb", "b"]
+    assert lazy(rb"\x00").search(b"a\x00") is not None
+    with pytest.raises(AttributeError):
+        named.no_such_method  # noqa: B018
+    with pytest.raises(re.error):
+        lazy("(").match("")  # a bad pattern fails where it is first used
+
+
+def lazy_pattern_names(tree: ast.Module) -> set[str]:
+    """The module-level names of TREE bound to `lazy(...)`, directly or in a dict's values."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            calls = [node.value] if isinstance(node.value, ast.Call) else getattr(node.value, "values", [])
+            if isinstance(target, ast.Name) and any(
+                isinstance(c, ast.Call) and getattr(c.func, "id", None) == "lazy" for c in calls
+            ):
+                names.add(target.id)
+    return names
+
+
+def test_no_module_hands_a_lazy_pattern_to_re() -> None:
+    """A lazy pattern is not a re.Pattern: `re.sub(PATTERN, ...)` would take it for a string.
+    Its methods are what modules use (`PATTERN.sub(...)`)."""
+    package = COMMANDS_DIR.parent
+    trees = {path: ast.parse(path.read_text(), str(path)) for path in package.rglob("*.py")}
+    lazy_names = set().union(*(lazy_pattern_names(tree) for tree in trees.values()))
+    assert {"_ESCAPED", "_NAME_RE"} <= lazy_names  # (escape.py, config.py: what the check looks at)
+    misuse = []
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and getattr(node.func.value, "id", None) == "re"
+            ):
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    if isinstance(arg, ast.Name) and arg.id in lazy_names:
+                        misuse.append(f"{path.relative_to(package)}:{node.lineno}: re.{node.func.attr}({arg.id}")
+    assert misuse == []
+
+
+def test_the_start_up_and_lint_modules_compile_no_pattern_at_import(tmp_path: Path) -> None:
+    """Importing the start-up core and what `lint --no-apply` imports compiles no regular
+    expression of patchctl's: each is compiled where it is first matched (patchctl.patterns)."""
+    probe = (
+        "import re, sys, json\n"
+        "compiled = []\n"
+        "original = re._compile\n"
+        "def counting(pattern, flags):\n"
+        "    caller = sys._getframe(2).f_globals.get('__name__', '')\n"
+        "    if caller.startswith('patchctl') and sys._getframe(2).f_code.co_name == '<module>':\n"
+        "        compiled.append(f'{caller}: {pattern!r}'[:120])\n"
+        "    return original(pattern, flags)\n"
+        "re._compile = counting\n"
+        "import patchctl.cli, patchctl.commands.lint\n"
+        f"for name in {sorted(LINT_MODULES)!r}:\n"
+        "    __import__(name)\n"
+        f"compiled = [c for c in compiled if c.partition(':')[0] not in {sorted(PARSER_MODULES)!r}]\n"
+        "print('COMPILED=' + json.dumps(compiled))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    _, _, compiled = done.stdout.rpartition("COMPILED=")
+    assert compiled, done.stdout + done.stderr
+    assert json.loads(compiled) == []
+
+
+# The diff parser's patterns are compiled at import: every command that imports it reads a
+# series and matches them at once, line by line, where a compiled pattern is cheapest.
+PARSER_MODULES = {"patchctl.series.diffblocks", "patchctl.series.patchset"}
+# What `lint --no-apply` imports that has patterns of its own (test above).
+LINT_MODULES = {
+    "patchctl.git",
+    "patchctl.output.escape",
+    "patchctl.output.progress",
+    "patchctl.confined.names",
+    "patchctl.project.config",
+    "patchctl.project.gate_env",
+    "patchctl.project.series_keys",
+    "patchctl.project.upstream_checks",
+    "patchctl.project.version_keys",
+    "patchctl.series.naming",
+    "patchctl.series.patchlist",
+    "patchctl.state.recovery",
+    "patchctl.state.treeswap",
+}
