@@ -9,15 +9,17 @@ of every command to what it needs (bench/startup_bench.py measures it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import click
 
 
-@dataclass(frozen=True)
 class LazyCommand:
-    target: str  # "package.module:attribute"
-    summary: str  # the first paragraph of the command's help, as `--help` lists it
+    """A command known by name until it runs. (A plain class: a dataclass costs every start.)"""
+
+    __slots__ = ("summary", "target")
+
+    def __init__(self, target: str, summary: str) -> None:
+        self.target = target  # "package.module:attribute"
+        self.summary = summary  # the first paragraph of the command's help, as `--help` lists it
 
     def load(self) -> click.Command:
         module, _, attribute = self.target.partition(":")
