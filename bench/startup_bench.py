@@ -109,6 +109,7 @@ class StartupCase:
     cpu: list[float] = dataclasses.field(default_factory=list)
     wall: list[float] = dataclasses.field(default_factory=list)
     ratios: list[float] = dataclasses.field(default_factory=list)  # CPU / the paired interpreter's CPU
+    other_ratios: list[float] = dataclasses.field(default_factory=list)  # the same, --compare-with's checkout
 
     @property
     def ratio(self) -> float:
@@ -138,9 +139,23 @@ def help_commands() -> list[list[str]]:
 STARTUP_BAR = 3.0
 
 
-def startup(runs: int, root: Path) -> list[StartupCase]:
+def _paired(
+    case: StartupCase, bare: list[str], cwd: Path, bare_first: bool, pythonpath: Path | None = None
+) -> tuple[float, float, float]:
+    """CASE once and the bare interpreter once, in that order or the other: (wall s, CPU s,
+    CPU / the interpreter's CPU)."""
+    if bare_first:
+        _, bare_cpu = run_process(bare, cwd)
+    wall, cpu = run_process(case.argv, cwd, case.expect, pythonpath)
+    if not bare_first:
+        _, bare_cpu = run_process(bare, cwd)
+    return wall, cpu, cpu / bare_cpu
+
+
+def startup(runs: int, root: Path, compare_with: Path | None = None) -> list[StartupCase]:
     """The interpreter alone, `import click`, and each patchctl command, each paired with a
-    `python -c pass` run just before it (the order of the two alternating from round to round)."""
+    `python -c pass` run just before or after it (the order alternating from round to round);
+    with COMPARE_WITH, each patchctl command of that source tree too (PYTHONPATH), paired alike."""
     # The small project: this repository's upstream and series sections (its build-matrix
     # sections left out) and its 4-patch series; this repository's whole matrix.yaml beside it.
     # Each committed in a git repository of its own, as a downstream keeps them.
@@ -172,17 +187,16 @@ def startup(runs: int, root: Path) -> list[StartupCase]:
     ]
     for case in cases:  # warm the file system cache and the .pyc files, untimed
         run_process(case.argv, small, case.expect)
+        if compare_with is not None and case.argv[0] != sys.executable:
+            run_process(case.argv, small, case.expect, compare_with)
     for round_ in range(runs):
         for case in cases:  # interleaved, so a noisy moment hits every case alike
-            first_bare = round_ % 2 == 0  # which of the pair goes first alternates
-            if first_bare:
-                _, bare_cpu = run_process(bare, small)
-            wall, cpu = run_process(case.argv, small, case.expect)
-            if not first_bare:
-                _, bare_cpu = run_process(bare, small)
+            wall, cpu, ratio = _paired(case, bare, small, round_ % 2 == 0)
             case.cpu.append(cpu)
             case.wall.append(wall)
-            case.ratios.append(cpu / bare_cpu)
+            case.ratios.append(ratio)
+            if compare_with is not None and case.argv[0] != sys.executable:
+                case.other_ratios.append(_paired(case, bare, small, round_ % 2 == 1, compare_with)[2])
     return cases
 
 
@@ -334,33 +348,36 @@ def main(argv: list[str] | None = None) -> int:
         "--compare-with",
         type=Path,
         default=None,
-        help="another patchctl source tree (an older commit): its `patchctl apply` is timed too, interleaved",
+        help="another patchctl source tree (an older commit): its `patchctl apply` is timed too, interleaved, "
+        "and in the start-up part each of its commands, paired with the interpreter alike",
     )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="patchctl-bench-") as tmp:
         root = Path(tmp)
-        started = [] if args.bump_only else startup(args.runs, root)
+        started = [] if args.bump_only else startup(args.runs, root, args.compare_with)
         if args.startup_only:
-            print_startup(started, args.runs)
+            print_startup(started, args.runs, args.compare_with)
             return 0 if all(case.ratio <= STARTUP_BAR for case in started if case.bar) else 1
         bumps = warm_pin_bump(args.bump_runs, args.patches, root, args.compare_with)
 
     if started:
-        print_startup(started, args.runs)
+        print_startup(started, args.runs, args.compare_with)
         print()
     print_bump(bumps, args.bump_runs, args.compare_with)
     return 0
 
 
-def print_startup(cases: list[StartupCase], runs: int) -> None:
+def print_startup(cases: list[StartupCase], runs: int, compare_with: Path | None = None) -> None:
     """Each case's CPU and wall medians, and its CPU against the interpreter run beside it."""
     print(f"start-up ({runs} pairs each, interleaved; {' '.join(patchctl_command())}; CPU = user + system)")
-    print(f"load average before the table: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'command':<36} {'CPU ms':>7} {'wall ms':>8} {'x python':>9} {'bar':>8}")
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    other = f"x python, {compare_with.name}" if compare_with is not None else ""
+    print(f"{'command':<36} {'CPU ms':>7} {'wall ms':>8} {'x python':>9} {'bar':>8} {other:>20}")
     for case in cases:
         verdict = ("met" if case.ratio <= STARTUP_BAR else "NOT met") if case.bar else ""
         cpu, wall = statistics.median(case.cpu) * 1000, statistics.median(case.wall) * 1000
-        print(f"{case.name:<36} {cpu:7.1f} {wall:8.1f} {case.ratio:8.2f}x {verdict:>8}")
+        before = f"{statistics.median(case.other_ratios):19.2f}x" if case.other_ratios else ""
+        print(f"{case.name:<36} {cpu:7.1f} {wall:8.1f} {case.ratio:8.2f}x {verdict:>8} {before:>20}")
     held = [case for case in cases if case.bar]
     worst = max(held, key=lambda case: case.ratio)
     met = all(case.ratio <= STARTUP_BAR for case in held)

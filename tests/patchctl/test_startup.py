@@ -215,6 +215,28 @@ def test_help_and_usage_errors_import_no_domain_module(
     assert own in modules
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["pin-sync", "--drop"],
+        ["pin-sync", "--continue", "--abort"],
+        ["canary", "--rev", "HEAD", "--latest"],
+        ["export", "llama.cpp", "--from-vendor", "--check"],
+        ["matrix", "changed", "--all", "README.md"],
+        ["init", "--file", "Makefile"],
+    ],
+    ids=" ".join,
+)
+def test_a_usage_error_of_patchctl_imports_no_domain_module(
+    tmp_path: Path, click_modules: set[str], args: list[str]
+) -> None:
+    """What a command refuses before it does anything (exit 2) is said as fast as --help."""
+    (tmp_path / "matrix.yaml").write_text("version: 1\n")
+    modules = probe_modules(tmp_path, f"from patchctl.cli import main\nassert main({args!r}) == 2\n")
+    allowed = START_UP_CORE | {"patchctl.commands", COMMAND_MODULES[args[0]]} | COMMAND_EXTRAS.get(args[0], set())
+    assert sorted(m for m in modules - click_modules - START_UP_STDLIB if m not in allowed) == []
+
+
 def test_an_unknown_command_is_still_a_usage_error(tmp_path: Path) -> None:
     code, modules, output = modules_after(tmp_path, "aplly")
     assert code == 2 and "no such command 'aplly'" in output.lower()
