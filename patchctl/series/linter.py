@@ -280,9 +280,9 @@ def _pin_findings(config: Config) -> list[Finding]:
                         name,
                     )
                 )
-            for match in matches:
-                from ..project.manifests import is_abbreviation
+            from ..project.manifests import is_abbreviation
 
+            for match in matches:
                 if match.group("pin") != upstream.pin and not is_abbreviation(match.group("pin"), upstream.pin):
                     line = text.count("\n", 0, match.start("pin")) + 1
                     found.append(
