@@ -2,9 +2,16 @@
 as a user runs it (the `patchctl` command, start-up included), each against baselines
 measured in the same run.
 
-  start-up       `patchctl --help`, `--version`, `lint --no-apply` and `matrix check` on this
-                 repository's matrix.yaml and series, as separate processes; baseline: `python -c pass` (the
-                 interpreter alone). Bar: `patchctl --help` median < 100 ms.
+  start-up       every command's `--help` (the nested groups' subcommands too: `matrix render
+                 --help`), `patchctl --help`, `--version`, and `lint --no-apply` on a small
+                 project (this repository's upstream and series sections and its 4 patches,
+                 committed); `lint --no-apply` and `matrix check` on this repository's whole
+                 matrix.yaml too (its build-matrix sections), as separate processes. Baseline:
+                 `python -c pass` (the interpreter alone), run just before or after each of them
+                 (a pair), and `python -c "import click"` (what any Click program pays).
+                 CPU seconds (user + system of the process and its children); the ratio is the
+                 median of the pairs' ratios. Bar: every `--help` and the small project's
+                 `lint --no-apply` at most 3x the interpreter.
   warm pin bump  the pin in matrix.yaml moves (0.3.30 <-> 0.3.33, both directions) and
                  `patchctl apply` runs on the existing tree; against the two recipes users run
                  today on an existing clone, each bumped the same way in the same run:
@@ -18,7 +25,7 @@ measured in the same run.
 
 Prints medians and ratios.
 
-    python bench/startup_bench.py [--runs 20] [--bump-runs 5] [--patches 30] [--bump-only]
+    python bench/startup_bench.py [--runs 7] [--bump-runs 5] [--patches 30] [--bump-only | --startup-only]
 
 The upstream is the embedded default (llama.cpp from llama-cpp-python 0.3.30 and 0.3.33 on
 PyPI), built into $PATCHCTL_CACHE (or the user cache) on first use; the build is not timed.
@@ -31,6 +38,7 @@ import collections
 import contextlib
 import dataclasses
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -66,39 +74,130 @@ def clean_env() -> dict[str, str]:
 
 
 def time_process(argv: list[str], cwd: Path, expect: tuple[int, ...] = (0,), pythonpath: Path | None = None) -> float:
+    return run_process(argv, cwd, expect, pythonpath)[0]
+
+
+def run_process(
+    argv: list[str], cwd: Path, expect: tuple[int, ...] = (0,), pythonpath: Path | None = None
+) -> tuple[float, float]:
+    """Run ARGV in CWD; (wall seconds, CPU seconds: user + system of it and of its children)."""
     env = clean_env()
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in expect:
         raise SystemExit(f"{' '.join(argv)}: exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
-def startup(runs: int, root: Path) -> list[tuple[str, float, float]]:
-    """(what, median s, min s) for the interpreter alone and each patchctl command."""
-    project = root / "startup-project"
-    project.mkdir()
-    # This repository's matrix.yaml and series: lint fails closed on a matrix without series.
-    shutil.copy(REPO / "matrix.yaml", project / "matrix.yaml")
-    shutil.copytree(REPO / "patches", project / "patches")
+BARE = "python -c pass"
+BUILD_MATRIX_SECTIONS = "# ---------------------------------------------------------------- CI build matrix"
+CLICK = "python -c 'import click'"
+
+
+@dataclasses.dataclass
+class StartupCase:
+    name: str
+    argv: list[str]
+    expect: tuple[int, ...] = (0,)
+    bar: bool = True  # held to the bar (at most 3x the interpreter)
+    cpu: list[float] = dataclasses.field(default_factory=list)
+    wall: list[float] = dataclasses.field(default_factory=list)
+    ratios: list[float] = dataclasses.field(default_factory=list)  # CPU / the paired interpreter's CPU
+    other_ratios: list[float] = dataclasses.field(default_factory=list)  # the same, --compare-with's checkout
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+
+def help_commands() -> list[list[str]]:
+    """Every command path `--help` can be asked of: each command, each nested group's subcommands."""
+    import click
+
+    from patchctl.cli import cli
+
+    paths: list[list[str]] = []
+
+    def walk(group: click.Group, prefix: list[str]) -> None:
+        for name in group.list_commands(click.Context(group)):
+            command = group.get_command(click.Context(group), name)
+            assert command is not None, name
+            paths.append([*prefix, name])
+            if isinstance(command, click.Group):
+                walk(command, [*prefix, name])
+
+    walk(cli, [])
+    return paths
+
+
+STARTUP_BAR = 3.0
+
+
+def _paired(
+    case: StartupCase, bare: list[str], cwd: Path, bare_first: bool, pythonpath: Path | None = None
+) -> tuple[float, float, float]:
+    """CASE once and the bare interpreter once, in that order or the other: (wall s, CPU s,
+    CPU / the interpreter's CPU)."""
+    if bare_first:
+        _, bare_cpu = run_process(bare, cwd)
+    wall, cpu = run_process(case.argv, cwd, case.expect, pythonpath)
+    if not bare_first:
+        _, bare_cpu = run_process(bare, cwd)
+    return wall, cpu, cpu / bare_cpu
+
+
+def startup(runs: int, root: Path, compare_with: Path | None = None) -> list[StartupCase]:
+    """The interpreter alone, `import click`, and each patchctl command, each paired with a
+    `python -c pass` run just before or after it (the order alternating from round to round);
+    with COMPARE_WITH, each patchctl command of that source tree too (PYTHONPATH), paired alike."""
+    # The small project: this repository's upstream and series sections (its build-matrix
+    # sections left out) and its 4-patch series; this repository's whole matrix.yaml beside it.
+    # Each committed in a git repository of its own, as a downstream keeps them.
+    matrix = (REPO / "matrix.yaml").read_text()
+    small = root / "small-project"
+    whole = root / "this-repository"
+    for project, text in ((small, matrix[: matrix.index(BUILD_MATRIX_SECTIONS)]), (whole, matrix)):
+        project.mkdir()
+        (project / "matrix.yaml").write_text(text)
+        shutil.copytree(REPO / "patches", project / "patches")  # lint fails closed on a series without patches
+        git.init_repo(project)
+        git.commit_all(project, "project")
     patchctl = patchctl_command()
-    cases: list[tuple[str, list[str], tuple[int, ...]]] = [
-        ("python -c pass", [sys.executable, "-c", "pass"], (0,)),
-        ("patchctl --help", [*patchctl, "--help"], (0,)),
-        ("patchctl --version", [*patchctl, "--version"], (0,)),
-        ("patchctl lint --no-apply", [*patchctl, "lint", "--no-apply"], (0, 1)),
-        ("patchctl matrix check", [*patchctl, "matrix", "check"], (0, 1)),
+    bare = [sys.executable, "-c", "pass"]
+    cases = [
+        StartupCase(BARE, bare, bar=False),
+        StartupCase(CLICK, [sys.executable, "-c", "import click"], bar=False),
+        StartupCase("patchctl --help", [*patchctl, "--help"]),
+        StartupCase("patchctl --version", [*patchctl, "--version"], bar=False),
+        *(StartupCase(f"patchctl {' '.join(path)} --help", [*patchctl, *path, "--help"]) for path in help_commands()),
+        StartupCase("patchctl lint --no-apply", [*patchctl, "-C", str(small), "lint", "--no-apply"], (0, 1)),
+        StartupCase(
+            "  the same, this repository",
+            [*patchctl, "-C", str(whole), "lint", "--no-apply"],
+            (0, 1),
+            bar=False,
+        ),
+        StartupCase("patchctl matrix check", [*patchctl, "-C", str(whole), "matrix", "check"], (0, 1), bar=False),
     ]
-    times: dict[str, list[float]] = {name: [] for name, _, _ in cases}
-    for _name, argv, expect in cases:  # warm the file system cache and the .pyc files, untimed
-        time_process(argv, project, expect)
-    for _ in range(runs):  # interleaved, so a noisy moment hits every case alike
-        for name, argv, expect in cases:
-            times[name].append(time_process(argv, project, expect))
-    return [(name, statistics.median(t), min(t)) for name, t in times.items()]
+    for case in cases:  # warm the file system cache and the .pyc files, untimed
+        run_process(case.argv, small, case.expect)
+        if compare_with is not None and case.argv[0] != sys.executable:
+            run_process(case.argv, small, case.expect, compare_with)
+    for round_ in range(runs):
+        for case in cases:  # interleaved, so a noisy moment hits every case alike
+            wall, cpu, ratio = _paired(case, bare, small, round_ % 2 == 0)
+            case.cpu.append(cpu)
+            case.wall.append(wall)
+            case.ratios.append(ratio)
+            if compare_with is not None and case.argv[0] != sys.executable:
+                case.other_ratios.append(_paired(case, bare, small, round_ % 2 == 1, compare_with)[2])
+    return cases
 
 
 def set_pin(matrix: Path, old: str, new: str) -> None:
@@ -239,33 +338,53 @@ def warm_pin_bump(runs: int, count: int, root: Path, compare_with: Path | None =
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=20, help="start-up runs per command")
+    parser.add_argument("--runs", type=int, default=7, help="start-up runs (pairs) per command")
     parser.add_argument("--bump-runs", type=int, default=5, help="pin bumps each way")
     parser.add_argument("--patches", type=int, default=30)
-    parser.add_argument("--bump-only", action="store_true", help="the warm pin bump alone (no start-up section)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--bump-only", action="store_true", help="the warm pin bump alone (no start-up section)")
+    which.add_argument("--startup-only", action="store_true", help="the start-up section alone (exit 1 over the bar)")
     parser.add_argument(
         "--compare-with",
         type=Path,
         default=None,
-        help="another patchctl source tree (an older commit): its `patchctl apply` is timed too, interleaved",
+        help="another patchctl source tree (an older commit): its `patchctl apply` is timed too, interleaved, "
+        "and in the start-up part each of its commands, paired with the interpreter alike",
     )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="patchctl-bench-") as tmp:
         root = Path(tmp)
-        started = [] if args.bump_only else startup(args.runs, root)
+        started = [] if args.bump_only else startup(args.runs, root, args.compare_with)
+        if args.startup_only:
+            print_startup(started, args.runs, args.compare_with)
+            return 0 if all(case.ratio <= STARTUP_BAR for case in started if case.bar) else 1
         bumps = warm_pin_bump(args.bump_runs, args.patches, root, args.compare_with)
 
     if started:
-        print(f"start-up ({args.runs} runs each, interleaved; {' '.join(patchctl_command())})")
-        print(f"{'command':<28} {'median ms':>10} {'min ms':>8} {'minus python':>13}")
-        floor = started[0][1]
-        for name, median, fastest in started:
-            print(f"{name:<28} {median * 1000:10.1f} {fastest * 1000:8.1f} {(median - floor) * 1000:13.1f}")
-        help_ms = started[1][1] * 1000
-        print(f"bar: patchctl --help median < 100 ms: {help_ms:.1f} ms ({'met' if help_ms < 100 else 'NOT met'})")
+        print_startup(started, args.runs, args.compare_with)
         print()
     print_bump(bumps, args.bump_runs, args.compare_with)
     return 0
+
+
+def print_startup(cases: list[StartupCase], runs: int, compare_with: Path | None = None) -> None:
+    """Each case's CPU and wall medians, and its CPU against the interpreter run beside it."""
+    print(f"start-up ({runs} pairs each, interleaved; {' '.join(patchctl_command())}; CPU = user + system)")
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    other = f"x python, {compare_with.name}" if compare_with is not None else ""
+    print(f"{'command':<36} {'CPU ms':>7} {'wall ms':>8} {'x python':>9} {'bar':>8} {other:>20}")
+    for case in cases:
+        verdict = ("met" if case.ratio <= STARTUP_BAR else "NOT met") if case.bar else ""
+        cpu, wall = statistics.median(case.cpu) * 1000, statistics.median(case.wall) * 1000
+        before = f"{statistics.median(case.other_ratios):19.2f}x" if case.other_ratios else ""
+        print(f"{case.name:<36} {cpu:7.1f} {wall:8.1f} {case.ratio:8.2f}x {verdict:>8} {before:>20}")
+    held = [case for case in cases if case.bar]
+    worst = max(held, key=lambda case: case.ratio)
+    met = all(case.ratio <= STARTUP_BAR for case in held)
+    print(
+        f"bar: every --help and lint --no-apply <= {STARTUP_BAR:g}x `python -c pass` (CPU, median of {runs} pairs): "
+        f"{'met' if met else 'NOT met'} (worst: {worst.name}, {worst.ratio:.2f}x)"
+    )
 
 
 def print_bump(run: BumpRun, bump_runs: int, compare_with: Path | None = None) -> None:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -165,6 +164,8 @@ def json_options(upstream: str | None, as_json: bool, json_file: Path | None) ->
 
 def emit_json(payload: Any) -> None:
     """PAYLOAD (dataclasses included) as indented JSON with sorted keys."""
+    import json
+
     from .output.jsonout import to_json
 
     click.echo(json.dumps(to_json(payload), indent=2, sort_keys=True, default=str))

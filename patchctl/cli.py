@@ -17,7 +17,6 @@ import re
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -192,14 +191,14 @@ def main(argv: list[str] | None = None) -> int:
                 progress.uninstall()  # the live line leaves the terminal before the error line
     except PatchctlError as exc:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         click.echo(log_line(f"patchctl: error: {exc}"), err=True)  # one line, whatever names it quotes
         return int(exc.exit_code)
     except click.exceptions.Abort as exc:  # Click's word for a KeyboardInterrupt in a command
         return _stopped(exc)
     except click.ClickException as exc:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         if type(exc).__name__ == "NoArgsIsHelpError":  # `patchctl`, `patchctl matrix`: the help, as git does
             exc.show()
             return int(ExitCode.USAGE)
@@ -210,6 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         return _stopped(exc)
     return int(ExitCode.OK)
+
+
+def _print_traceback() -> None:
+    """--debug: the traceback of the error being handled (imported here: only --debug needs it)."""
+    import traceback
+
+    traceback.print_exc()
 
 
 def run() -> NoReturn:

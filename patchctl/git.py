@@ -25,12 +25,12 @@ import os
 import re
 import shlex
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import GitError
 from .paths import cache_location
+from .patterns import lazy
 
 # A 3-way merge that leaves a conflict writes zdiff3 markers: ours, then the base (`|||||||`),
 # then theirs, so that a maintainer sees what the patch was written against. Passed with
@@ -159,6 +159,8 @@ def _neutral_drivers(where: str, env: dict[str, str]) -> dict[str, str]:
     except OSError:
         key = (where, None)
     if key not in _DRIVERS:
+        import subprocess
+
         try:
             listed = subprocess.run(
                 ["git", *HARDENED, "config", "-z", "--get-regexp", _DRIVER_KEYS],
@@ -241,6 +243,8 @@ def run(
 ) -> GitResult:
     """Run `git ARGS` in CWD, hardened (HARDENED; PROTOCOLS the only ones git may speak);
     raise GitError with git's first error line when CHECK and it fails."""
+    import subprocess  # (here: a command that runs no git, lint --no-apply or --help, never imports it)
+
     cwd = Path(cwd)
     cmd = ["git", *HARDENED, *args]
     try:
@@ -289,20 +293,20 @@ def run_fixed(args: list[str], cwd: Path | str, *, commits: tuple[str, ...]) -> 
 # What git's own words usually mean for a patchctl user: (pattern in git's stderr, the cause).
 _CAUSES = (
     (
-        re.compile(r"failed to unpack tree object|bad object|not a tree object|unknown revision|invalid reference"),
+        lazy(r"failed to unpack tree object|bad object|not a tree object|unknown revision|invalid reference"),
         "a commit that is not in the upstream: check the pin in matrix.yaml, --rev or --base",
     ),
-    (re.compile(r"could not resolve host|unable to access|connection refused|timed out", re.I), "the network"),
+    (lazy(r"could not resolve host|unable to access|connection refused|timed out", re.I), "the network"),
     (
-        re.compile(r"authentication failed|could not read username|terminal prompts disabled", re.I),
+        lazy(r"authentication failed|could not read username|terminal prompts disabled", re.I),
         "the upstream asks for credentials (patchctl never prompts): use a public URL, a mirror "
         "(--upstream-url) or a credential helper",
     ),
-    (re.compile(r"repository .* not found|does not appear to be a git repository", re.I), "a wrong upstream URL"),
-    (re.compile(r"no space left on device", re.I), "the disk is full"),
-    (re.compile(r"permission denied", re.I), "no permission to write there"),
+    (lazy(r"repository .* not found|does not appear to be a git repository", re.I), "a wrong upstream URL"),
+    (lazy(r"no space left on device", re.I), "the disk is full"),
+    (lazy(r"permission denied", re.I), "no permission to write there"),
     (
-        re.compile(r"\.lock'?: file exists|unable to create .*\.lock", re.I),
+        lazy(r"\.lock'?: file exists|unable to create .*\.lock", re.I),
         "another git process holds a lock there, or a killed one left its .lock file: remove it if none runs",
     ),
 )

@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import platformdirs
-
 CACHE_ENV = "PATCHCTL_CACHE"
 
 
 def cache_location() -> Path:
     """$PATCHCTL_CACHE, else the user cache directory (~/.cache/patchctl on Linux), made or not."""
-    return Path(os.environ.get(CACHE_ENV) or platformdirs.user_cache_dir("patchctl"))
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    import platformdirs  # (it imports tempfile and shutil: only where the user cache is looked up)
+
+    return Path(platformdirs.user_cache_dir("patchctl"))
 
 
 def cache_dir(path: Path | None = None) -> Path:

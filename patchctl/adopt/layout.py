@@ -18,13 +18,11 @@ from ..errors import EnvironmentFailure, GitError, UsageError
 from ..project.config import VendorCopy
 from ..project.manifests import HEX40_RE, Manifest, Source, is_abbreviation
 from ..project.manifests.formats import checksums
+from . import CONFIG_NAME, LAYOUTS, PRE_COMMIT_NAME  # noqa: F401 - defined beside `init`'s options, named here too
 from .patchorder import apply_order
 from .patchorder import detect as detect_order
 from .resolve import commit_of
 
-LAYOUTS = ("makefile-sync", "quilt", "git-dir", "electron", "openwrt", "conda-forge", "gclient")
-CONFIG_NAME = "matrix.yaml"
-PRE_COMMIT_NAME = ".pre-commit-config.yaml"
 TEMPLATES_DIR = "templates"
 HEX_RE = re.compile(r"^[0-9a-f]{7,40}$")
 FULL_RE = re.compile(r"^[0-9a-f]{40}$")

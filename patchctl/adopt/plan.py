@@ -18,15 +18,13 @@ from ..errors import UsageError
 from ..output.escape import shell_word
 from ..project.upstream_checks import SDIST_BRANCH, is_sdist_url
 from ..series.patchset import PatchFile
+from . import CONFIG_NAME, LAYOUTS, PRE_COMMIT_NAME
 from .conda_forge import detect_conda_forge
 from .electron import detect_electron
 from .gclient import detect_gclient
 from .git_dir import detect_git_dir
 from .layout import (
-    CONFIG_NAME,
-    LAYOUTS,
     MAX_LAYOUT_FILE_BYTES,
-    PRE_COMMIT_NAME,
     TEMPLATES_DIR,
     Layout,
     Plan,

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
-from ..series import apply_job
 
 
 @click.command("apply")
@@ -39,6 +38,8 @@ def apply_cmd(
       patchctl apply llama.cpp --rev v0.3.33 --into /tmp/llama
       patchctl apply --json > apply.json
     """
+    from ..series import apply_job
+
     app.lock_project()
     try:
         results = apply_job.apply(app.config, app.store, series, rev=rev, into=app.path(into), force=force)

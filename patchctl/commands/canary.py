@@ -7,11 +7,7 @@ from pathlib import Path
 import click
 
 from ..app import AppContext, complete_upstreams, json_options, pass_app, progress_display, publish_report
-from ..confined import named
 from ..errors import CheckFailed, UsageError
-from ..loop import canary
-from ..output import report as report_mod
-from ..output.jsonout import to_json
 
 
 @click.command("canary")
@@ -122,6 +118,11 @@ def canary_cmd(
     as_json, json_file = json_options(upstream, as_json, json_file)
     json_file, summary_file, work_dir = app.output(json_file), app.output(summary_file), app.path(work_dir)
     issues_file = app.output(issues_file)
+    from ..confined import named
+    from ..loop import canary
+    from ..output import report as report_mod
+    from ..output.jsonout import to_json
+
     if do_compile:  # its build logs go to .patchctl/logs/canary; without --compile it writes nothing
         app.lock_project()
     with progress_display() as progress:

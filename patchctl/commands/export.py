@@ -8,10 +8,11 @@ import click
 
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
 from ..errors import UsageError
-from ..loop import vendor
 from ..output.escape import shell_word
-from ..series import apply_job, exporter
-from ..state import worktree
+
+# `vendor.DEFAULT_MESSAGE`, written out so that --help imports no domain module
+# (tests/patchctl/test_startup.py checks that the two agree).
+VENDOR_DEFAULT_MESSAGE = "Changes made in the vendored copy"
 
 
 @click.command("export")
@@ -35,7 +36,7 @@ from ..state import worktree
     help=(
         "With --from-vendor: the new patch's commit message, its first line naming the patch; given again, "
         "each is one more paragraph, as with `git commit -m` (the description lint wants). "
-        f"Default: {vendor.DEFAULT_MESSAGE!r}."
+        f"Default: {VENDOR_DEFAULT_MESSAGE!r}."
     ),
 )
 @click.option("--base", help="Commit the series starts from (default: the upstream's pin).")
@@ -74,6 +75,9 @@ def export_cmd(
             raise UsageError(
                 "--from-vendor takes the edits from the vendored copy: it goes without --from, --base, --check"
             )
+    from ..series import apply_job, exporter
+    from ..state import worktree
+
     # A fresh clone has no applied tree: --check applies the series first (what `apply` makes),
     # so the check (and its pre-commit hook) works anywhere; plain export needs your commits.
     applied = worktree.applied_tree(app.root, series)
@@ -92,7 +96,7 @@ def export_cmd(
         app.lock_project()
     config = app.config
     if from_vendor:
-        _take_back_vendored_edits(app, series, "\n\n".join(messages) if messages else vendor.DEFAULT_MESSAGE)
+        _take_back_vendored_edits(app, series, "\n\n".join(messages) if messages else VENDOR_DEFAULT_MESSAGE)
         fresh = False
     source = app.path(from_dir) or worktree.applied_tree(config.root, config.get_series(series).name)
     if fresh and not source.exists():
@@ -136,6 +140,10 @@ def export_cmd(
 def _take_back_vendored_edits(app: AppContext, name: str, message: str) -> None:
     """Commit the vendored copy's edits in the applied tree (applied first, and refused when it
     holds work of its own), so that the export that follows turns them into a patch."""
+    from ..loop import vendor
+    from ..series import apply_job
+    from ..state import worktree
+
     config = app.config
     series = vendor.vendored_series(config, (name,))[0]
     if not message.strip():

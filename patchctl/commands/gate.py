@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
 from ..errors import UsageError
-from ..loop import gates
-from ..series import apply_job
+
+if TYPE_CHECKING:
+    from ..loop.gates import GateResult
 
 
 @click.command("gate")
@@ -48,6 +50,9 @@ def gate_cmd(
       patchctl gate --skip-slow                     # on a pull request: the cheap gates only
       patchctl gate llama.cpp --update-baseline     # after an intended engine change
     """
+    from ..loop import gates
+    from ..series import apply_job
+
     app.lock_project()
     names = list(series) or [s.name for s in app.config.series.values() if s.gates]
     if not names:
@@ -74,7 +79,7 @@ def gate_cmd(
         _print_gates(results, as_json, name)
 
 
-def _print_gates(results: list[gates.GateResult], as_json: bool, series: str) -> None:
+def _print_gates(results: list[GateResult], as_json: bool, series: str) -> None:
     if as_json:
         emit_json({"series": series, "ok": all(r.ok for r in results), "gates": results})
         return

@@ -7,14 +7,10 @@ from pathlib import Path
 import click
 
 from .. import templates_dir
-from ..adopt import gitignore
-from ..adopt.layout import CONFIG_NAME, LAYOUTS, PRE_COMMIT_NAME
-from ..adopt.plan import plan
+from ..adopt import CONFIG_NAME, LAYOUTS, PRE_COMMIT_NAME
 from ..app import AppContext, pass_app
 from ..errors import UsageError
-from ..matrix.action_source import choose_action, home_repository, installed_clone
 from ..output.escape import log_line
-from ..state import journal, statehome
 
 
 @click.command("init")
@@ -97,6 +93,11 @@ def init_cmd(
         raise UsageError("DIR is for --from quilt, git-dir, electron, openwrt, conda-forge or gclient")
     if file is not None and layout not in ("makefile-sync", "gclient"):
         raise UsageError("--file is for --from makefile-sync or --from gclient")
+    from ..adopt import gitignore
+    from ..adopt.plan import plan
+    from ..matrix.action_source import choose_action, home_repository, installed_clone
+    from ..state import journal, statehome
+
     root = Path(app.directory or ".").resolve()
     chosen = choose_action(action, installed_clone())
     top, prefix = statehome.work_tree(root)

@@ -7,8 +7,6 @@ import click
 from ..app import AppContext, complete_series, pass_app, print_findings
 from ..errors import UsageError
 from ..output.escape import log_line, workflow_command
-from ..output.findings import repository_path, under_github_actions
-from ..series import linter
 
 
 @click.command("lint")
@@ -36,6 +34,9 @@ def lint_cmd(app: AppContext, series: tuple[str, ...], no_apply: bool, as_json: 
       patchctl lint
       patchctl lint llama.cpp --no-apply --json
     """
+    from ..output.findings import repository_path, under_github_actions
+    from ..series import linter
+
     if not series and not app.config.series:
         raise UsageError(f"{app.config.path.name} defines no series: lint would check nothing")
     findings = linter.lint(app.config, None if no_apply else app.store, series, apply_check=not no_apply)

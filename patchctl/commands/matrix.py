@@ -8,7 +8,6 @@ import click
 
 from ..app import AppContext, CommandGroup, echo_lines, emit_json, pass_app, print_findings
 from ..errors import CheckFailed, UsageError
-from ..matrix import api
 
 
 @click.group("matrix", cls=CommandGroup)
@@ -54,6 +53,8 @@ def matrix_render_cmd(app: AppContext, check: bool, templates: Path | None, as_j
       patchctl matrix render
       patchctl matrix render --check       # in CI: exit 1 and print the diff on drift
     """
+    from ..matrix import api
+
     if not check:
         app.lock_project()
     result = api.render(app.config, check=check, templates=templates)
@@ -116,6 +117,8 @@ def matrix_check_cmd(
       patchctl matrix check --matrix .github/backend-matrix.yml --index backend/index.yaml \\
           --allow matrix-allow.yaml --json
     """
+    from ..matrix import api
+
     report = api.check(
         lambda: app.config, app.workdir, matrix_path=matrix_path, index_path=index_path, allow_path=allow_path
     )
@@ -163,6 +166,8 @@ def matrix_changed_cmd(
     """
     if everything and (files or base):
         raise UsageError("--all takes no FILES and no --base")
+    from ..matrix import api
+
     result = api.changed(app.config, base=base, files=files, everything=everything)
     if as_json:
         emit_json(result)

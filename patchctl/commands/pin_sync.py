@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,10 +18,10 @@ from ..app import (
     publish_report,
 )
 from ..errors import CheckFailed, UsageError
-from ..loop import sync
-from ..output import report as report_mod
 from ..output.escape import log_line, shell_command
-from ..output.jsonout import to_json
+
+if TYPE_CHECKING:
+    from ..loop.sync import SyncReport, SyncStopped
 
 
 @click.command("pin-sync")
@@ -115,6 +116,8 @@ def pin_sync_cmd(
     if wait and (abort or dry_run):
         raise UsageError("--wait waits at the stops of a sync that can go on: not with --abort or --dry-run")
     as_json, json_file = json_options(upstream, as_json, json_file)
+    from ..loop import sync
+
     app.lock_project()
     report_file, json_file = app.output(report_file), app.output(json_file)
     outputs = (report_file, json_file, as_json)
@@ -152,6 +155,8 @@ def _round(
 ) -> None:
     """One run of pin-sync (ACTION: start, continue or abort), its report written and printed
     whether it ends or stops."""
+    from ..loop import sync
+
     config = app.config
     report = None
     try:
@@ -172,7 +177,10 @@ def _round(
             _write_report(report, *outputs)
 
 
-def _write_report(report: sync.SyncReport, report_file: Path | None, json_file: Path | None, as_json: bool) -> None:
+def _write_report(report: SyncReport, report_file: Path | None, json_file: Path | None, as_json: bool) -> None:
+    from ..output import report as report_mod
+    from ..output.jsonout import to_json
+
     payload = to_json(report)
     markdown = report_mod.sync_markdown(payload)
     publish_report(payload, markdown, markdown_file=report_file, json_file=json_file, as_json=as_json)
@@ -187,7 +195,7 @@ _ANSWERS = {
 }
 
 
-def _ask(app: AppContext, upstream: str, stopped: sync.SyncStopped | None) -> tuple[str, bool]:
+def _ask(app: AppContext, upstream: str, stopped: SyncStopped | None) -> tuple[str, bool]:
     """Wait at a stop (STOPPED; None after a refused answer): the project unlocked meanwhile,
     so that `git`, `patchctl status` or a --continue elsewhere can run. The next round's
     (action, drop); a stop re-raised for `stop`, Ctrl-D or the end of the input."""

@@ -7,11 +7,6 @@ from pathlib import Path
 import click
 
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app, progress_display
-from ..confined import named
-from ..loop import health
-from ..loop.status import status
-from ..output import report as report_mod
-from ..output.jsonout import to_json
 
 
 @click.command("status")
@@ -69,6 +64,12 @@ def status_cmd(
       patchctl status llama.cpp --json | jq '.series[].patches[] | {patch, upstream_status, drift, verdict}'
       patchctl status --html status.html --rev b6000
     """
+    from ..confined import named
+    from ..loop import health
+    from ..loop.status import status
+    from ..output import report as report_mod
+    from ..output.jsonout import to_json
+
     html_file, markdown_file = app.output(html_file), app.output(markdown_file)
     with progress_display() as progress:
         report = status(

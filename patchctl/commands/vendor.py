@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..app import AppContext, complete_series, echo_lines, emit_json, pass_app
-from ..loop import vendor
+
+if TYPE_CHECKING:
+    from ..loop.vendor import VendorResult
 
 
 @click.command("vendor")
@@ -35,6 +39,8 @@ def vendor_cmd(app: AppContext, series: tuple[str, ...], check: bool, as_json: b
       patchctl vendor                    # rewrite every vendored copy
       patchctl vendor llama --check      # exit 1 when llama/llama.cpp/ is stale
     """
+    from ..loop import vendor
+
     if not check:
         app.lock_project()
     try:
@@ -52,7 +58,7 @@ def vendor_cmd(app: AppContext, series: tuple[str, ...], check: bool, as_json: b
     echo_lines(result.lines())
 
 
-def _annotate(result: vendor.VendorResult, app: AppContext) -> None:
+def _annotate(result: VendorResult, app: AppContext) -> None:
     """Under GitHub Actions, one ::error annotation per differing file, on that file."""
     from ..output.findings import Finding, under_github_actions
 

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import scratch
+# `scratch` (tempfile, shutil) is imported by `from patchctl.confined import scratch` where a
+# command makes a temporary directory, not here: every command imports this package.
 from .names import component_reason, invalid_path_reason, is_dotgit
 from .regular import file_kind
 from .root import OpenDirectory, Refused, Root, TooLarge, move

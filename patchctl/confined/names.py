@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import re
 
+from ..patterns import lazy
+
 # `.git` or `git~1`, then only dots and spaces up to the end of the component or a ':' (NTFS streams).
-_NTFS_DOTGIT_RE = re.compile(r"^(?:\.git|git~1)[. ]*(?::.*)?$", re.IGNORECASE)
+_NTFS_DOTGIT_RE = lazy(r"^(?:\.git|git~1)[. ]*(?::.*)?$", re.IGNORECASE)
 # The code points HFS+ drops when it compares names (git's is_hfs_dotgit, utf8.c).
-_HFS_IGNORED_RE = re.compile("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
+_HFS_IGNORED_RE = lazy("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
 
 
 def invalid_path_reason(path: str) -> str | None:

@@ -14,16 +14,16 @@ commit id is the release tag's commit, cross-checked in several public repositor
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from ..patterns import lazy
 from ..project.yamlloc import KeyPath
 
-ACTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
-COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
-RELEASE_VERSION = re.compile(r"^v[0-9]+(\.[0-9]+){0,2}$")
+ACTION_NAME = lazy(r"^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+COMMIT_SHA = lazy(r"^[0-9a-f]{40}$")
+RELEASE_VERSION = lazy(r"^v[0-9]+(\.[0-9]+){0,2}$")
 
 
 @dataclass(frozen=True)

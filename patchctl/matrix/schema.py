@@ -48,6 +48,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
+from ..patterns import lazy
 from ..project.validation import Validator, kind
 from ..project.yamlloc import KeyPath, LocatedDocument
 from .actions import ACTION_NAME, COMMIT_SHA, SELF_ACTION, parse_actions
@@ -68,17 +69,17 @@ from .model import (
 
 # Letters, digits and . _ : / @ + = , ~ - only: no '$', braces, quotes, '#', '&', '*', '!',
 # '|', '>', '%', spaces or newlines.
-SAFE_VALUE = re.compile(r"^[A-Za-z0-9._:/@+=,~-]*$")
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-SAFE_GLOB = re.compile(r"^[A-Za-z0-9._/*?+@=,~-]+$")
-CRON_FIELD = re.compile(r"^[0-9*/,-]+$")
-PLATFORM = re.compile(r"^[a-z0-9]+/[a-z0-9]+(/[a-z0-9]+)?$")
-DIGITS_OR_EMPTY = re.compile(r"^[0-9]*$")
-OPTIONAL_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$")
+SAFE_VALUE = lazy(r"^[A-Za-z0-9._:/@+=,~-]*$")
+SAFE_NAME = lazy(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+SAFE_GLOB = lazy(r"^[A-Za-z0-9._/*?+@=,~-]+$")
+CRON_FIELD = lazy(r"^[0-9*/,-]+$")
+PLATFORM = lazy(r"^[a-z0-9]+/[a-z0-9]+(/[a-z0-9]+)?$")
+DIGITS_OR_EMPTY = lazy(r"^[0-9]*$")
+OPTIONAL_NAME = lazy(r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$")
 # A repository variable's or secret's name, as GitHub allows them.
-SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SETTING_NAME = lazy(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # LocalAI's index is only read, never rendered: any single word will do there.
-ANY_WORD = re.compile(r"^\S*$")
+ANY_WORD = lazy(r"^\S*$")
 
 LINUX_REQUIRED = (
     "build-type",

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ..patterns import lazy
+
 # html, hashlib, shlex and urllib.parse are imported where used: every command's output lines
 # pass through `log_line`, and start-up must not pay for what only reports need (test_startup).
 
@@ -41,7 +43,7 @@ def _escape_char(char: str) -> str:
 # were not UTF-8), the bidirectional controls that reorder what a reader sees ("Trojan Source"),
 # and the zero-width characters that hide inside a name (`.g\u200cit`) and that Markdown output
 # inserts itself (ZWJ, to unlink): one coming from outside is shown, never passed on unseen.
-_ESCAPED = re.compile(
+_ESCAPED = lazy(
     r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff]"
 )
 
@@ -57,12 +59,12 @@ def visible(text: object, keep: str = "") -> str:
 ZWJ = "\u200d"  # a zero-width joiner: invisible, and it keeps GitHub from linking what it splits
 # What GitHub links in rendered text even when it is backslash-escaped: @mentions (and
 # emails), #N / owner/repo#N and GH-N references, and bare URLs (scheme:// and www.).
-_LINKED = re.compile(r"(?<=[@#])(?=\w)|(?<=GH)(?=-\d)|(?<=:)(?=//)|(?<=\bwww)(?=\.)", re.IGNORECASE)
+_LINKED = lazy(r"(?<=[@#])(?=\w)|(?<=GH)(?=-\d)|(?<=:)(?=//)|(?<=\bwww)(?=\.)", re.IGNORECASE)
 # Punctuation that starts Markdown markup anywhere in a line (emphasis, links, images, code,
 # strikethrough, math, table cells); the backslash itself first.
-_MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()!|~$])")
+_MD_PUNCTUATION = lazy(r"([\\`*_{}\[\]()!|~$])")
 # Markers that count only at the start of a line: headings, lists, quotes, breaks.
-_MD_LINE_START = re.compile(r"^(\s*)([#+\-=])|^(\s*\d+)([.)])")
+_MD_LINE_START = lazy(r"^(\s*)([#+\-=])|^(\s*\d+)([.)])")
 
 
 def _unlinked(text: str) -> str:
@@ -110,7 +112,7 @@ def md_code(value: object, *, table: bool = False) -> str:
     return f"{fence}{text}{fence}"
 
 
-_LINE_BREAKS = re.compile(r"[ \t]*[\r\n\u2028\u2029]+[ \t]*")
+_LINE_BREAKS = lazy(r"[ \t]*[\r\n\u2028\u2029]+[ \t]*")
 
 
 def md_prose(value: object, *, table: bool = False) -> str:
@@ -148,7 +150,7 @@ def html_text(value: object) -> str:
 
 # A URL a report may link: http(s), a host, and only characters that need no escaping in an
 # autolink (no space, no `<>`, no backtick or quote, no backslash, no control character).
-_LINKABLE_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~!$&()*+,;=:@%/?#-]*)?$")
+_LINKABLE_URL = lazy(r"^https?://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~!$&()*+,;=:@%/?#-]*)?$")
 
 
 def linkable_url(value: object) -> bool:
@@ -202,7 +204,7 @@ def workflow_command(command: str, message: object, **properties: object) -> str
     return f"::{command}{' ' + props if props else ''}::{workflow_data(message)}"
 
 
-_WORKFLOW_COMMAND = re.compile(r"^(\s*):(?=:)|(?<=#)(?=#\[)")
+_WORKFLOW_COMMAND = lazy(r"^(\s*):(?=:)|(?<=#)(?=#\[)")
 
 
 def log_line(value: object) -> str:
@@ -229,10 +231,10 @@ def log_block(text: str) -> str:
 # ---------------------------------------------------------------- a report on a terminal
 
 # What only a Markdown renderer reads: a backslash before ASCII punctuation, the tags of a fold.
-_MD_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
-_FOLD = re.compile(r"<details><summary>(.*)</summary>")
-_TABLE_DELIMITER = re.compile(r"\|(?:\s*:?-+:?\s*\|)+")
-_BACKTICKS = re.compile(r"`+")
+_MD_ESCAPE = lazy(r"\\([!-/:-@\[-`{-~])")
+_FOLD = lazy(r"<details><summary>(.*)</summary>")
+_TABLE_DELIMITER = lazy(r"\|(?:\s*:?-+:?\s*\|)+")
+_BACKTICKS = lazy(r"`+")
 
 
 def terminal_text(markdown: str) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 import threading
 import time
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from ..patterns import lazy
 from .escape import log_line
 
 QUIET_ENV = "PATCHCTL_QUIET"
@@ -50,7 +50,7 @@ def elapsed_text(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s"
 
 
-_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
+_CONTROL = lazy(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def printable(line: str) -> str:
@@ -81,8 +81,8 @@ def last_line(path: Path) -> str:
 
 
 # ninja's status line (`[12/340] Building CXX object ...`) and CMake's Makefiles' (`[ 35%] Building ...`).
-_NINJA_STATUS_RE = re.compile(r"^\[(\d+)/(\d+)\]\s*")
-_MAKE_STATUS_RE = re.compile(r"^\[\s*(\d{1,3})%\]\s*")
+_NINJA_STATUS_RE = lazy(r"^\[(\d+)/(\d+)\]\s*")
+_MAKE_STATUS_RE = lazy(r"^\[\s*(\d{1,3})%\]\s*")
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, UsageError
 from ..git import is_full_sha
+from ..patterns import lazy
 from . import yamlloc
 from .gate_env import pass_env_problem
 from .globs import any_match
@@ -101,7 +102,7 @@ UPSTREAM_STATUS_POLICIES = ("optional", "required")
 # Sections that belong to the CI build matrix; `patchctl.matrix` validates them.
 MATRIX_SECTIONS = ("include", "includeDarwin", "index", "canary", "backends", "actions", "workflows")
 TOP_LEVEL_KEYS = ("version", "upstreams", "series", *MATRIX_SECTIONS)
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME_RE = lazy(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ only what does not name a host path or the host's toolchain (LANG, LC_*, TZ, TER
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
+
+from ..patterns import lazy
 
 ALLOWED_NAMES = ("PATH", "HOME", "LANG", "TZ", "TMPDIR", "TERM", "PYTHONPATH")
 BUILD_NAMES = ("CC", "CXX", "CPP", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "MAKEFLAGS")
@@ -34,7 +35,7 @@ CONTAINER_NAMES = ("LANG", "TZ", "TERM")
 CONTAINER_PREFIXES = ("LC_",)
 CONTAINER_HOME = "/tmp"
 
-_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAME_RE = lazy(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def pass_env_problem(name: object) -> str | None:

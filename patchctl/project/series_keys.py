@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..patterns import lazy
 from .validation import Validator, kind
 from .yamlloc import KeyPath, format_keypath
 
@@ -60,15 +61,15 @@ _FLAG_OPTIONS = {
     "--histogram",
 }
 _VALUED_OPTIONS = {
-    "--signature": re.compile(r"[^\n\0]*"),
-    "--subject-prefix": re.compile(r"[^\n\0\]]*"),
-    "--abbrev": re.compile(r"[4-9]|[1-3][0-9]|40"),
-    "--diff-algorithm": re.compile(r"myers|minimal|patience|histogram"),
-    "--unified": re.compile(r"[0-9]{1,3}"),
-    "--src-prefix": re.compile(r"[^\s\0]*"),
-    "--dst-prefix": re.compile(r"[^\s\0]*"),
+    "--signature": lazy(r"[^\n\0]*"),
+    "--subject-prefix": lazy(r"[^\n\0\]]*"),
+    "--abbrev": lazy(r"[4-9]|[1-3][0-9]|40"),
+    "--diff-algorithm": lazy(r"myers|minimal|patience|histogram"),
+    "--unified": lazy(r"[0-9]{1,3}"),
+    "--src-prefix": lazy(r"[^\s\0]*"),
+    "--dst-prefix": lazy(r"[^\s\0]*"),
 }
-_ATTRIBUTE_RE = re.compile(r"(?P<pattern>[^\s!#\0][^\s\0]*)\s+diff=(?P<driver>[a-z]+)")
+_ATTRIBUTE_RE = lazy(r"(?P<pattern>[^\s!#\0][^\s\0]*)\s+diff=(?P<driver>[a-z]+)")
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from ..patterns import lazy
 
 # Transports git handles itself. `ext::`/`fd::` and other `HELPER::` remote helpers run
 # programs, so any other scheme is refused.
 ALLOWED_SCHEMES = ("https", "http", "ssh", "git", "file")
 ALLOWED_URL_FORMS = "https://, http://, ssh://, git://, file://, user@host:path, a local path or pypi-sdist:"
-_SCHEME_RE = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
-_HELPER_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
-_SCP_RE = re.compile(r"^[\w.-]+@[\w.-]+:")
-_REF_FORBIDDEN_RE = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+_SCHEME_RE = lazy(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
+_HELPER_RE = lazy(r"^[A-Za-z][A-Za-z0-9+.-]*::")
+_SCP_RE = lazy(r"^[\w.-]+@[\w.-]+:")
+_REF_FORBIDDEN_RE = lazy(r"[\x00-\x20\x7f~^:?*\[\\]")
 
 
 def url_problem(url: str) -> str | None:

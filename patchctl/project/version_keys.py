@@ -17,18 +17,22 @@ upstream's tag for a version, and the downstream's manifests that state them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .manifests import FORMATS, VERSION_RE, Manifest
+from ..patterns import lazy
 from .upstream_checks import ref_name_problem
 from .validation import Validator, kind
 from .yamlloc import KeyPath, format_keypath
 
 VERSION_KEYS = ("version", "tag", "manifests")
 DEFAULT_TAG = "{version}"
-_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,99}$")
+_VAR_RE = lazy(r"^[A-Za-z_][A-Za-z0-9_.-]{0,99}$")
+
+# The manifests' module (its formats and dataclasses) is imported only where an upstream is
+# pinned by release: most projects pin a commit (start-up, patchctl.lazy).
+if TYPE_CHECKING:
+    from .manifests import Manifest
 
 
 def read_version_keys(
@@ -44,6 +48,8 @@ def read_version_keys(
                 keypath + ("version",), f"must be a string: quote it ('{value}'), YAML reads {value!r} as a number"
             )
         version = v.string(keypath, "version")
+        from .manifests import VERSION_RE
+
         if not VERSION_RE.match(version or ""):
             allowed = "letters, digits, '.', '_', '+', '~', '-'"
             raise v.error(keypath + ("version",), f"not a version ({allowed}): {version!r}")
@@ -57,6 +63,8 @@ def read_version_keys(
             raise v.error(keypath + ("tag",), f"{problem}: {tag!r}")
     manifests = []
     for index, entry in enumerate(v.optional_list(keypath, "manifests")):
+        from .manifests import FORMATS, Manifest
+
         at = keypath + ("manifests", index)
         v.mapping(entry, at, ("path", "format", "var"), required=("path", "format"))
         path, format_name = v.string(at, "path"), v.string(at, "format")

@@ -27,18 +27,16 @@ Warnings (printed, exit 0; `warnings`):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..confined import Refused, Root
 from ..errors import EnvironmentFailure
 from ..output import progress
 from ..output.findings import Finding
-from ..project import manifests
 from ..project.config import Config, Series, Upstream
-from ..project.manifests import formats, is_abbreviation
 from ..project.yamlloc import MAX_BYTES as MAX_PIN_FILE_BYTES
 from ..state import worktree
-from ..upstream.store import Store
 from . import naming, patchlist
-from .applier import Status, apply_series_to_index, unsafe_path_reason
 from .diffblocks import overlong_hunks
 from .patchset import (
     UPSTREAM_STATUS_KEY,
@@ -47,6 +45,13 @@ from .patchset import (
     is_excluded,
     read_series,
 )
+from .pathsafety import unsafe_path_reason
+
+# Imported where used: `lint --no-apply` reads no upstream and applies nothing, and a project
+# without manifests reads none (patchctl.lazy: start-up).
+if TYPE_CHECKING:
+    from ..project.manifests import PinState
+    from ..upstream.store import Store
 
 RULES = {
     "PC001": "patch numbers are unique (contiguous from 0001 with naming: strict)",
@@ -206,6 +211,8 @@ def _patch_findings(config: Config, series: Series, patch: PatchFile) -> list[Fi
 
 
 def _apply_findings(config: Config, store: Store, series: Series, patches: list[PatchFile]) -> list[Finding]:
+    from .applier import Status, apply_series_to_index
+
     upstream = config.get_upstream(series.upstream)
     try:
         mirror = store.mirror(upstream.url, base=config.root)
@@ -273,6 +280,8 @@ def _pin_findings(config: Config) -> list[Finding]:
                         name,
                     )
                 )
+            from ..project.manifests import is_abbreviation
+
             for match in matches:
                 if match.group("pin") != upstream.pin and not is_abbreviation(match.group("pin"), upstream.pin):
                     line = text.count("\n", 0, match.start("pin")) + 1
@@ -291,7 +300,12 @@ def _pin_findings(config: Config) -> list[Finding]:
 
 def _manifest_findings(config: Config, name: str, upstream: Upstream) -> list[Finding]:
     """PC010 for the manifests that state the pin (an OpenWrt Makefile, a conda-forge recipe, a DEPS file)."""
-    found = []
+    found: list[Finding] = []
+    if not upstream.manifests:
+        return found
+    from ..project import manifests
+    from ..project.manifests import formats
+
     state = manifests.state_of(upstream.pin, upstream.version, upstream.tag)
     for index, manifest in enumerate(upstream.manifests):
         try:
@@ -309,5 +323,5 @@ def _manifest_findings(config: Config, name: str, upstream: Upstream) -> list[Fi
     return found
 
 
-def _stated(state: manifests.PinState) -> str:
+def _stated(state: PinState) -> str:
     return state.commit if state.version is None else f"{state.version}, tag {state.tag}, {state.commit[:12]}"

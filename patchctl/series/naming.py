@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import re
 
+from ..patterns import lazy
 from ..project.config import Series
 from .patchset import FORMAT_PATCH_SLUG_MAX, PATCH_NAME_RE, STRICT_NAME_RE, PatchFile, slugify
 
 # Any leading number, whatever its width (`001-x.patch`, `0036-x.patch`, `12-x.patch`): the names real series ship.
-_NUMBERED_RE = re.compile(r"^(?P<number>\d+)-(?P<slug>.+)\.patch$")
-OPENWRT_NAME_RE = re.compile(r"^(?P<number>\d{3})[-_](?P<slug>[A-Za-z0-9][A-Za-z0-9._+-]*)\.patch$")
-ELECTRON_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*\.patch$")
+_NUMBERED_RE = lazy(r"^(?P<number>\d+)-(?P<slug>.+)\.patch$")
+OPENWRT_NAME_RE = lazy(r"^(?P<number>\d{3})[-_](?P<slug>[A-Za-z0-9][A-Za-z0-9._+-]*)\.patch$")
+ELECTRON_NAME_RE = lazy(r"^[a-z0-9][a-z0-9._-]*\.patch$")
 NUMBERED_NAMINGS = ("format-patch", "strict", "openwrt")
 
 

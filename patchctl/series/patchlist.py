@@ -29,19 +29,19 @@ flow-style or scalar `patches:`) is one line naming the file and the line, never
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..confined import Refused, Root, TooLarge
 from ..errors import ConfigError, UsageError
+from ..patterns import lazy
 from ..project.config import Series
 
 MAX_LIST_BYTES = 4 * 1024 * 1024
 # A line that opens or closes a Jinja block: `{% if win %}`, `{%- endif -%}`, `{% else %}`.
-_JINJA_BLOCK_RE = re.compile(r"^\s*\{%-?\s*(?P<word>if|elif|else|endif|for|endfor)\b")
-_PATCHES_KEY_RE = re.compile(r"^(?P<indent>\s*)(?P<dash>-\s+)?patches:\s*(?P<rest>.*?)\s*$")
-_YAML_ITEM_RE = re.compile(r"^(?P<indent>\s*)-\s+(?P<quote>['\"]?)(?P<name>[^'\"#\s]+)(?P=quote)(?P<tail>\s*(?:#.*)?)$")
+_JINJA_BLOCK_RE = lazy(r"^\s*\{%-?\s*(?P<word>if|elif|else|endif|for|endfor)\b")
+_PATCHES_KEY_RE = lazy(r"^(?P<indent>\s*)(?P<dash>-\s+)?patches:\s*(?P<rest>.*?)\s*$")
+_YAML_ITEM_RE = lazy(r"^(?P<indent>\s*)-\s+(?P<quote>['\"]?)(?P<name>[^'\"#\s]+)(?P=quote)(?P<tail>\s*(?:#.*)?)$")
 
 
 class ListUnreadable(ConfigError):

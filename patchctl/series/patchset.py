@@ -16,7 +16,6 @@ views of that one parse. It never touches a tree.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -106,6 +105,8 @@ class PatchFile:
 
     @cached_property
     def digest(self) -> str:
+        import hashlib  # (OpenSSL's: where a digest is taken, not at every start)
+
         return hashlib.sha256(self.data).hexdigest()
 
     @cached_property
@@ -189,6 +190,8 @@ def read_series(series: Series, *, allow_empty_dir: bool = False) -> list[PatchF
 
 def series_digest(patches: list[PatchFile]) -> str:
     """One digest for the ordered series: names and contents, in order."""
+    import hashlib
+
     h = hashlib.sha256()
     for patch in patches:
         h.update(patch.name.encode() + b"\0" + patch.digest.encode() + b"\n")

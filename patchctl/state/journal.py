@@ -32,7 +32,6 @@ removed through its directory's descriptor, opened without following a link (`_J
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -147,6 +146,8 @@ def load(config_file: Path, path: Path) -> Journal | None:
     if raw is None:
         return None
     shown = statehome.display(root, path)
+    import json  # (here: only a pending journal is read; start-up)
+
     try:
         data = json.loads(raw)
         entries, state = data["entries"], data["state"]
@@ -319,6 +320,8 @@ class _JournalFile:
         self.where = statehome.root_for(root, path)
 
     def write(self, state: str, entries: list[dict]) -> None:
+        import json
+
         data = (json.dumps({"state": state, "entries": entries}, indent=2) + "\n").encode("utf-8")
         self.where.write_bytes(self.path, data, 0o600)
 

@@ -11,7 +11,6 @@ who holds it. A second run waits a bounded time ($PATCHCTL_LOCK_TIMEOUT seconds,
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -82,6 +81,8 @@ class ProjectLock:
             except OSError as exc:
                 os.close(fd)
                 raise EnvironmentFailure(f"cannot lock {self.path}: {exc.strerror}") from None
+        import json  # (here: a read-only command takes no lock and reads no JSON; start-up)
+
         holder = json.dumps({"pid": os.getpid(), "command": self.command}) + "\n"
         os.ftruncate(fd, 0)
         os.pwrite(fd, holder.encode(), 0)
@@ -100,6 +101,8 @@ class ProjectLock:
         self.release()
 
     def _refusal(self) -> str:
+        import json
+
         try:
             holder = json.loads(worktree.read_state(self.root, self.path, "lock") or "{}")
             pid, command = holder.get("pid", "?"), holder.get("command", "?")

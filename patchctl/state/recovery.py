@@ -26,12 +26,13 @@ from ..confined import Root
 from ..confined.root import TEMP_INFIX
 from ..errors import EnvironmentFailure
 from ..output.escape import shell_word
-from . import journal, statehome, sync_state, treeswap, worktree
+from ..patterns import lazy
+from . import journal, statehome, treeswap, worktree
 from .lock import ProjectLock
 
 _JOURNAL_NAMES = (journal.JOURNAL_NAME, *journal.LEGACY_JOURNAL_NAMES)
 # The atomic writes in a state directory: `.NAME.XXXX.tmp` (earlier versions), `.NAME.patchctl-tmp-XXXX` (Root).
-_TEMP_NAME = re.compile(
+_TEMP_NAME = lazy(
     rf"^\.(?:{'|'.join(map(re.escape, (*_JOURNAL_NAMES, worktree.SYNC_STATE_NAME)))})"
     rf"(?:\..+\.tmp|{re.escape(TEMP_INFIX)}[0-9a-f]+)$"
 )
@@ -155,6 +156,8 @@ def _migrate(config_file: Path) -> list[str]:
     moves = []
     for old in _legacy_states(root):
         if old.name == worktree.SYNC_STATE_NAME:
+            from . import sync_state  # (only an earlier version's state is read here: not at every start)
+
             upstream = old.parent.name
             sync_state.parse_state(root, upstream, old)
             new = worktree.sync_state_file(root, upstream)

@@ -30,13 +30,9 @@ allow it, and nothing is read.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import subprocess
 from pathlib import Path
-
-import platformdirs
 
 from ..confined import Refused, Root
 from ..confined.regular import NotRegular, TooLarge, kind_of, read_regular
@@ -82,6 +78,8 @@ def _locate(root: Path) -> tuple[Path, tuple[str, ...]]:
     root = Path(root).resolve()
     found = _git_dir_above(root)
     if found is None:
+        import platformdirs  # (it imports tempfile and shutil: only outside a git repository)
+
         top = Path(platformdirs.user_state_dir(STATE_NAME))
         prefix = (top.name, PROJECTS, _key(str(root), root.name))
         _check_owned_below(top.parent, top.parent.joinpath(*prefix), None)
@@ -140,6 +138,8 @@ def display(root: Path, path: Path) -> str:
 
 def _key(text: str, name: str) -> str:
     """A directory name for TEXT: readable (NAME) and unique (a hash of TEXT)."""
+    import hashlib  # (OpenSSL's: only for a project below its repository's top, or outside one)
+
     readable = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")[:40] or "root"
     return f"{readable}-{hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()[:16]}"
 
@@ -243,6 +243,8 @@ def _safe_directory(work_tree: Path) -> bool:
     key = str(work_tree)
     if key not in _SAFE:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k.startswith("GIT_CONFIG")}
+        import subprocess
+
         try:
             listed = subprocess.run(
                 ["git", "config", "--get-all", "safe.directory"],

@@ -30,9 +30,9 @@ cache's mirrors, which only patchctl creates. Anything else is a plain directory
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import git
 from ..confined import Root, move
@@ -40,16 +40,19 @@ from ..confined.regular import kind_of
 from ..errors import EnvironmentFailure
 from ..output.escape import shell_word
 from ..paths import cache_dir
-from ..upstream.store import Mirror, Store
+from ..patterns import lazy
 from . import statehome, worktree
 from .worktree import Marker
+
+if TYPE_CHECKING:  # (the store is the caller's: recovery's check at every start needs none of it)
+    from ..upstream.store import Mirror, Store
 
 NEW = "new"
 OLD = "old"
 LOCK_REASON = "patchctl apply: moving into place"
 STAGING = "staging"  # in the state directory: where trees are checked out before they move in
 STAGE_PREFIX = ".patchctl-stage-"
-_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.patchctl-(?:new|old|\d+)$")
+_LEFTOVER = lazy(r"^\.(?P<name>.+)\.patchctl-(?:new|old|\d+)$")
 
 
 def sibling(tree: Path, kind: str) -> Path:

@@ -20,7 +20,6 @@ marker matches; `gate` refuses a tree without one.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -223,6 +222,8 @@ def read_marker(tree: Path) -> Marker | None:
     data = read_state(tree, gitdir / MARKER_NAME, "apply marker", Root(gitdir, "the tree's git directory"))
     if data is None:
         return None
+    import json  # (here: a read-only command reads no marker; start-up)
+
     try:
         marker = Marker(**json.loads(data))
     except (ValueError, TypeError, RecursionError):
@@ -248,5 +249,7 @@ def write_marker(tree: Path, marker: Marker) -> None:
     gitdir = git_dir(tree)
     if gitdir is None:
         raise GitError(f"{tree} is not a git work tree")
+    import json
+
     data = (json.dumps(asdict(marker), indent=2, sort_keys=True) + "\n").encode()
     Root(gitdir, "the tree's git directory").write_bytes(MARKER_NAME, data)
