@@ -41,7 +41,7 @@ from ..confined.names import invalid_path_reason
 from ..output.jsonout import json_field
 from ..upstream.store import prefetch_blobs
 from .diffblocks import ParsedDiff, may_change_links, overlong_hunks, symlink_target_escapes, unsafe_symlink_reason
-from .mergehunks import CONFLICT, conflicting_hunks
+from .mergehunks import CONFLICT, conflicting_hunks, unmerged_stages
 from .patchset import FileDiff, Hunk, MalformedPatch, PatchFile
 from .textapply import MemoryTree, file_commands, plain_edits
 
@@ -209,12 +209,6 @@ def unsafe_path_reason(tree: Path | None, patch: PatchFile) -> str | None:
     if tree is not None:
         return _moved_symlink_reason(Path(tree), patch.parsed)
     return None
-
-
-def unmerged_paths(tree: Path) -> list[str]:
-    """The paths the index of TREE holds in conflict (stages 1-3), sorted."""
-    raw = git.run(["ls-files", "-u", "-z"], tree, check=False).stdout
-    return sorted({entry.split("\t", 1)[1] for entry in raw.split("\0") if "\t" in entry})
 
 
 def _moved_symlink_reason(tree: Path, parsed: ParsedDiff) -> str | None:
@@ -879,7 +873,9 @@ def apply_in_worktree(
         if conflicts:
             # Only the files the index really holds unmerged, and only the hunks the merge failed
             # on: a file or a hunk git merged cleanly is no conflict, however it failed strictly.
-            return _conflict_outcome(tree, patch, unmerged_paths(tree) or conflicts)
+            # (one `ls-files -u` says which, and their stages for the hunks)
+            stages = unmerged_stages(tree, check=False)
+            return _conflict_outcome(tree, patch, sorted(stages) or conflicts, stages)
         if not merged.ok:
             # A failed merge wrote nothing: the hunks are checked in the tree, still as it was.
             outcome = _classify_failure(patch, strict.stderr, reverse, _every_failing_hunk(tree, patch))
@@ -899,14 +895,16 @@ def apply_in_worktree(
     return outcome
 
 
-def _conflict_outcome(tree: Path, patch: PatchFile, files: list[str]) -> PatchOutcome:
+def _conflict_outcome(
+    tree: Path, patch: PatchFile, files: list[str], stages: dict[str, dict[int, str]] | None = None
+) -> PatchOutcome:
     """A 3-way merge that left FILES unmerged in TREE, naming the hunks it failed on
     (`patchctl.series.mergehunks`), the first as the outcome's file and hunk."""
     failures = [
         FailedHunk(found.diff.path, CONFLICT, found.hunk.index, found.hunk.header, found.hunk.line, found.ours_lines)
         if found.hunk is not None
         else FailedHunk(found.diff.path, CONFLICT, patch_line=found.diff.line)
-        for found in conflicting_hunks(tree, _safe_files(patch), files)
+        for found in conflicting_hunks(tree, _safe_files(patch), files, stages)
     ]
     first = failures[0] if failures else FailedHunk(files[0], CONFLICT)
     return PatchOutcome(
