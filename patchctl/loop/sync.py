@@ -300,8 +300,9 @@ def continue_sync(
         for entry in state.series:
             _take_gate_fixes(config, state, entry)
     mirror = _mirror_of(config, store, state.upstream)
-    # Upstream's commits are for the report alone: git lists them on the other core meanwhile.
-    listing = _beside(upstream_commits, mirror.path, state.old_pin, state.target)
+    # Upstream's commits and the health rows' log of the range are for the report alone: git
+    # reads them on the other core meanwhile.
+    listing = _beside(_upstream_logs, mirror.path, state.old_pin, state.target)
     moved = [u.name for u in pinfile.moved_upstreams(config, state.upstream)]
     seconds: dict[str, float] = {}
     report = SyncReport(
@@ -519,8 +520,7 @@ def _replay(config: Config, state: SyncState, say: Progress) -> str | None:
         tree = Path(entry.tree)
         seeding = _seeding(state, entry)
         if entry.next < len(patches) and seeding is None:
-            # A --continue checks the seed beside the replay, as a start makes it (`_check_out_and_seed`).
-            seeding = _beside(_seed, tree, state.old_pin, entry, patches).result
+            _seed(tree, state.old_pin, entry, patches)
         move = carry.PinMove(tree, state.old_pin, state.target, patches, state.upstream_facts, entry.old_head, seeding)
         try:
             stopped = _replay_series(series, entry, patches, tree, move, state, say)
@@ -1371,6 +1371,13 @@ def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.Fi
 
 
 # ---------------------------------------------------------------- history
+
+
+def _upstream_logs(repo: Path, old: str, new: str) -> tuple[list[dict] | None, str]:
+    """`upstream_commits`, and the log of the range the health rows read (kept for this process)."""
+    listed = upstream_commits(repo, old, new)
+    health.ask_drift(repo, old, new)
+    return listed
 
 
 def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None, str]:
