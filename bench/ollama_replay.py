@@ -692,6 +692,28 @@ def summary(result: BumpResult) -> str:
     return "\n".join(lines)
 
 
+def per_bump_table(results: list[BumpResult]) -> str:
+    """Every bump's seconds and ratio to the recipe, a run per stop and `--wait`, as a Markdown table."""
+    rows = [
+        "| bump | patches | stops | a run per stop | ratio | `pin-sync --wait` | ratio | `git am -3` recipe |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        stops = sum(1 for x in r.patchctl_rounds if x.stopped_at)
+        rows.append(
+            f"| {r.bump[:9]} | {r.patches} | {stops} | {r.patchctl_seconds:.2f} s | {r.ratio:.2f}x | "
+            f"{r.waiting_seconds:.2f} s | {r.waiting_ratio:.2f}x | {r.recipe_seconds:.2f} s |"
+        )
+    ours, waited, theirs = (sum(getattr(r, f) for r in results) for f in ("patchctl_seconds", "waiting_seconds",
+                                                                           "recipe_seconds"))  # fmt: skip
+    stops = sum(1 for r in results for x in r.patchctl_rounds if x.stopped_at)
+    rows.append(
+        f"| all {len(results)} | {sum(r.patches for r in results)} | {stops} | {ours:.1f} s | {ours / theirs:.2f}x | "
+        f"{waited:.1f} s | {waited / theirs:.2f}x | {theirs:.1f} s |"
+    )
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mirror", type=Path, help="a bare clone (git dir) of github:ollama/ollama")
@@ -728,6 +750,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+    if results:
+        print(per_bump_table(results))
     start = startup()
     commands = sum(len(r.patchctl_rounds) for r in results)
     print(f"starting patchctl (`pin-sync --help`): {start:.2f} s; {commands} commands: {commands * start:.1f} s")
