@@ -546,7 +546,8 @@ def _apply_in_memory(
     on). A patch that is not plain, does not apply as it stands or that git's own checks refuse
     (an unsafe path, a malformed patch) is git's, from there on; without COMMIT, the whole series
     is, unless every patch applied in memory. A warm `apply` of 30 patches asked git 90
-    processes for what this does in three."""
+    processes for what this does in three; on a real bump's seed one patch of 27, the 26th, was
+    left to git: the 25 before it cost one process instead of one each."""
     plain: list[PatchFile] = []
     for patch in patches:
         if commit and not fast_importable(patch):
@@ -605,7 +606,7 @@ def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> s
     head, rest = base, patches
     if all(fast_importable(patch) for patch in patches):
         # As far as textapply takes the series, in memory; git applies the rest, on top of that.
-        head, rest = _seed_in_memory(repo, base, patches)
+        _, head, rest = _apply_in_memory(repo, base, patches, commit=True)
         tail = _seed_in_one_import(repo, head, rest) if rest else head
         if tail is not None:
             return tail
@@ -618,27 +619,6 @@ def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> s
                 trees.append((builder.tree(), patch))
                 builder.head = trees[-1][0]  # what a patch refused after it is undone to (read-tree takes a tree)
     return commit_trees(repo, head, trees)
-
-
-def _seed_in_memory(repo: Path, base: str, patches: list[PatchFile]) -> tuple[str, list[PatchFile]]:
-    """The seed with no `git apply` at all, as far as every patch is a plain edit that applies as
-    it stands (`textapply`): one `ls-tree` and one `cat-file` a patch at most, one `fast-import`.
-    Its last commit (BASE when none), and the patches from the first that textapply leaves to git
-    on: the seed goes on from that commit with git (the commits are the same either way, each a
-    function of its tree, parent and patch). On a real bump one patch of 27, the 26th, was left to
-    git: the 25 before it cost one process instead of one each."""
-    memory = MemoryTree(repo, base)
-    memory.read_ahead(patches)
-    changes: list[tuple[list[bytes], PatchFile]] = []
-    for patch in patches:
-        applied = memory.apply(patch) if unsafe_path_reason(None, patch) is None else None
-        if applied is None:
-            break
-        changes.append((file_commands(applied[0]), patch))
-    head = fast_import_commits(repo, base, changes) if changes else base
-    if head is None:  # git refused the stream (a date it cannot parse): git applies the whole series
-        return base, patches
-    return head, patches[len(changes) :]
 
 
 def _seed_in_one_import(repo: Path, base: str, patches: list[PatchFile]) -> str | None:

@@ -167,6 +167,20 @@ def _repo_of_lines(tmp_path: Path, count: int) -> tuple[Path, str]:
     return repo, git.rev_parse(repo, "HEAD")
 
 
+def _record_in_memory(monkeypatch: pytest.MonkeyPatch, memory: list) -> None:
+    """Record (the last commit, the patches left to git) of each `_apply_in_memory` into MEMORY."""
+    from patchctl.series import applier
+
+    in_memory = applier._apply_in_memory
+
+    def recorded(*args: object, **kwargs: object) -> tuple:
+        done = in_memory(*args, **kwargs)
+        memory.append(done[1:])
+        return done
+
+    monkeypatch.setattr(applier, "_apply_in_memory", recorded)
+
+
 def test_a_seed_made_in_memory_is_the_series_git_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The seed pin-sync makes (the series as commits on the old pin) comes from memory where
     every patch is plain: the very commits `git apply` of each patch and a commit give."""
@@ -185,8 +199,7 @@ def test_a_seed_made_in_memory_is_the_series_git_applies(tmp_path: Path, monkeyp
         patch = git.run(["format-patch", "-1", "--stdout"], repo, binary=True).stdout
         patches.append(PatchFile(Path(f"{step}.patch"), patch))
     memory = []
-    seed_in_memory = applier._seed_in_memory
-    monkeypatch.setattr(applier, "_seed_in_memory", lambda *args: memory.append(seed_in_memory(*args)) or memory[-1])
+    _record_in_memory(monkeypatch, memory)
     seeded = applier.seed_three_way_objects(repo, base, patches)
     assert memory == [(seeded, [])]  # made in memory, not by git
     _, applied = applier.apply_series_to_index(repo, base, patches)
@@ -213,13 +226,12 @@ def test_a_seed_goes_on_with_git_from_the_patch_textapply_leaves_to_it(
     git.run(["reset", "-q", "--hard", base], repo)
     patches[1] = PatchFile(patches[1].path, re.sub(rb"\.\.([0-9a-f]+)", b"..0123456", patches[1].data, count=1))
     memory = []
-    seed_in_memory = applier._seed_in_memory
-    monkeypatch.setattr(applier, "_seed_in_memory", lambda *args: memory.append(seed_in_memory(*args)) or memory[-1])
+    _record_in_memory(monkeypatch, memory)
 
     seeded = applier.seed_three_way_objects(repo, base, patches)
+    (after_first, left) = memory[0]  # the seed's
     outcomes, applied = applier.apply_series_to_index(repo, base, patches)
     assert [o.ok for o in outcomes] == [True, True, True] and seeded == applied
-    [(after_first, left)] = memory
     assert left == patches[1:] and git.run(["log", "-1", "--format=%s", after_first], repo).stdout.strip() == "step 0"
 
 
