@@ -294,6 +294,30 @@ class Round:
     phases: dict[str, float] = field(default_factory=dict)  # patchctl's own phase_seconds
 
 
+class ChildCPU:
+    """CPU seconds (user and system) of the child processes waited for while this clock is on,
+    the harness's own git calls (the resolutions) left out by turning it off around them: what
+    each side costs the machine, which the load of a shared machine moves less than wall time.
+    A `--wait` run counts when it exits."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._since: float | None = None
+
+    @staticmethod
+    def now() -> float:
+        times = os.times()
+        return times.children_user + times.children_system
+
+    def on(self) -> None:
+        self._since = self.now()
+
+    def off(self) -> None:
+        assert self._since is not None
+        self.seconds += self.now() - self._since
+        self._since = None
+
+
 def patchctl_env(cache: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPROFILEIMPORTTIME")}
     return {**env, "PATCHCTL_QUIET": "1", "PATCHCTL_CACHE": str(cache), "PYTHONPATH": str(REPO)}
@@ -394,9 +418,9 @@ def make_project(root: Path, bump: Bump) -> Path:
     return project
 
 
-def run_patchctl(root: Path, bump: Bump, *, waiting: bool = False) -> tuple[list[Round], Path, list[dict]]:
+def run_patchctl(root: Path, bump: Bump, *, waiting: bool = False) -> tuple[list[Round], Path, list[dict], float]:
     """The bump with patchctl, a run per stop (`--continue`), or with WAITING one `--wait` run
-    answered at each stop."""
+    answered at each stop; its rounds, project, records and CPU seconds (`ChildCPU`)."""
     cache = root / "cache"
     warm = subprocess.run(
         [sys.executable, "-c", "import sys; from patchctl.upstream.store import Store; Store().mirror(sys.argv[1])",
@@ -409,6 +433,8 @@ def run_patchctl(root: Path, bump: Bump, *, waiting: bool = False) -> tuple[list
     by_name = {p.name: p for p in bump.old_series}
     tree = project / ".patchctl" / "sync" / "up" / SERIES
     rounds: list[Round] = []
+    cpu = ChildCPU()
+    cpu.on()
     if waiting:
         session = Waiting(project, cache, "up", "--to", bump.new)
         seconds, rc, report, stderr = session.first
@@ -430,6 +456,7 @@ def run_patchctl(root: Path, bump: Bump, *, waiting: bool = False) -> tuple[list
         this.stopped_at, this.kind, this.detail = stopped["patch"], stopped["classification"], stopped["detail"]
         name = stopped["patch"].split("/", 1)[-1]
         args = ["--continue"]
+        cpu.off()  # the resolution: the user's, on neither side's clock
         if resolve(bump, by_name[name], tree):
             this.resolution = "maintainers' files"
             if (
@@ -444,12 +471,14 @@ def run_patchctl(root: Path, bump: Bump, *, waiting: bool = False) -> tuple[list
                 args.append("--drop")
             else:
                 git(tree, "reset", "-q", "--hard")
+        cpu.on()
         seconds, rc, report, stderr = go_on(*args)
         step = " ".join(args)
-    return rounds, project, report["patches"]
+    cpu.off()
+    return rounds, project, report["patches"], cpu.seconds
 
 
-def run_recipe(root: Path, bump: Bump) -> tuple[list[Round], Path, list[str]]:
+def run_recipe(root: Path, bump: Bump) -> tuple[list[Round], Path, list[str], float]:
     work = root / "vendor"
     git(root, "clone", "-q", "--no-checkout", str(bump.upstream), str(work))
     git(work, "checkout", "-q", "--detach", bump.old)
@@ -461,6 +490,8 @@ def run_recipe(root: Path, bump: Bump) -> tuple[list[Round], Path, list[str]]:
     foreign = missing_blobs(bump, work)
     formatted = root / "formatted"
     rounds = []
+    cpu = ChildCPU()
+    cpu.on()
     start = time.perf_counter()
     git(work, "checkout", "-q", "-f", bump.new)
     rounds.append(Round("checkout -f", time.perf_counter() - start))
@@ -473,7 +504,12 @@ def run_recipe(root: Path, bump: Bump) -> tuple[list[Round], Path, list[str]]:
         failed = time.perf_counter() - start
         this = Round(f"am -3 {patch.name}", 0.0, patch.name, "git am -3 failed", done.stderr.decode()[-300:].strip())
         # The resolution is the user's time, on neither side's clock (patchctl's is not timed either).
-        if resolve(bump, patch, work) and git(work, "diff", "--cached", "--quiet", "HEAD", check=False).returncode:
+        cpu.off()
+        resolved = (
+            resolve(bump, patch, work) and git(work, "diff", "--cached", "--quiet", "HEAD", check=False).returncode
+        )
+        cpu.on()
+        if resolved:
             this.resolution = "maintainers' files"
             start = time.perf_counter()
             git(work, "am", "--continue")
@@ -486,7 +522,8 @@ def run_recipe(root: Path, bump: Bump) -> tuple[list[Round], Path, list[str]]:
     start = time.perf_counter()
     git(work, *FORMAT_PATCH, "-q", "-o", str(formatted), bump.new)
     rounds.append(Round("format-patch", time.perf_counter() - start))
-    return rounds, work, foreign
+    cpu.off()
+    return rounds, work, foreign, cpu.seconds
 
 
 # ---------------------------------------------------------------- judging the results
@@ -542,6 +579,12 @@ class BumpResult:
     waiting_seconds: float = 0.0
     waiting_ratio: float = 0.0
     waiting_same_series: bool = False
+    # CPU seconds of each side's processes (`ChildCPU`), and the ratios to the recipe's
+    patchctl_cpu: float = 0.0
+    waiting_cpu: float = 0.0
+    recipe_cpu: float = 0.0
+    cpu_ratio: float = 0.0
+    waiting_cpu_ratio: float = 0.0
     patchctl_vs_maintainers: list[str] = field(default_factory=list)  # files that differ
     recipe_vs_maintainers: list[str] = field(default_factory=list)
     explained_by_new_patches: list[str] = field(default_factory=list)  # files B's new patches touch
@@ -633,16 +676,18 @@ def replay(mirror: Path, commit: str, root: Path, repeat: int = 1) -> BumpResult
     bump = build_bump(mirror, commit, root)
     print(f"  rebuilt upstream and the maintainers' result in {time.perf_counter() - start:.1f} s", flush=True)
     (root / "patchctl").mkdir()
-    rounds, project, records = run_patchctl(root / "patchctl", bump)
+    rounds, project, records, cpu = run_patchctl(root / "patchctl", bump)
     waits, recipes = [], []
     for attempt in range(repeat):
         (root / f"waiting-{attempt}").mkdir()
         waits.append(run_patchctl(root / f"waiting-{attempt}", bump, waiting=True))
         (root / f"recipe-{attempt}").mkdir()
         recipes.append(run_recipe(root / f"recipe-{attempt}", bump))
-    recipe, work, foreign = _median_run(recipes, lambda run: sum(r.seconds for r in run[0]))
+    recipe, work, foreign, recipe_cpu = _median_run(recipes, lambda run: sum(r.seconds for r in run[0]))
     result = judge(bump, rounds, project, records, recipe, work, foreign)
-    waited, waiting_project, _ = _median_run(waits, lambda run: sum(r.seconds for r in run[0]))
+    waited, waiting_project, _, waiting_cpu = _median_run(waits, lambda run: sum(r.seconds for r in run[0]))
+    result.patchctl_cpu, result.waiting_cpu, result.recipe_cpu = cpu, waiting_cpu, recipe_cpu
+    result.cpu_ratio, result.waiting_cpu_ratio = cpu / recipe_cpu, waiting_cpu / recipe_cpu
     result.waiting_rounds = waited
     result.waiting_seconds = sum(r.seconds for r in waited)
     result.waiting_ratio = result.waiting_seconds / result.recipe_seconds
@@ -674,6 +719,8 @@ def summary(result: BumpResult) -> str:
         f"  ratio {result.ratio:.2f}x; rewritten {result.rewritten}, style kept {result.style_kept}",
         f"  pin-sync --wait: {len(result.waiting_rounds)} rounds, {result.waiting_seconds:.2f} s, ratio "
         f"{result.waiting_ratio:.2f}x; the same series as a run per stop: {result.waiting_same_series}",
+        f"  CPU seconds: a run per stop {result.patchctl_cpu:.2f} ({result.cpu_ratio:.2f}x), --wait "
+        f"{result.waiting_cpu:.2f} ({result.waiting_cpu_ratio:.2f}x), recipe {result.recipe_cpu:.2f}",
     ]
     for r in stops:
         lines.append(
@@ -690,6 +737,31 @@ def summary(result: BumpResult) -> str:
     if result.style_lost:
         lines.append(f"  style lost: {result.style_lost}")
     return "\n".join(lines)
+
+
+def per_bump_table(results: list[BumpResult]) -> str:
+    """Every bump's seconds and ratio to the recipe, a run per stop and `--wait`, wall time and
+    CPU (`ChildCPU`), as a Markdown table."""
+    rows = [
+        "| bump | patches | stops | a run per stop | ratio | CPU ratio | `pin-sync --wait` | ratio | CPU ratio "
+        "| `git am -3` recipe | its CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in [*results, None]:
+        group = results if r is None else [r]
+        ours, waited, theirs, ours_cpu, waited_cpu, theirs_cpu = (
+            sum(getattr(g, f) for g in group)
+            for f in ("patchctl_seconds", "waiting_seconds", "recipe_seconds", "patchctl_cpu", "waiting_cpu",
+                      "recipe_cpu")
+        )  # fmt: skip
+        stops = sum(1 for g in group for x in g.patchctl_rounds if x.stopped_at)
+        name = f"all {len(results)}" if r is None else r.bump[:9]
+        rows.append(
+            f"| {name} | {sum(g.patches for g in group)} | {stops} | {ours:.2f} s | {ours / theirs:.2f}x | "
+            f"{ours_cpu / theirs_cpu:.2f}x | {waited:.2f} s | {waited / theirs:.2f}x | "
+            f"{waited_cpu / theirs_cpu:.2f}x | {theirs:.2f} s | {theirs_cpu:.2f} s |"
+        )
+    return "\n".join(rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -728,6 +800,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+    if results:
+        print(per_bump_table(results))
     start = startup()
     commands = sum(len(r.patchctl_rounds) for r in results)
     print(f"starting patchctl (`pin-sync --help`): {start:.2f} s; {commands} commands: {commands * start:.1f} s")
@@ -738,6 +812,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"all {len(results)} bumps: patchctl {ours:.1f} s, recipe {theirs:.1f} s, ratio {ours / theirs:.2f}x")
         print(f"all {len(results)} bumps with pin-sync --wait: {waited:.1f} s, ratio {waited / theirs:.2f}x; "
               f"the same series: {sum(r.waiting_same_series for r in results)} of {len(results)}")  # fmt: skip
+        cpu = {f: sum(getattr(r, f) for r in results) for f in ("patchctl_cpu", "waiting_cpu", "recipe_cpu")}
+        print(f"CPU seconds, all {len(results)} bumps: a run per stop {cpu['patchctl_cpu']:.1f} "
+              f"({cpu['patchctl_cpu'] / cpu['recipe_cpu']:.2f}x), --wait {cpu['waiting_cpu']:.1f} "
+              f"({cpu['waiting_cpu'] / cpu['recipe_cpu']:.2f}x), recipe {cpu['recipe_cpu']:.1f}")  # fmt: skip
     return 0
 
 

@@ -192,6 +192,13 @@ def _count(by_path: dict[str, set[int]], paths: list[str]) -> int:
     return len(commits)
 
 
+def ask_drift(repo: Path, pin: str, tip: str) -> None:
+    """Ask git now what the drift of every patch between PIN and TIP is read from (one log of the
+    range, kept for this process): a command that reports health later asks it early, on another
+    thread, while it does other work."""
+    _changed_paths(repo, pin, tip)
+
+
 def _changed_paths(repo: Path, pin: str, tip: str) -> list[set[str]] | None:
     """The paths each commit of TIP that PIN lacks changes against its one parent; None when
     git cannot tell or a commit has no parent or several (history simplification counts those)."""

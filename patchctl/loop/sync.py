@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from .. import git
 from ..confined import Refused, Root, all_confined
@@ -46,7 +46,6 @@ from ..output.escape import shell_command, shell_word
 from ..output.jsonout import json_field
 from ..project.config import Config, Series
 from ..series.applier import PatchOutcome, Status, commit_worktree, is_clean, seed_three_way_objects
-from ..series.apply_job import ApplyJob, apply_job, forget_dropped
 from ..series.patchset import PatchFile, read_series, series_digest
 from ..state import treeswap, worktree
 from ..state.sync_state import (
@@ -60,7 +59,7 @@ from ..state.sync_state import (
     save_state,
 )
 from ..upstream.store import Mirror, Store, settle_checkout
-from . import carry, health, pinfile, stopcause, versionpin
+from . import carry, health, pinfile, stopcause
 from .rangediff import old_series_head, range_diff
 
 if TYPE_CHECKING:
@@ -73,6 +72,7 @@ MAX_LISTED_COMMITS = 500
 RANGE_DIFF_AT_THE_END = "at the end: computed once, when every patch is carried and the gates pass"
 
 Progress = Callable[[str], None]
+T = TypeVar("T")
 
 # How a patch fared in the replay, in the words of the report.
 CLASSIFICATION = {
@@ -179,6 +179,8 @@ def pin_sync(
     _confine_outputs(config, upstream)
     if (to is None) == (not latest):
         raise UsageError("give exactly one of --to REV or --latest")
+    from . import versionpin  # (a --continue that stops reads no manifest: imported where it is used)
+
     name = _pick_upstream(config, upstream)
     up = config.get_upstream(name)
     if up.tracks is not None:
@@ -298,21 +300,15 @@ def continue_sync(
         for entry in state.series:
             _take_gate_fixes(config, state, entry)
     mirror = _mirror_of(config, store, state.upstream)
-    commits, note = upstream_commits(mirror.path, state.old_pin, state.target)
+    # Upstream's commits and the health rows' log of the range are for the report alone: git
+    # reads them on the other core meanwhile.
+    listing = _beside(_upstream_logs, mirror.path, state.old_pin, state.target)
     moved = [u.name for u in pinfile.moved_upstreams(config, state.upstream)]
     seconds: dict[str, float] = {}
     report = SyncReport(
-        "synced",
-        state.upstream,
-        state.old_pin,
-        state.target,
-        state.target_spec,
-        moved,
-        commits,
-        note,
-        phase_seconds=seconds,
+        "synced", state.upstream, state.old_pin, state.target, state.target_spec, moved, phase_seconds=seconds
     )
-    return _run(config, store, state, report, _Timer(seconds), say, dry_run=False)
+    return _run(config, store, state, report, _Timer(seconds), say, dry_run=False, listing=listing)
 
 
 def abort_sync(config: Config, store: Store, upstream: str | None = None) -> SyncReport:
@@ -348,10 +344,22 @@ def abort_sync(config: Config, store: Store, upstream: str | None = None) -> Syn
 
 
 def _run(
-    config: Config, store: Store, state: SyncState, report: SyncReport, timer: _Timer, say: Progress, *, dry_run: bool
+    config: Config,
+    store: Store,
+    state: SyncState,
+    report: SyncReport,
+    timer: _Timer,
+    say: Progress,
+    *,
+    dry_run: bool,
+    listing: Future | None = None,
 ) -> SyncReport:
+    """The replay, then the stop or the gates and the write. LISTING: the report's upstream
+    commits, still being listed beside the replay (`upstream_commits`)."""
     with timer.phase("replay"):
         stopped = _replay(config, state, say)
+    if listing is not None:
+        report.commits, report.commits_note = listing.result()
     report.patches = list(state.records)
     report.warnings = _drop_warnings(state)
     explaining = _explaining(config, state) if stopped is not None else None  # on another core meanwhile
@@ -416,6 +424,9 @@ def _run(
                 )
         with timer.phase("range-diff"):  # what is left of it to wait for
             report.range_diffs = range_diffs.result()
+    from ..series.apply_job import forget_dropped
+    from . import versionpin
+
     with timer.phase("write"):
         changes = _changes(config, state, planned)
         changes, refresh = versionpin.with_manifests(
@@ -657,6 +668,16 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
             if not future.cancel():
                 future.exception()  # waited for: nothing of this run writes on after it ends
         raise
+
+
+def _beside(work: Callable[..., T], *args: object) -> Future[T]:
+    """WORK(*ARGS) started on a thread of its own (the other core), its result to wait for."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    beside = ThreadPoolExecutor(max_workers=1)
+    future = beside.submit(work, *args)
+    beside.shutdown(wait=False)  # the work runs on; nothing else is asked of the thread
+    return future
 
 
 def _seeding(state: SyncState, entry: SeriesProgress) -> Callable[[], str | None] | None:
@@ -1312,6 +1333,7 @@ def _strict_apply(
     given (for the build steps and gates). Why not, or None; and the series' last commit
     (None when neither a checkout nor the vendored copies need it: then no commit is made)."""
     from ..series import exporter  # see _gate_series
+    from ..series.apply_job import ApplyJob, apply_job
 
     try:
         if gate_tree is None and not series.vendor:
@@ -1349,6 +1371,13 @@ def _changes(config: Config, state: SyncState, planned: dict) -> list[pinfile.Fi
 
 
 # ---------------------------------------------------------------- history
+
+
+def _upstream_logs(repo: Path, old: str, new: str) -> tuple[list[dict] | None, str]:
+    """`upstream_commits`, and the log of the range the health rows read (kept for this process)."""
+    listed = upstream_commits(repo, old, new)
+    health.ask_drift(repo, old, new)
+    return listed
 
 
 def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None, str]:

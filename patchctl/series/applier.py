@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -39,10 +40,10 @@ from ..confined.links import index_links, link_dirs, new_bad_link
 from ..output.jsonout import json_field
 from ..upstream.store import prefetch_blobs
 from .diffblocks import may_change_links, overlong_hunks
-from .mergehunks import CONFLICT, conflicting_hunks
+from .mergehunks import CONFLICT, conflicting_hunks, unmerged_stages
 from .patchset import FileDiff, Hunk, MalformedPatch, PatchFile
 from .pathsafety import unsafe_path_reason
-from .textapply import MemoryTree, file_commands
+from .textapply import MemoryTree, file_commands, plain_edits
 
 _OFFSET_RE = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\.", re.MULTILINE)
 _CHECKING_RE = re.compile(r"^Checking patch (.+?)\.\.\.$", re.MULTILINE)
@@ -171,15 +172,6 @@ class PatchOutcome:
         if self.three_way:
             text += f"; 3-way merge not possible: {self.three_way}"
         return f"{self.patch}: {text}"
-
-
-# ---------------------------------------------------------------- path safety
-
-
-def unmerged_paths(tree: Path) -> list[str]:
-    """The paths the index of TREE holds in conflict (stages 1-3), sorted."""
-    raw = git.run(["ls-files", "-u", "-z"], tree, check=False).stdout
-    return sorted({entry.split("\t", 1)[1] for entry in raw.split("\0") if "\t" in entry})
 
 
 # ---------------------------------------------------------------- classification
@@ -479,8 +471,11 @@ def apply_series_to_index(
     repo: Path, base: str, patches: list[PatchFile], *, commit: bool = True
 ) -> tuple[list[PatchOutcome], str]:
     """Apply PATCHES in order on BASE inside REPO's object store; stop at the first failure.
-    Returns the outcomes so far and the last commit (BASE when none was made)."""
-    outcomes: list[PatchOutcome] = []
+    Returns the outcomes so far and the last commit (BASE when none was made). The patches that
+    are plain edits come first in memory (`_apply_in_memory`), git applies the rest."""
+    outcomes, base, patches = _apply_in_memory(repo, base, patches, commit=commit)
+    if not patches:
+        return outcomes, base
     prefetch_blobs(repo, base, [path for patch in patches for path in patch.touched_paths()])
     with IndexBuilder(repo, base) as builder:
         for patch in patches:
@@ -489,6 +484,53 @@ def apply_series_to_index(
             if not outcome.ok:
                 break
         return outcomes, builder.head
+
+
+def _apply_in_memory(
+    repo: Path, base: str, patches: list[PatchFile], *, commit: bool
+) -> tuple[list[PatchOutcome], str, list[PatchFile]]:
+    """`apply_series_to_index` without a `git apply` or a commit process a patch, as far as the
+    series goes in plain edits that `textapply` places as git does (its offsets, as `git apply
+    -v` reports them), committed in one `git fast-import` (the very commits `commit_tree`
+    makes): (their outcomes, the last commit, the patches left to git from the first it leaves
+    on). A patch that is not plain, does not apply as it stands or that git's own checks refuse
+    (an unsafe path, a malformed patch) is git's, from there on; without COMMIT, the whole series
+    is, unless every patch applied in memory. A warm `apply` of 30 patches asked git 90
+    processes for what this does in three; on a real bump's seed one patch of 27, the 26th, was
+    left to git: the 25 before it cost one process instead of one each."""
+    plain: list[PatchFile] = []
+    for patch in patches:
+        if commit and not fast_importable(patch):
+            break
+        if unsafe_path_reason(None, patch) is not None or _malformed_before_git(patch) is not None:
+            break
+        try:
+            if not plain_edits(patch.parsed):
+                break
+        except MalformedPatch:
+            break
+        plain.append(patch)
+    if not plain or (not commit and len(plain) < len(patches)):
+        return [], base, patches
+    memory = MemoryTree(repo, base)
+    memory.read_ahead(plain)
+    outcomes: list[PatchOutcome] = []
+    changes: list[tuple[list[bytes], PatchFile]] = []
+    for patch in plain:
+        applied = memory.apply(patch)
+        if applied is None:
+            break
+        offsets = [HunkOffset(path, number, offset) for path, number, offset in applied[1]]
+        outcomes.append(PatchOutcome(patch.name, Status.OFFSET if offsets else Status.APPLIED, offsets=offsets))
+        changes.append((file_commands(applied[0]), patch))
+    if not commit:
+        return (outcomes, base, []) if len(outcomes) == len(patches) else ([], base, patches)
+    commits = fast_import_each(repo, base, changes) if changes else None
+    if commits is None:
+        return [], base, patches
+    for outcome, made in zip(outcomes, commits, strict=True):
+        outcome.commit = made
+    return outcomes, commits[-1], patches[len(changes) :]
 
 
 def series_tree_at_once(repo: Path, base: str, patches: list[PatchFile]) -> str | None:
@@ -514,7 +556,7 @@ def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> s
     head, rest = base, patches
     if all(fast_importable(patch) for patch in patches):
         # As far as textapply takes the series, in memory; git applies the rest, on top of that.
-        head, rest = _seed_in_memory(repo, base, patches)
+        _, head, rest = _apply_in_memory(repo, base, patches, commit=True)
         tail = _seed_in_one_import(repo, head, rest) if rest else head
         if tail is not None:
             return tail
@@ -527,27 +569,6 @@ def seed_three_way_objects(repo: Path, base: str, patches: list[PatchFile]) -> s
                 trees.append((builder.tree(), patch))
                 builder.head = trees[-1][0]  # what a patch refused after it is undone to (read-tree takes a tree)
     return commit_trees(repo, head, trees)
-
-
-def _seed_in_memory(repo: Path, base: str, patches: list[PatchFile]) -> tuple[str, list[PatchFile]]:
-    """The seed with no `git apply` at all, as far as every patch is a plain edit that applies as
-    it stands (`textapply`): one `ls-tree` and one `cat-file` a patch at most, one `fast-import`.
-    Its last commit (BASE when none), and the patches from the first that textapply leaves to git
-    on: the seed goes on from that commit with git (the commits are the same either way, each a
-    function of its tree, parent and patch). On a real bump one patch of 27, the 26th, was left to
-    git: the 25 before it cost one process instead of one each."""
-    memory = MemoryTree(repo, base)
-    memory.read_ahead(patches)
-    changes: list[tuple[list[bytes], PatchFile]] = []
-    for patch in patches:
-        applied = memory.apply(patch) if unsafe_path_reason(None, patch) is None else None
-        if applied is None:
-            break
-        changes.append((file_commands(applied[0]), patch))
-    head = fast_import_commits(repo, base, changes) if changes else base
-    if head is None:  # git refused the stream (a date it cannot parse): git applies the whole series
-        return base, patches
-    return head, patches[len(changes) :]
 
 
 def _seed_in_one_import(repo: Path, base: str, patches: list[PatchFile]) -> str | None:
@@ -686,7 +707,16 @@ def fast_import_commits(
     made in one `git fast-import` (see `commit_trees`); the last commit. None when git refused
     the stream (a date it cannot parse: commit-tree then says so) or, given LAST_TREE, when the
     last commit's tree is not that one."""
-    ref = f"refs/patchctl-seed/{os.getpid()}"
+    made = fast_import_each(repo, base, commits, last_tree)
+    return made[-1] if made else None
+
+
+def fast_import_each(
+    repo: Path, base: str, commits: list[tuple[list[bytes], PatchFile]], last_tree: str | None = None
+) -> list[str] | None:
+    """`fast_import_commits`, every commit made (in order), not only the last."""
+    # A ref of this thread's own: a range-diff may import on another thread of the process meanwhile.
+    ref = f"refs/patchctl-seed/{os.getpid()}-{threading.get_ident()}"
     stream = bytearray()
     for number, (files, patch) in enumerate(commits, 1):
         env = _commit_env(patch)
@@ -703,7 +733,8 @@ def fast_import_commits(
         stream += message + f"\nfrom {base if number == 1 else f':{number - 1}'}\n".encode()
         stream += b"".join(line + b"\n" for line in files) + b"\n"
     last = len(commits)
-    stream += f'ls :{last} ""\nget-mark :{last}\nreset {ref}\nfrom {git.ZERO_OID}\n\ndone\n'.encode()
+    marks = "".join(f"get-mark :{number}\n" for number in range(1, last + 1))
+    stream += f'ls :{last} ""\n{marks}reset {ref}\nfrom {git.ZERO_OID}\n\ndone\n'.encode()
     # --date-format=rfc2822 hands each date to git's parse_date, as GIT_AUTHOR_DATE is handed to it.
     # The objects are written as they come, with no delta (pack.depth=0) and light compression:
     # deltas against each path's previous blob and zlib's default level took 0.7 s of a real bump's
@@ -713,13 +744,13 @@ def fast_import_commits(
          "--date-format=rfc2822"],
         repo, input=bytes(stream), check=False,
     )  # fmt: skip
-    listed, _, head = done.stdout.strip().rpartition("\n")
+    listed, *made = done.stdout.strip().split("\n")
     tree = listed.split("\t")[0].split(" ")[-1]
-    if not done.ok or not re.fullmatch(r"[0-9a-f]{40}(?:[0-9a-f]{24})?", head):
+    if not done.ok or len(made) != last or not all(re.fullmatch(r"[0-9a-f]{40}(?:[0-9a-f]{24})?", c) for c in made):
         return None
     if last_tree is not None and tree != last_tree:
         return None
-    return head
+    return made
 
 
 # ---------------------------------------------------------------- work-tree application
@@ -772,7 +803,9 @@ def apply_in_worktree(
         if conflicts:
             # Only the files the index really holds unmerged, and only the hunks the merge failed
             # on: a file or a hunk git merged cleanly is no conflict, however it failed strictly.
-            return _conflict_outcome(tree, patch, unmerged_paths(tree) or conflicts)
+            # (one `ls-files -u` says which, and their stages for the hunks)
+            stages = unmerged_stages(tree, check=False)
+            return _conflict_outcome(tree, patch, sorted(stages) or conflicts, stages)
         if not merged.ok:
             # A failed merge wrote nothing: the hunks are checked in the tree, still as it was.
             outcome = _classify_failure(patch, strict.stderr, reverse, _every_failing_hunk(tree, patch))
@@ -792,14 +825,16 @@ def apply_in_worktree(
     return outcome
 
 
-def _conflict_outcome(tree: Path, patch: PatchFile, files: list[str]) -> PatchOutcome:
+def _conflict_outcome(
+    tree: Path, patch: PatchFile, files: list[str], stages: dict[str, dict[int, str]] | None = None
+) -> PatchOutcome:
     """A 3-way merge that left FILES unmerged in TREE, naming the hunks it failed on
     (`patchctl.series.mergehunks`), the first as the outcome's file and hunk."""
     failures = [
         FailedHunk(found.diff.path, CONFLICT, found.hunk.index, found.hunk.header, found.hunk.line, found.ours_lines)
         if found.hunk is not None
         else FailedHunk(found.diff.path, CONFLICT, patch_line=found.diff.line)
-        for found in conflicting_hunks(tree, _safe_files(patch), files)
+        for found in conflicting_hunks(tree, _safe_files(patch), files, stages)
     ]
     first = failures[0] if failures else FailedHunk(files[0], CONFLICT)
     return PatchOutcome(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import git
 from ..confined import Root, confined_path
@@ -31,6 +32,9 @@ from ..state.worktree import Marker
 from ..upstream.store import Mirror, Store
 from .applier import PatchOutcome, apply_series_to_index, is_clean, series_tree_at_once
 from .patchset import PatchFile, is_excluded, read_series, series_digest
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 
 @dataclass
@@ -157,14 +161,18 @@ def apply_job(
     digest = series_digest(patches)
     result = ApplyResult(names, job.upstream, rev, job.tree, "failed")
     treeswap.recover_tree(job.tree, job.project)  # a run killed while replacing this tree: finish that first
-    local = _existing_tree_state(job, force)
+    marker = worktree.read_marker(job.tree) if _where(job).kind(job.tree) is not None else None
+    applying = _apply_beside(mirror, job, rev, patches, digest, marker) if applied is None else None
+    local = _existing_tree_state(job, force, marker)
     existing = local.marker if local is not None else None
     carried = local is not None and _carried(local.marker, local.head, rev, digest, [p.name for p in patches])
     if carried and local is not None and local.marker.matches(names, rev, digest):
         result.state, result.head = "unchanged", local.head
         return result
 
-    outcomes, head = applied if applied is not None else apply_series_to_index(mirror.path, rev, patches)
+    if applied is None:
+        applied = applying.result() if applying is not None else apply_series_to_index(mirror.path, rev, patches)
+    outcomes, head = applied
     result.outcomes = outcomes
     if result.failure is not None:
         return result
@@ -187,6 +195,23 @@ def apply_job(
         _replace_tree(store, mirror, job, head, marker)
     result.state = "applied"
     return result
+
+
+def _apply_beside(
+    mirror: Mirror, job: ApplyJob, rev: str, patches: list[PatchFile], digest: str, marker: Marker | None
+) -> Future[tuple[list[PatchOutcome], str]] | None:
+    """The series applied at REV in MIRROR's object store, started on another thread, where JOB's
+    tree surely needs it (an earlier apply's tree, at another pin or series: its MARKER says so):
+    git reads that tree meanwhile (its HEAD, whether it is clean), which the apply never touches.
+    On a warm pin bump the two took 0.1 to 0.3 s each, one after the other. None elsewhere."""
+    if marker is None or marker.matches([s.name for s in job.series], rev, digest):
+        return None  # a tree apply did not make (refused), or one that may be unchanged: nothing to start
+    from concurrent.futures import ThreadPoolExecutor
+
+    beside = ThreadPoolExecutor(max_workers=1)
+    future = beside.submit(apply_series_to_index, mirror.path, rev, patches)
+    beside.shutdown(wait=False)
+    return future
 
 
 @dataclass(frozen=True)
@@ -224,10 +249,10 @@ def _not_in_series(tree: Path, local: _LocalTree, applied: str) -> list[str]:
     return [line[2:] for line in listing.splitlines() if line.startswith("+ ")]
 
 
-def _existing_tree_state(job: ApplyJob, force: bool) -> _LocalTree | None:
+def _existing_tree_state(job: ApplyJob, force: bool, marker: Marker | None) -> _LocalTree | None:
     """JOB's tree as an earlier apply left it (clean; commits on top are judged by the caller),
     or None when the tree may be (re)built. Refuses to replace a directory patchctl did not
-    make, or uncommitted changes, unless FORCE."""
+    make, or uncommitted changes, unless FORCE. MARKER: the tree's, as read by the caller."""
     tree = job.tree
     where = _where(job)
     kind = where.kind(tree)
@@ -235,7 +260,6 @@ def _existing_tree_state(job: ApplyJob, force: bool) -> _LocalTree | None:
         return None
     if kind == "directory" and not where.listdir(tree):
         return None
-    marker = worktree.read_marker(tree)
     if marker is not None and marker.updating:
         return None  # an in-place update was cut off: patchctl's own half-written tree, rebuilt from scratch
     if marker is None:

@@ -36,14 +36,17 @@ class Conflicting(NamedTuple):
 
 
 def conflicting_hunks(
-    tree: Path, diffs: tuple[FileDiff, ...] | list[FileDiff], unmerged: list[str]
+    tree: Path,
+    diffs: tuple[FileDiff, ...] | list[FileDiff],
+    unmerged: list[str],
+    stages: dict[str, dict[int, str]] | None = None,
 ) -> list[Conflicting]:
     """For each file of DIFFS that TREE's index holds UNMERGED: every hunk of it that conflicts
     when merged alone, in patch order; the file alone where no hunk can be told (one side
     deleted or added it, its stages are not text, or only its hunks together conflict). A
     file's only hunk is the one that conflicts: it costs no git call (its `ours_lines` are
-    asked for later, `conflict_lines`, where they are needed)."""
-    stages: dict[str, dict[int, str]] | None = None
+    asked for later, `conflict_lines`, where they are needed). STAGES: the index's unmerged
+    entries (`unmerged_stages`), when the caller has read them already."""
     found: list[Conflicting] = []
     for diff in diffs:
         if diff.path not in unmerged:
@@ -51,7 +54,7 @@ def conflicting_hunks(
         if len(diff.hunks) == 1:
             found.append(Conflicting(diff, diff.hunks[0]))
             continue
-        stages = _stages(tree) if stages is None else stages
+        stages = unmerged_stages(tree) if stages is None else stages
         blobs = stages.get(diff.path, {})
         told = _failing_alone(tree, diff, blobs) if {1, 2} <= set(blobs) and diff.hunks else None
         found += told or [Conflicting(diff, None)]
@@ -62,7 +65,7 @@ def conflict_lines(tree: Path, path: str, hunk: Hunk) -> tuple[tuple[int, int], 
     """The lines of ours (TREE's HEAD version of PATH, unmerged in its index) whose changes HUNK
     conflicts with (1-based, inclusive), as `Conflicting.ours_lines` gives them; () when the
     index no longer holds the conflict or they cannot be told."""
-    blobs = _stages(tree, path).get(path, {})
+    blobs = unmerged_stages(tree, path).get(path, {})
     if not {1, 2} <= set(blobs):
         return ()
     changes = line_changes(tree, blobs[1], blobs[2])
@@ -173,11 +176,12 @@ def preimage(hunk: Hunk) -> list[str]:
     return [line[1:] for line in hunk.body if line[:1] in (" ", "-")]
 
 
-def _stages(tree: Path, *paths: str) -> dict[str, dict[int, str]]:
-    """Path -> {stage: blob} of every unmerged entry in TREE's index (`git ls-files -u`), of PATHS when named."""
+def unmerged_stages(tree: Path, *paths: str, check: bool = True) -> dict[str, dict[int, str]]:
+    """Path -> {stage: blob} of every unmerged entry in TREE's index (`git ls-files -u`), of PATHS when named
+    (without CHECK, none where git fails)."""
     found: dict[str, dict[int, str]] = {}
     literal = ["--", *(f":(literal){path}" for path in paths)] if paths else []
-    for entry in git.run(["ls-files", "-u", "-z", *literal], tree).stdout.split("\0"):
+    for entry in git.run(["ls-files", "-u", "-z", *literal], tree, check=check).stdout.split("\0"):
         meta, _, path = entry.partition("\t")
         fields = meta.split(" ")
         if len(fields) == 3 and fields[2].isdigit():

@@ -167,6 +167,20 @@ def _repo_of_lines(tmp_path: Path, count: int) -> tuple[Path, str]:
     return repo, git.rev_parse(repo, "HEAD")
 
 
+def _record_in_memory(monkeypatch: pytest.MonkeyPatch, memory: list) -> None:
+    """Record (the last commit, the patches left to git) of each `_apply_in_memory` into MEMORY."""
+    from patchctl.series import applier
+
+    in_memory = applier._apply_in_memory
+
+    def recorded(*args: object, **kwargs: object) -> tuple:
+        done = in_memory(*args, **kwargs)
+        memory.append(done[1:])
+        return done
+
+    monkeypatch.setattr(applier, "_apply_in_memory", recorded)
+
+
 def test_a_seed_made_in_memory_is_the_series_git_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The seed pin-sync makes (the series as commits on the old pin) comes from memory where
     every patch is plain: the very commits `git apply` of each patch and a commit give."""
@@ -185,8 +199,7 @@ def test_a_seed_made_in_memory_is_the_series_git_applies(tmp_path: Path, monkeyp
         patch = git.run(["format-patch", "-1", "--stdout"], repo, binary=True).stdout
         patches.append(PatchFile(Path(f"{step}.patch"), patch))
     memory = []
-    seed_in_memory = applier._seed_in_memory
-    monkeypatch.setattr(applier, "_seed_in_memory", lambda *args: memory.append(seed_in_memory(*args)) or memory[-1])
+    _record_in_memory(monkeypatch, memory)
     seeded = applier.seed_three_way_objects(repo, base, patches)
     assert memory == [(seeded, [])]  # made in memory, not by git
     _, applied = applier.apply_series_to_index(repo, base, patches)
@@ -213,11 +226,73 @@ def test_a_seed_goes_on_with_git_from_the_patch_textapply_leaves_to_it(
     git.run(["reset", "-q", "--hard", base], repo)
     patches[1] = PatchFile(patches[1].path, re.sub(rb"\.\.([0-9a-f]+)", b"..0123456", patches[1].data, count=1))
     memory = []
-    seed_in_memory = applier._seed_in_memory
-    monkeypatch.setattr(applier, "_seed_in_memory", lambda *args: memory.append(seed_in_memory(*args)) or memory[-1])
+    _record_in_memory(monkeypatch, memory)
 
     seeded = applier.seed_three_way_objects(repo, base, patches)
+    (after_first, left) = memory[0]  # the seed's
     outcomes, applied = applier.apply_series_to_index(repo, base, patches)
     assert [o.ok for o in outcomes] == [True, True, True] and seeded == applied
-    [(after_first, left)] = memory
     assert left == patches[1:] and git.run(["log", "-1", "--format=%s", after_first], repo).stdout.strip() == "step 0"
+
+
+def test_a_series_applied_in_memory_is_what_git_applies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`apply_series_to_index` (a warm `apply`, lint's strict apply, export's verify) applies the
+    plain patches in memory and commits them in one fast-import: the same outcomes (offsets
+    included), the same commits and the same last commit as git applying and committing each;
+    git goes on from the first patch that is not plain (a deletion), and a patch that does not
+    apply is git's to classify. Held against git itself, `_apply_in_memory` turned off."""
+    from patchctl.series import applier
+
+    repo, base = _repo_of_lines(tmp_path, 60)
+    (repo / "gone.c").write_bytes(b"gone\n")
+    git.run(["add", "-A"], repo)
+    git.run(["commit", "-q", "-m", "more"], repo)
+    base = git.rev_parse(repo, "HEAD")
+    edits = [
+        ("a.c", b"line 10\n", b"LINE 10\n"),
+        ("a.c", b"line 40\n", b"line 40\nforty\n"),
+        ("b/new.c", None, b"int x;\n"),
+        ("gone.c", b"gone\n", None),  # a deletion: not plain, git's from here on
+        ("a.c", b"line 50\n", b"fifty\n"),
+    ]
+    patches = []
+    for step, (path, old, new) in enumerate(edits):
+        target = repo / path
+        target.parent.mkdir(exist_ok=True)
+        if new is None:
+            target.unlink()
+        else:
+            target.write_bytes(new if old is None else target.read_bytes().replace(old, new))
+        git.run(["add", "-A"], repo)
+        git.run(["commit", "-q", "-m", f"step {step}", "--date", "2024-01-01T00:00:00Z"], repo)
+        patches.append(
+            PatchFile(Path(f"{step}.patch"), git.run(["format-patch", "-1", "--stdout"], repo, binary=True).stdout)
+        )
+    # The target drifted: lines before the hunks, so that they land with offsets.
+    git.run(["checkout", "-q", base], repo)
+    (repo / "a.c").write_bytes(b"top\n" * 3 + (repo / "a.c").read_bytes())
+    git.run(["commit", "-q", "-am", "drift"], repo)
+    drifted = git.rev_parse(repo, "HEAD")
+    broken = PatchFile(Path("9.patch"), patches[0].data.replace(b"-line 10\n", b"-no such line\n"))
+    cases = [(drifted, patches, True), (drifted, patches[:3], True), (drifted, patches[:3], False),
+             (drifted, [*patches[:2], broken, patches[2]], True), (drifted, [*patches[:2], broken], False)]  # fmt: skip
+    in_memory = applier._apply_in_memory
+    taken = []  # per case, how many patches went in memory
+
+    def counted(*args: object, **kwargs: object) -> tuple:
+        done = in_memory(*args, **kwargs)
+        taken.append(len(done[0]))
+        return done
+
+    for rev, series, commit in cases:
+        monkeypatch.setattr(applier, "_apply_in_memory", counted)
+        ours = applier.apply_series_to_index(repo, rev, series, commit=commit)
+        monkeypatch.setattr(applier, "_apply_in_memory", lambda _repo, base, patches, commit: ([], base, patches))
+        theirs = applier.apply_series_to_index(repo, rev, series, commit=commit)
+        assert ours == theirs
+    assert taken == [3, 3, 3, 2, 0]
+    outcomes, head = applier.apply_series_to_index(repo, drifted, patches)
+    assert [o.status for o in outcomes] == [applier.Status.OFFSET] * 2 + [applier.Status.APPLIED] * 2 + [
+        applier.Status.OFFSET
+    ]
+    assert [o.commit for o in outcomes][-1] == head
