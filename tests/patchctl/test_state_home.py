@@ -442,6 +442,24 @@ def test_a_plain_directory_keeps_its_state_in_the_user_state_directory(tmp_path:
     assert (home / "lock").is_file() and not (plain / ".patchctl" / "lock").exists()
 
 
+def test_a_plain_directory_in_a_fresh_home_makes_the_user_state_directory(
+    tmp_path: Path, upstream: Repo, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fresh = tmp_path / "home"
+    fresh.mkdir()
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(fresh))  # no ~/.local/state yet, nor ~/.local
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    project = Project(plain, upstream, upstream.head)
+    shutil.rmtree(plain / ".git")
+    add_line20_patch(project, upstream, upstream.head)
+    result = cli("-C", plain, "apply")
+    assert result.exit_code == 0, result.output
+    assert statehome.home(plain).parent == fresh / ".local" / "state" / "patchctl" / "projects"
+    assert (fresh / ".local" / "state").stat().st_mode & 0o777 == 0o700  # as the XDG base directory spec asks
+
+
 # ---------------------------------------------------------------- a kill during `git worktree add`
 
 
