@@ -339,6 +339,52 @@ def test_update_opens_one_dashboard_then_edits_it_in_place(github: GitHub, tmp_p
     assert dashboard("--status", report, "--update").startswith("dashboard #4 created")
 
 
+LOOSE_GH = """\
+#!{python}
+# gh that answers more than it was asked: `issue list` with its --author and --label dropped.
+import os, sys
+args, words = sys.argv[1:], []
+skip = False
+for arg in args:
+    if skip:
+        skip = False
+    elif args[:2] == ["issue", "list"] and arg in ("--author", "--label"):
+        skip = True
+    else:
+        words.append(arg)
+os.execv({python!r}, [{python!r}, {standin!r}, *words])
+"""
+
+
+def test_only_the_bots_labelled_issues_count_even_when_gh_answers_more(
+    github: GitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """patchctl checks every issue gh lists for the label and the author again: a gh (or a search)
+    that answers more than asked does not make a look-alike the dashboard or a canary issue."""
+    loose = tmp_path / "loose-bin"
+    loose.mkdir()
+    (loose / "gh").write_text(LOOSE_GH.format(python=sys.executable, standin=str(STANDIN)))
+    (loose / "gh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{loose}:{os.environ['PATH']}")
+    canary = "<!-- patchctl-canary-key: up/apply/main/0001-a.patch/unbisected -->\n"
+    github.seed(
+        REPO,
+        next=5,
+        issues=[
+            issue(1, TITLE, "a person's", LABEL, PERSON),
+            issue(2, TITLE, "the bot's, unlabelled", None, BOT),
+            issue(3, "canary up: a copy", canary, "patchctl-canary", PERSON),
+            issue(4, "canary up: unlabelled", canary, None, BOT),
+        ],
+    )
+    report = tmp_path / "status.json"
+    report.write_text(json.dumps(status_report()))
+    board = json.loads(dashboard("--status", report, "--update", "--json"))
+    assert board["issues"] == [] and board["issue"]["number"] == 5 and board["issue"]["action"] == "created"
+    assert [i["body"] for i in github.issues()[:4]] == ["a person's", "the bot's, unlabelled", canary, canary]
+    assert all(i["state"] == "OPEN" for i in github.issues())
+
+
 def test_every_open_dashboard_but_the_oldest_is_closed_as_its_duplicate(github: GitHub, tmp_path: Path) -> None:
     report = tmp_path / "status.json"
     report.write_text(json.dumps(status_report()))
