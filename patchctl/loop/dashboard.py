@@ -17,7 +17,9 @@ needs a hand at the tip or is blocked by one that does; one that fails strictly 
 (a pin-sync is mechanical), one upstream took, one flagged (`status`'s flags: a merged or closed
 Submitted pull request, an Accepted patch the tip lacks, a patch that needed a hand in several
 pin-syncs); then the ones with the highest drift of their series, and the ones carried a year or
-more that were never sent upstream. Each names its canary issue when one is open.
+more that were never sent upstream (Pending; or without a header, in a series whose other patches
+have one: Electron's have none, and a series that marks none says nothing by it). Each names its
+canary issue when one is open.
 
 This module never prints and never talks to GitHub itself: `patchctl.output.dashboard` renders
 the body from the JSON form of `Dashboard`, and `patchctl.loop.dashboard_issue` asks gh and keeps
@@ -49,10 +51,10 @@ BLOCKED = "blocked"
 MECHANICAL = "mechanical"
 DRIFT_SHOWN = 5  # per series, the patches with the highest drift (above 0) that are listed for it alone
 LONG_CARRIED_DAYS = 365  # a patch never sent upstream, carried this long, is listed
-NEVER_SENT = ("none", "Pending")  # upstream statuses of a patch nobody sent upstream
+NO_STATUS = "none"  # no Upstream-Status: header (status's word)
 STATUS_FILE_LIMIT = 64 * 1024 * 1024
 # Priorities in the list of patches to look at (higher first).
-PRIORITY = {"hand": 4, "mechanical": 3, "flagged": 2, "watch": 1}
+PRIORITY = {"needs a hand": 5, "blocked": 4, "mechanical": 3, "flagged": 2, "watch": 1}
 
 
 @dataclass
@@ -169,7 +171,9 @@ def build(
                 sum(1 for gone in departures if gone.get("went_upstream")),
             )
         )
-        lines = [_patch_line(series["name"], patch) for patch in series["patches"]]
+        # A series that marks its patches: one without a header was never sent either.
+        marked = any(patch["upstream_status"] != NO_STATUS for patch in series["patches"])
+        lines = [_patch_line(series["name"], patch, marked) for patch in series["patches"]]
         _watch_drift(lines)
         for line in lines:
             line.issue = _canary_issue(issue_keys, series["upstream"], series["name"], line.patch)
@@ -177,7 +181,7 @@ def build(
     return board
 
 
-def _patch_line(series: str, patch: dict[str, Any]) -> PatchLine:
+def _patch_line(series: str, patch: dict[str, Any], marked: bool) -> PatchLine:
     taken = patch.get("taken_upstream")
     submitted = patch.get("submitted")
     line = PatchLine(
@@ -195,16 +199,17 @@ def _patch_line(series: str, patch: dict[str, Any]) -> PatchLine:
         submitted=submitted["state"] if submitted else None,
     )
     if line.verdict == NEEDS_HAND:
-        _reason(line, "needs a hand", "hand")
+        _reason(line, "needs a hand", "needs a hand")
     elif line.verdict == BLOCKED:
-        _reason(line, "blocked", "hand")
+        _reason(line, "blocked", "blocked")
     elif line.verdict == MECHANICAL:
         _reason(line, "mechanical", "mechanical")
     if line.taken_upstream:
         _reason(line, "taken upstream", "mechanical")
     if line.flags:
         _reason(line, "flagged", "flagged")
-    if line.upstream_status in NEVER_SENT and (line.age_days or 0) >= LONG_CARRIED_DAYS:
+    never_sent = line.upstream_status == "Pending" or (marked and line.upstream_status == NO_STATUS)
+    if never_sent and (line.age_days or 0) >= LONG_CARRIED_DAYS:
         _reason(line, "long carried", "watch")
     return line
 

@@ -618,3 +618,30 @@ def test_the_run_that_updated_it_is_named_under_github_actions(tmp_path: Path, m
     assert f"Last updated by the `canary` workflow: <https://github.com/{REPO}/actions/runs/4242>." in body
     monkeypatch.setenv("GITHUB_REPOSITORY", "acme/x> <img src=x>")
     assert "<img" not in ok("dashboard", "--status", report)  # an address it cannot link is left out
+
+
+def test_electrons_161_chromium_patches_read_as_one_issue(tmp_path: Path) -> None:
+    """Electron's real series (names, order, ages, the patches that left it: `status_corpus`) at a tip
+    made to give every verdict: the body fits an issue with every patch in its fold, the patches
+    that need a hand lead, each blocked one names its blocker, and a series that marks no patch with
+    Upstream-Status: gets no "never sent upstream" for all of them."""
+    from . import status_corpus
+
+    built = status_corpus.build(status_corpus.load("electron/electron"), tmp_path)
+    report = tmp_path / "status.json"
+    report.write_text(ok("-C", built.project, "status", "--json"))  # judged once, rendered twice
+    board = json.loads(ok("dashboard", "--status", report, "--json"))
+    body = ok("dashboard", "--status", report)
+    assert len(body) <= MAX_BODY
+    assert f"<summary>Every patch ({len(built.names)})</summary>" in body and "… and" not in body
+    assert_inert(body, folds=1)
+    [series] = board["series"]
+    expected = {verdict: list(built.verdicts.values()).count(verdict) for verdict in set(built.verdicts.values())}
+    assert series["verdicts"] == expected
+    look = [p for p in board["patches"] if p["reasons"]]
+    hand = sorted(name for name, verdict in built.verdicts.items() if verdict == "needs a hand")
+    assert sorted(p["patch"] for p in look if "needs a hand" in p["reasons"]) == hand
+    listed = body.split("### Patches to look at", 1)[1].split("<details>", 1)[0]
+    rows = [line for line in listed.splitlines() if line.startswith("| electron |")]
+    assert all("**needs a hand**" in row for row in rows[: len(hand)]) and "**blocked**" in rows[len(hand)]
+    assert not any("long carried" in p["reasons"] for p in board["patches"])
