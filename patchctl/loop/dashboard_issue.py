@@ -45,7 +45,9 @@ FILED_LABELS = {"patchctl-canary": "canary", "patchctl-pin-sync": "pin-sync"}  #
 CANARY_MARKER = re.compile(r"<!-- patchctl-canary-key: (\S+) -->")
 GH_TIMEOUT_S = 120
 LIST_LIMIT = 1000
-PULL_FIELDS = "number,title,headRefName,isDraft,mergeable,reviewDecision,statusCheckRollup,isCrossRepository"
+PULL_FIELDS = "number,title,headRefName,isDraft,mergeable,reviewDecision,isCrossRepository"
+CHECKS_FIELD = "statusCheckRollup"  # needs a token that may read commit statuses and checks
+UNREADABLE = "Resource not accessible by integration"  # GitHub's words for a field the token may not read
 _ISSUE_URL = re.compile(r"/issues/([1-9][0-9]{0,9})\s*$")
 # GitHub's states of a check run's conclusion that count as passed (a skipped job is no failure)
 _PASSED = ("SUCCESS", "NEUTRAL", "SKIPPED")
@@ -61,7 +63,8 @@ class PullLine:
     draft: bool = False
     mergeable: str = ""  # GitHub's: MERGEABLE, CONFLICTING, UNKNOWN (empty: not said)
     review: str = ""  # GitHub's reviewDecision: APPROVED, CHANGES_REQUESTED, REVIEW_REQUIRED, or empty
-    checks: dict[str, int] = field(default_factory=dict)  # passed / failing / pending -> how many
+    # passed / failing / pending -> how many; None: the token may not read them (statuses, checks: read)
+    checks: dict[str, int] | None = field(default_factory=dict)
 
 
 @dataclass
@@ -172,8 +175,15 @@ def issues_by(gh: GitHub, label: str, author: str, *, state: str, fields: str) -
 
 
 def pin_sync_pulls(gh: GitHub) -> list[PullLine]:
-    """The open pull requests of this repository's pin-sync branches, oldest first."""
-    rows = gh.rows("pr", "list", "--state", "open", "--limit", str(LIST_LIMIT), "--json", PULL_FIELDS)
+    """The open pull requests of this repository's pin-sync branches, oldest first; their checks
+    too, where the token may read them (GitHub refuses the whole list otherwise: then without)."""
+    asked = ("pr", "list", "--state", "open", "--limit", str(LIST_LIMIT), "--json")
+    try:
+        rows, readable = gh.rows(*asked, f"{PULL_FIELDS},{CHECKS_FIELD}"), True
+    except EnvironmentFailure as exc:
+        if UNREADABLE not in str(exc):
+            raise
+        rows, readable = gh.rows(*asked, PULL_FIELDS), False
     pulls = []
     for row in sorted(rows, key=lambda r: r["number"]):
         branch = _text(row.get("headRefName"))
@@ -187,7 +197,7 @@ def pin_sync_pulls(gh: GitHub) -> list[PullLine]:
                 row.get("isDraft") is True,
                 _text(row.get("mergeable")),
                 _text(row.get("reviewDecision")),
-                _checks(row.get("statusCheckRollup")),
+                _checks(row.get(CHECKS_FIELD)) if readable else None,
             )
         )
     return pulls

@@ -126,8 +126,11 @@ def _pulls(payload: dict) -> list[str]:
         state = ["draft"] if pull["draft"] else []
         state += [PULL_MERGEABLE[pull["mergeable"]]] if pull["mergeable"] in PULL_MERGEABLE else []
         state += [PULL_REVIEW[pull["review"]]] if pull["review"] in PULL_REVIEW else []
-        checks = _counts(pull["checks"], ("failing", "pending", "passed"))
-        state.append(f"checks: {checks}" if checks else "no checks reported")
+        if pull["checks"] is None:
+            state.append("checks: not readable with this token (statuses: read, checks: read)")
+        else:
+            checks = _counts(pull["checks"], ("failing", "pending", "passed"))
+            state.append(f"checks: {checks}" if checks else "no checks reported")
         out.append(f"- #{pull['number']} {md_text(pull['title'])} ({md_code(pull['branch'])}): {', '.join(state)}")
     return out
 

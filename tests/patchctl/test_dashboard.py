@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -339,20 +340,26 @@ def test_update_opens_one_dashboard_then_edits_it_in_place(github: GitHub, tmp_p
     assert dashboard("--status", report, "--update").startswith("dashboard #4 created")
 
 
-LOOSE_GH = """\
-#!{python}
+def wrapped_gh(tmp_path: Path, name: str, prelude: str) -> Path:
+    """A directory with a `gh` that runs PRELUDE (Python: `args` is its argument list, which it may
+    change) and then the stand-in with ARGS: a gh that behaves otherwise, for one test."""
+    directory = tmp_path / name
+    directory.mkdir()
+    script = (
+        f"#!{sys.executable}\nimport os, sys, time\nargs = sys.argv[1:]\n{textwrap.dedent(prelude)}\n"
+        f"os.execv({sys.executable!r}, [{sys.executable!r}, {str(STANDIN)!r}, *args])\n"
+    )
+    (directory / "gh").write_text(script)
+    (directory / "gh").chmod(0o755)
+    return directory
+
+
 # gh that answers more than it was asked: `issue list` with its --author and --label dropped.
-import os, sys
-args, words = sys.argv[1:], []
-skip = False
-for arg in args:
-    if skip:
-        skip = False
-    elif args[:2] == ["issue", "list"] and arg in ("--author", "--label"):
-        skip = True
-    else:
-        words.append(arg)
-os.execv({python!r}, [{python!r}, {standin!r}, *words])
+LOOSE = """
+    if args[:2] == ["issue", "list"]:
+        for name in ("--author", "--label"):
+            at = args.index(name)
+            del args[at : at + 2]
 """
 
 
@@ -361,11 +368,7 @@ def test_only_the_bots_labelled_issues_count_even_when_gh_answers_more(
 ) -> None:
     """patchctl checks every issue gh lists for the label and the author again: a gh (or a search)
     that answers more than asked does not make a look-alike the dashboard or a canary issue."""
-    loose = tmp_path / "loose-bin"
-    loose.mkdir()
-    (loose / "gh").write_text(LOOSE_GH.format(python=sys.executable, standin=str(STANDIN)))
-    (loose / "gh").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{loose}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{wrapped_gh(tmp_path, 'loose', LOOSE)}:{os.environ['PATH']}")
     canary = "<!-- patchctl-canary-key: up/apply/main/0001-a.patch/unbisected -->\n"
     github.seed(
         REPO,
@@ -385,6 +388,30 @@ def test_only_the_bots_labelled_issues_count_even_when_gh_answers_more(
     assert all(i["state"] == "OPEN" for i in github.issues())
 
 
+# gh as GitHub answers a token that may not read commit statuses or checks.
+NO_CHECKS = """
+    if args[:2] == ["pr", "list"] and "statusCheckRollup" in args[args.index("--json") + 1]:
+        sys.stderr.write("GraphQL: Resource not accessible by integration (repository.pullRequests.nodes.0)\\n")
+        sys.exit(1)
+"""
+
+
+def test_checks_a_token_may_not_read_are_said_not_guessed(
+    github: GitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = tmp_path / "status.json"
+    report.write_text(json.dumps(status_report()))
+    github.seed(REPO, next=2, pulls=[{"number": 1, "title": "pin-sync: move up forward", "state": "OPEN",
+                                      "headRefName": "patchctl/pin-sync/up", "statusCheckRollup": []}])  # fmt: skip
+    body = dashboard("--status", report, "--github")
+    assert "- #1 pin-sync: move up forward (`patchctl/pin-sync/up`): no checks reported" in body
+    monkeypatch.setenv("PATH", f"{wrapped_gh(tmp_path, 'no-checks', NO_CHECKS)}:{os.environ['PATH']}")
+    board = json.loads(dashboard("--status", report, "--github", "--json"))
+    assert board["pulls"][0]["checks"] is None
+    body = dashboard("--status", report, "--github")
+    assert "checks: not readable with this token (statuses: read, checks: read)" in body
+
+
 def test_every_open_dashboard_but_the_oldest_is_closed_as_its_duplicate(github: GitHub, tmp_path: Path) -> None:
     report = tmp_path / "status.json"
     report.write_text(json.dumps(status_report()))
@@ -396,18 +423,14 @@ def test_every_open_dashboard_but_the_oldest_is_closed_as_its_duplicate(github: 
     assert github.issues(LABEL)[1]["comments"][0]["body"].startswith("Duplicate of #5")
 
 
-RACER = """\
-#!{python}
 # gh for the race: every `issue create` waits until both runs have reached theirs, so that each
 # looked for a dashboard before either opened one (the race, every time).
-import os, sys, time
-barrier = {barrier!r}
-if sys.argv[1:3] == ["issue", "create"]:
-    open(os.path.join(barrier, str(os.getpid())), "w").close()
-    deadline = time.monotonic() + 60
-    while len(os.listdir(barrier)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-os.execv({python!r}, [{python!r}, {standin!r}, *sys.argv[1:]])
+RACER = """
+    if args[:2] == ["issue", "create"]:
+        open(os.path.join(os.environ["BARRIER"], str(os.getpid())), "w").close()
+        deadline = time.monotonic() + 60
+        while len(os.listdir(os.environ["BARRIER"])) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
 """
 
 
@@ -418,11 +441,8 @@ def test_two_runs_racing_leave_one_dashboard(github: GitHub, tmp_path: Path) -> 
     report.write_text(json.dumps(status_report()))
     barrier = tmp_path / "barrier"
     barrier.mkdir()
-    racing_bin = tmp_path / "racing-bin"
-    racing_bin.mkdir()
-    (racing_bin / "gh").write_text(RACER.format(python=sys.executable, barrier=str(barrier), standin=str(STANDIN)))
-    (racing_bin / "gh").chmod(0o755)
-    env = {**os.environ, "PATH": f"{racing_bin}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
+    racing = wrapped_gh(tmp_path, "racing", RACER)
+    env = {**os.environ, "PATH": f"{racing}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT), "BARRIER": str(barrier)}
     command = [sys.executable, "-m", "patchctl", "dashboard", "--status", str(report), "--update"]
     runs = [
         subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
