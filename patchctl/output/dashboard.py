@@ -60,9 +60,10 @@ def _body(payload: dict, look: list[dict], look_rows: int, every: list[dict], al
     out += ["### Series", "", *_series_table(payload["series"])]
     out += ["", "### Pin-sync pull requests", "", *_pulls(payload)]
     out += ["", "### Issues patchctl's workflows opened", "", *_issues(payload)]
-    out += ["", "### Patches to look at", "", *_look_table(look, look_rows)]
+    several = len(payload["series"]) > 1  # a series column only where it tells rows apart
+    out += ["", "### Patches to look at", "", *_look_list(look, look_rows, several)]
     if every:
-        out += ["", *_all_patches(every, all_rows)]
+        out += ["", *_all_patches(every, all_rows, several)]
     out += ["", _footer(payload)]
     return "\n".join(out) + "\n"
 
@@ -150,19 +151,26 @@ def _not_asked() -> str:
     return "Not asked (GitHub is asked with `patchctl dashboard --github`, and by `--update`)."
 
 
-def _look_table(look: list[dict], rows: int) -> list[str]:
+def _series_cell(patch: dict, several: bool) -> str:
+    return f"{md_cell(patch['series'])} | " if several else ""
+
+
+def _look_list(look: list[dict], rows: int, several: bool) -> list[str]:
+    """The patches to look at as a list (its items are sentences: a table of them runs off the
+    issue's column), most urgent first."""
     if not look:
         return ["Nothing to look at: no patch needs a hand, none is flagged, and no drift stands out."]
-    out = [
-        "| series | patch | why | drift | age | upstream status | issue |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    out = []
     for patch in look[:rows]:
-        issue = f"#{patch['issue']}" if patch.get("issue") else "–"
-        out.append(
-            f"| {md_cell(patch['series'])} | {md_cell(patch['patch'])} | {_why(patch)} | {_number(patch['drift'])} | "
-            f"{_age(patch['age_days'])} | {_status(patch)} | {issue} |"
-        )
+        name = (f"{md_code(patch['series'])} / " if several else "") + md_code(patch["patch"])
+        facts = [
+            f"drift {_number(patch['drift'])}",
+            f"age {_age(patch['age_days'])}",
+            f"upstream status {_status(patch, table=False)}",
+        ]
+        if patch.get("issue"):
+            facts.append(f"canary issue #{patch['issue']}")
+        out.append(f"- {name}: {_why(patch)} ({', '.join(facts)})")
     if rows < len(look):
         out += ["", f"… and {len(look) - rows} more (`patchctl dashboard --json` lists every one)"]
     out += [
@@ -174,40 +182,40 @@ def _look_table(look: list[dict], rows: int) -> list[str]:
 
 
 def _why(patch: dict) -> str:
-    """Why PATCH is worth a look, as a table cell: its reasons, with the words that explain them."""
+    """Why PATCH is worth a look: its reasons, with the words that explain them."""
     said = []
     for reason in patch["reasons"]:
         if reason == "needs a hand":
             trial = patch.get("trial") or ""
             if len(trial) > TRIAL_SHOWN:
                 trial = trial[:TRIAL_SHOWN] + " …"
-            said.append("**needs a hand** at the tip" + (f": {md_prose(trial, table=True)}" if trial else ""))
+            said.append("**needs a hand** at the tip" + (f": {md_prose(trial)}" if trial else ""))
         elif reason == "blocked":
-            said.append(f"**blocked** at the tip by {md_code(patch.get('blocked_by') or '?', table=True)}")
+            said.append(f"**blocked** at the tip by {md_code(patch.get('blocked_by') or '?')}")
         elif reason == "mechanical":
             said.append("fails strictly at the tip, merges 3-way (a pin-sync carries it)")
         elif reason == "taken upstream":
-            said.append(f"taken upstream in {md_code(patch['taken_upstream'][:12], table=True)}: pin-sync drops it")
+            said.append(f"taken upstream in {md_code(patch['taken_upstream'][:12])}: pin-sync drops it")
         elif reason == "flagged":
-            said += [md_prose(flag, table=True) for flag in patch["flags"]]
-        elif reason == "drift" and len(patch["reasons"]) == 1:  # else its column says enough
+            said += [md_prose(flag) for flag in patch["flags"]]
+        elif reason == "drift" and len(patch["reasons"]) == 1:  # else its drift, said after, is enough
             said.append(f"drift {_number(patch['drift'])}: among the highest of its series")
         elif reason == "long carried":
             said.append(f"carried {_age(patch['age_days'])} and never sent upstream")
     return "; ".join(said) or "–"
 
 
-def _all_patches(every: list[dict], rows: int) -> list[str]:
+def _all_patches(every: list[dict], rows: int, several: bool) -> list[str]:
     table = [
-        "| series | patch | upstream status | age | drift | at the tip |",
-        "|---|---|---|---|---|---|",
+        "| series " * several + "| patch | upstream status | age | drift | at the tip |",
+        "|---" * several + "|---|---|---|---|---|",
     ]
     for patch in every[:rows]:
         verdict = patch["verdict"] or "not tried"
         if patch.get("blocked_by"):
             verdict += f" by {patch['blocked_by']}"
         table.append(
-            f"| {md_cell(patch['series'])} | {md_cell(patch['patch'])} | {_status(patch)} | "
+            f"| {_series_cell(patch, several)}{md_cell(patch['patch'])} | {_status(patch)} | "
             f"{_age(patch['age_days'])} | {_number(patch['drift'])} | {md_cell(verdict)} |"
         )
     if rows < len(every):
@@ -216,12 +224,13 @@ def _all_patches(every: list[dict], rows: int) -> list[str]:
     return [f"<details><summary>{html_text(summary)}</summary>", "", *table, "", "</details>"]
 
 
-def _status(patch: dict) -> str:
-    text = md_cell(patch["upstream_status"])
+def _status(patch: dict, *, table: bool = True) -> str:
+    """PATCH's upstream status, its URL linked, and what became of its pull request (in a table cell or not)."""
+    text = md_cell(patch["upstream_status"]) if table else md_prose(patch["upstream_status"])
     if patch.get("upstream_url"):
-        text += " " + md_link(patch["upstream_url"], table=True)
+        text += " " + md_link(patch["upstream_url"], table=table)
     if patch.get("submitted"):
-        text += f" (pull request {md_cell(patch['submitted'])})"
+        text += f" (pull request {md_prose(patch['submitted'], table=table)})"
     return text
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -212,15 +213,18 @@ def test_the_dashboard_is_status_and_the_open_work_on_github(carried: Project, g
     assert "- #15 (canary) canary up: main/0001-Patch-main.patch no longer applies" in body
     assert "- #17 (pin-sync stop) pin-sync of up needs a hand" in body
     look = body.split("### Patches to look at", 1)[1].split("<details>", 1)[0]
-    rows = [line for line in look.splitlines() if line.startswith("| main |")]
+    rows = [line for line in look.splitlines() if line.startswith("- ")]
     # Most urgent first: needs a hand and blocked, then flagged, then carried long.
-    assert [row.split(" | ")[1] for row in rows] == [
+    assert [row.split("`")[1] for row in rows] == [
         "0001-Patch-main.patch",
         "0002-Tune-main.patch",
         "0003-Tune-util.patch",
         "0004-Declare-more.patch",
     ]
-    assert "**needs a hand** at the tip: 3-way conflict in src/main.c" in rows[0] and rows[0].endswith("| #15 |")
+    assert rows[0] == (
+        "- `0001-Patch-main.patch`: **needs a hand** at the tip: 3-way conflict in src/main.c "
+        "(drift 1, age 1 day, upstream status none, canary issue #15)"
+    )
     assert "**blocked** at the tip by `0001-Patch-main.patch`" in rows[1]
     assert "expect taken upstream at the next bump" in rows[2] and "(pull request merged)" in rows[2]
     assert "carried 400 days and never sent upstream" in rows[3]
@@ -539,7 +543,9 @@ HOSTILE = [
 ]
 
 
-def test_hostile_names_titles_and_words_are_inert(github: GitHub, tmp_path: Path) -> None:
+def test_hostile_names_titles_and_words_are_inert(
+    github: GitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every text the body quotes (series, upstream, patch names, the trial's words, flags, URLs,
     pull request and issue titles and branches, the run's workflow) from a report and a GitHub
     that try to be markup: rendered as GitHub renders, no tag, link, image, mention or reference
@@ -570,8 +576,18 @@ def test_hostile_names_titles_and_words_are_inert(github: GitHub, tmp_path: Path
         verdicts={text: 1 for text in HOSTILE},
         statuses={text: 1 for text in HOSTILE},
     )
+    second = status_report(name=HOSTILE[3], upstream=HOSTILE[4], patches=patches[:2])["series"]
+    hostile["series"] += second  # two series: the tables get a series column
     report = tmp_path / "status.json"
     report.write_text(json.dumps(hostile))
+    for name, value in {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_SERVER_URL": "https://github.com",
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_RUN_ID": "7",
+        "GITHUB_WORKFLOW": HOSTILE[1],
+    }.items():
+        monkeypatch.setenv(name, value)
     github.seed(
         REPO,
         next=30,
@@ -583,15 +599,19 @@ def test_hostile_names_titles_and_words_are_inert(github: GitHub, tmp_path: Path
             issue(26, t, f"<!-- patchctl-canary-key: {t} -->", "patchctl-canary", BOT) for t in HOSTILE[:1]
         ] + [issue(27 + n, t, t, "patchctl-pin-sync", BOT) for n, t in enumerate(HOSTILE[:3])],
     )  # fmt: skip
-    body = ok("dashboard", "--status", report, "--github")
+    written = tmp_path / "body.md"
+    ok("dashboard", "--status", report, "--github", "--markdown", written)
+    body = written.read_text()
     # What the body itself links: the numbers of this repository's pull requests and issues, nothing else.
     ours = [f"#{n}" for n in range(21, 30)]
-    unlinked = body
+    run = f"<https://github.com/{REPO}/actions/runs/7>"  # and the run that wrote it
+    assert body.count(run) == 1
+    unlinked = body.replace(run, "")
     for number in ours:
         unlinked = unlinked.replace(f"- {number} ", "- ").replace(f"| {number} |", "| |")
     rendered = assert_inert(unlinked, folds=1)
-    for row in rendered.split("<tr>")[1:]:
-        assert row.count("<td>") in (0, 6, 7, 8), row  # the series, look-at and fold tables' own cells
+    cells = [row.count("<td>") for row in rendered.split("<tr>")[1:] if "<td>" in row]
+    assert cells == [8, 8] + [6] * 7, cells  # the two series, then every patch of both
     assert len(body) <= MAX_BODY
     # every hostile text is there, as text
     text = render(body)
@@ -618,7 +638,7 @@ def test_the_body_fits_an_issue_and_says_what_it_left_out(tmp_path: Path) -> Non
     assert "<summary>Every patch (3000)</summary>" in body
     assert "… and 3000 more (`patchctl status` lists every patch)" in body  # the fold goes first
     left = int(body.split("… and ")[1].split(" more (`patchctl dashboard --json`")[0])
-    shown = body.split("### Patches to look at")[1].count("\n| main |")
+    shown = len(re.findall(r"\n- `\d{4}-", body.split("### Patches to look at")[1].split("<details>")[0]))
     assert shown + left == 3000 and shown > 10
     assert body.rstrip().endswith("take the label off to have a new one opened.")  # the footer is never cut
 
@@ -662,6 +682,6 @@ def test_electrons_161_chromium_patches_read_as_one_issue(tmp_path: Path) -> Non
     hand = sorted(name for name, verdict in built.verdicts.items() if verdict == "needs a hand")
     assert sorted(p["patch"] for p in look if "needs a hand" in p["reasons"]) == hand
     listed = body.split("### Patches to look at", 1)[1].split("<details>", 1)[0]
-    rows = [line for line in listed.splitlines() if line.startswith("| electron |")]
+    rows = [line for line in listed.splitlines() if line.startswith("- ")]
     assert all("**needs a hand**" in row for row in rows[: len(hand)]) and "**blocked**" in rows[len(hand)]
     assert not any("long carried" in p["reasons"] for p in board["patches"])
