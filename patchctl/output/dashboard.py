@@ -78,7 +78,7 @@ def _headline(payload: dict) -> str:
     elif strict:
         words = (
             f"⚠️ **{len(strict)} of {len(series)} series {_verb(strict, 'fails', 'fail')} strictly at the upstream tip; "
-            "a pin-sync would carry them (mechanical)**"
+            f"a pin-sync would carry {_verb(strict, 'it', 'them')} (mechanical)**"
         )
     elif untried:
         words = f"**{len(untried)} of {len(series)} series not tried at the upstream tip**"
