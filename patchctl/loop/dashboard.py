@@ -202,10 +202,10 @@ def _patch_line(series: str, patch: dict[str, Any], marked: bool) -> PatchLine:
         _reason(line, "needs a hand", "needs a hand")
     elif line.verdict == BLOCKED:
         _reason(line, "blocked", "blocked")
+    elif line.taken_upstream:  # the tip holds it: pin-sync drops it (a mechanical verdict says no more)
+        _reason(line, "taken upstream", "mechanical")
     elif line.verdict == MECHANICAL:
         _reason(line, "mechanical", "mechanical")
-    if line.taken_upstream:
-        _reason(line, "taken upstream", "mechanical")
     if line.flags:
         _reason(line, "flagged", "flagged")
     never_sent = line.upstream_status == "Pending" or (marked and line.upstream_status == NO_STATUS)

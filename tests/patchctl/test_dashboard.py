@@ -685,3 +685,53 @@ def test_electrons_161_chromium_patches_read_as_one_issue(tmp_path: Path) -> Non
     rows = [line for line in listed.splitlines() if line.startswith("- ")]
     assert all("**needs a hand**" in row for row in rows[: len(hand)]) and "**blocked**" in rows[len(hand)]
     assert not any("long carried" in p["reasons"] for p in board["patches"])
+
+
+def test_each_patch_is_listed_for_its_own_reason_most_urgent_first(tmp_path: Path) -> None:
+    def patch(name: str, **fields: Any) -> dict[str, Any]:
+        return {"patch": name, "upstream_status": "Pending", "age_days": 10, "drift": 0, "verdict": "ok", **fields}
+
+    taken = {"commit": "c0ffee" * 6 + "c0ff", "subject": "Upstream's own", "how": "same patch-id", "url": None}
+    patches = [
+        patch("a-fine.patch"),
+        patch("b-taken.patch", verdict="mechanical", taken_upstream=taken),
+        patch("c-merges.patch", verdict="mechanical", drift=2),
+        patch("d-flagged.patch", flags=["needed a hand in 2 of the last 5 pin-syncs"]),
+        patch("e-old.patch", age_days=800),
+        patch("f-blocked.patch", verdict="blocked", blocked_by="g-hand.patch"),
+        patch("g-hand.patch", verdict="needs a hand", trial="3-way conflict in `src/a.c`"),
+        *(patch(f"h{n}-drifts.patch", drift=n) for n in range(1, 8)),
+    ]
+    report = tmp_path / "status.json"
+    report.write_text(json.dumps(status_report(patches=patches)))
+    board = json.loads(dashboard("--status", report, "--json"))
+    reasons = {p["patch"]: p["reasons"] for p in board["patches"]}
+    assert reasons == {
+        "a-fine.patch": [],
+        "b-taken.patch": ["taken upstream"],  # not "mechanical" too: pin-sync drops it
+        "c-merges.patch": ["mechanical"],
+        "d-flagged.patch": ["flagged"],
+        "e-old.patch": ["long carried"],
+        "f-blocked.patch": ["blocked"],
+        "g-hand.patch": ["needs a hand"],
+        # the five highest drifts of the series (c-merges' 2 is not among them)
+        **{f"h{n}-drifts.patch": ["drift"] if n >= 3 else [] for n in range(1, 8)},
+    }
+    listed = dashboard("--status", report).split("### Patches to look at\n\n")[1].split("\n\n")[0].splitlines()
+    assert listed == [
+        "- `g-hand.patch`: **needs a hand** at the tip: 3-way conflict in `src/a.c` "
+        "(drift 0, age 10 days, upstream status Pending)",
+        "- `f-blocked.patch`: **blocked** at the tip by `g-hand.patch` (drift 0, age 10 days, upstream status Pending)",
+        "- `c-merges.patch`: fails strictly at the tip, merges 3-way (a pin-sync carries it) "
+        "(drift 2, age 10 days, upstream status Pending)",
+        "- `b-taken.patch`: taken upstream in `c0ffeec0ffee`: pin-sync drops it "
+        "(drift 0, age 10 days, upstream status Pending)",
+        "- `d-flagged.patch`: needed a hand in 2 of the last 5 pin-syncs "
+        "(drift 0, age 10 days, upstream status Pending)",
+        *(
+            f"- `h{n}-drifts.patch`: drift {n}: among the highest of its series "
+            f"(drift {n}, age 10 days, upstream status Pending)"
+            for n in range(7, 2, -1)
+        ),
+        "- `e-old.patch`: carried 800 days and never sent upstream (drift 0, age 800 days, upstream status Pending)",
+    ]
