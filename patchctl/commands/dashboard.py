@@ -8,9 +8,10 @@ from pathlib import Path
 import click
 
 from ..app import AppContext, echo_lines, echo_report, emit_json, pass_app, progress_display
+from ..confined import named
+from ..errors import PatchctlError
 from ..loop import dashboard as dashboard_mod
 from ..loop.dashboard_issue import DEFAULT_AUTHOR, LABEL, GitHub, IssueOutcome, upkeep
-from ..output import report as report_mod
 from ..output.dashboard import dashboard_markdown
 from ..output.jsonout import to_json
 
@@ -76,7 +77,7 @@ def dashboard_cmd(
       patchctl dashboard --github --json | jq '.pulls'
       patchctl status --json > status.json && patchctl dashboard --status status.json --update
     """
-    markdown_file = app.path(markdown_file)
+    markdown_file = app.output(markdown_file)
     ask = update if github is None else github
     status = None
     if status_file is not None and str(status_file) == "-":
@@ -95,7 +96,7 @@ def dashboard_cmd(
         )
     body = dashboard_markdown(to_json(board))
     if markdown_file:
-        report_mod.write_text(markdown_file, body)
+        named.write_text(markdown_file, body, _repository(app))
     if update:
         board.issue = upkeep(GitHub(), body, author=author)
     if as_json:
@@ -104,6 +105,15 @@ def dashboard_cmd(
         echo_lines([_said(board.issue)])
     else:
         echo_report(body)
+
+
+def _repository(app: AppContext) -> Path | None:
+    """The repository a --markdown FILE inside it is written to through no link; None outside one
+    (--status FILE needs no repository)."""
+    try:
+        return app.root
+    except PatchctlError:
+        return None
 
 
 def _said(outcome: IssueOutcome) -> str:

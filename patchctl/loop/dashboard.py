@@ -46,15 +46,17 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 
-NEEDS_HAND = "needs a hand"
+# status' words for a patch at the tip (docs/reference/index.md#stops): where a pin-sync would stop
+STOPS = ("conflict", "needs a hand", "needs a look")
 BLOCKED = "blocked"
 MECHANICAL = "mechanical"
+CAUSE_COMMITS_SHOWN = 3  # the upstream commits behind a stop, named per patch (the rest counted)
 DRIFT_SHOWN = 5  # per series, the patches with the highest drift (above 0) that are listed for it alone
 LONG_CARRIED_DAYS = 365  # a patch never sent upstream, carried this long, is listed
 NO_STATUS = "none"  # no Upstream-Status: header (status's word)
 STATUS_FILE_LIMIT = 64 * 1024 * 1024
 # Priorities in the list of patches to look at (higher first).
-PRIORITY = {"needs a hand": 5, "blocked": 4, "mechanical": 3, "flagged": 2, "watch": 1}
+PRIORITY = {"stop": 5, "blocked": 4, "mechanical": 3, "flagged": 2, "watch": 1}
 
 
 @dataclass
@@ -73,6 +75,16 @@ class SeriesLine:
 
 
 @dataclass
+class CauseCommit:
+    """An upstream commit behind a stop, as status' stop_cause names it."""
+
+    sha: str
+    subject: str
+    date: str = ""
+    url: str | None = json_field(omit_empty=True, default=None)
+
+
+@dataclass
 class PatchLine:
     series: str
     patch: str
@@ -83,11 +95,16 @@ class PatchLine:
     verdict: str | None = None  # None: not tried
     blocked_by: str | None = json_field(omit_empty=True, default=None)
     trial: str = json_field(omit_empty=True, default="")  # the 3-way trial's words when strict failed
+    # A stop's cause (status' stop_cause): the upstream commits that changed the lines it touches,
+    # oldest first, and whether upstream may hold its own version of the patch.
+    cause: list[CauseCommit] = json_field(omit_empty=True, default_factory=list)
+    more_causes: int = json_field(omit_empty=True, default=0)  # commits named beyond `cause`
+    upstream_version: bool = json_field(omit_empty=True, default=False)
     taken_upstream: str | None = json_field(omit_empty=True, default=None)  # the upstream commit that holds it
     flags: list[str] = field(default_factory=list)
     submitted: str | None = json_field(omit_empty=True, default=None)  # its pull request: open, merged, closed
-    # Why it is worth a look ("needs a hand", "blocked", "mechanical", "taken upstream", "flagged",
-    # "drift", "long carried"); empty: nothing to look at.
+    # Why it is worth a look (a stop's word: "conflict", "needs a hand", "needs a look"; "blocked",
+    # "mechanical", "taken upstream", "flagged", "drift", "long carried"); empty: nothing to look at.
     reasons: list[str] = field(default_factory=list)
     priority: int = 0  # PRIORITY's value of its most urgent reason; 0 without one
     issue: int | None = json_field(omit_empty=True, default=None)  # the open canary issue about it
@@ -198,8 +215,9 @@ def _patch_line(series: str, patch: dict[str, Any], marked: bool) -> PatchLine:
         flags=list(patch.get("flags") or []),
         submitted=submitted["state"] if submitted else None,
     )
-    if line.verdict == NEEDS_HAND:
-        _reason(line, "needs a hand", "needs a hand")
+    if line.verdict in STOPS:
+        _reason(line, line.verdict, "stop")
+        _cause(line, patch.get("stop_cause"))
     elif line.verdict == BLOCKED:
         _reason(line, "blocked", "blocked")
     elif line.taken_upstream:  # the tip holds it: pin-sync drops it (a mechanical verdict says no more)
@@ -212,6 +230,24 @@ def _patch_line(series: str, patch: dict[str, Any], marked: bool) -> PatchLine:
     if never_sent and (line.age_days or 0) >= LONG_CARRIED_DAYS:
         _reason(line, "long carried", "watch")
     return line
+
+
+def _cause(line: PatchLine, cause: dict[str, Any] | None) -> None:
+    """LINE's stop cause from status' STOP_CAUSE: every upstream commit its hunks name, once, in
+    the order they name them (CAUSE_COMMITS_SHOWN of them, the rest counted)."""
+    if not cause:
+        return
+    seen: dict[str, CauseCommit] = {}
+    extra = 0
+    for hunk in cause["hunks"]:
+        extra += hunk.get("more_commits") or 0
+        for commit in hunk["commits"]:
+            seen.setdefault(
+                commit["sha"], CauseCommit(commit["sha"], commit["subject"], commit["date"], commit.get("url"))
+            )
+    commits = list(seen.values())
+    line.cause, line.more_causes = commits[:CAUSE_COMMITS_SHOWN], len(commits[CAUSE_COMMITS_SHOWN:]) + extra
+    line.upstream_version = cause.get("upstream_version") is True
 
 
 def _reason(line: PatchLine, reason: str, priority: str) -> None:
@@ -299,15 +335,34 @@ def _check_patch(patch: Any, where: str, at: str) -> None:
         value = _expect(patch.get(key), (dict, type(None)), where, f"{at}.{key}")
         if value is not None:
             _expect(value.get(inner), str, where, f"{at}.{key}.{inner}")
+    cause = _expect(patch.get("stop_cause"), (dict, type(None)), where, f"{at}.stop_cause")
+    if cause is not None:
+        _expect(cause.get("upstream_version", False), bool, where, f"{at}.stop_cause.upstream_version")
+        for h, hunk in enumerate(_expect(cause.get("hunks"), list, where, f"{at}.stop_cause.hunks")):
+            there = f"{at}.stop_cause.hunks[{h}]"
+            _expect(hunk, dict, where, there)
+            _expect(hunk.get("more_commits", 0), int, where, f"{there}.more_commits")
+            for c, commit in enumerate(_expect(hunk.get("commits"), list, where, f"{there}.commits")):
+                _expect(commit, dict, where, f"{there}.commits[{c}]")
+                for key in ("sha", "subject", "date"):
+                    _expect(commit.get(key), str, where, f"{there}.commits[{c}].{key}")
+                _expect(commit.get("url"), (str, type(None)), where, f"{there}.commits[{c}].url")
 
 
-_KINDS = {dict: "an object", list: "a list", str: "a string", int: "a whole number", type(None): "null"}
+_KINDS = {
+    bool: "true or false",
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    int: "a whole number",
+    type(None): "null",
+}
 
 
 def _expect(value: Any, kinds: type | tuple[type, ...], where: str, what: str) -> Any:
     wanted = kinds if isinstance(kinds, tuple) else (kinds,)
     # JSON's true and false are no counts (bool is an int to Python)
-    if isinstance(value, bool) or not isinstance(value, wanted):
+    if (isinstance(value, bool) and bool not in wanted) or not isinstance(value, wanted):
         said = " or ".join(_KINDS[kind] for kind in wanted)
         raise UsageError(f"{where}: {what} is not {said}: not a report of `patchctl status --json`")
     return value

@@ -28,11 +28,11 @@ import json
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from ..confined import scratch as scratch_dirs
+from ..confined.root import Root
 from ..errors import EnvironmentFailure
 from ..git import first_line
 
@@ -101,13 +101,12 @@ class GitHub:
         self.gh = found
 
     def run(self, *args: str, body: str | None = None) -> str:
-        """gh ARGS (BODY, when given, as --body-file); its stdout."""
-        with tempfile.TemporaryDirectory(prefix="patchctl-gh-") as scratch:
+        """gh ARGS (BODY, when given, as --body-file in a private scratch directory); its stdout."""
+        with scratch_dirs.directory("patchctl-gh-") as scratch:
             words = list(args)
             if body is not None:
-                path = Path(scratch) / "body.md"
-                path.write_text(body, encoding="utf-8")
-                words += ["--body-file", str(path)]
+                Root(scratch, "the scratch directory").write_scratch("body.md", body.encode("utf-8"))
+                words += ["--body-file", str(scratch / "body.md")]
             try:
                 done = subprocess.run(
                     [self.gh, *words],

@@ -13,10 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .escape import html_text, linkable_url, md_cell, md_code, md_link, md_prose, md_text
+from .report import stop_commit_markdown
 
 MAX_BODY = 60000
 TRIAL_SHOWN = 300  # characters of a trial's words in a table cell
-VERDICT_ORDER = ("needs a hand", "blocked", "mechanical", "ok")
+STOPS = ("conflict", "needs a hand", "needs a look")  # docs/reference/index.md#stops
+VERDICT_ORDER = (*STOPS, "blocked", "mechanical", "ok")
+CAUSE_DROP = "upstream may have its own version: compare, then `patchctl pin-sync --continue --drop`"
 PULL_MERGEABLE = {
     "MERGEABLE": "mergeable",
     "CONFLICTING": "conflicts with its base",
@@ -70,11 +73,11 @@ def _body(payload: dict, look: list[dict], look_rows: int, every: list[dict], al
 
 def _headline(payload: dict) -> str:
     series = payload["series"]
-    hand = [s for s in series if s["verdicts"].get("needs a hand") or s["verdicts"].get("blocked")]
+    stop = [s for s in series if any(s["verdicts"].get(word) for word in (*STOPS, "blocked"))]
     strict = [s for s in series if s["verdicts"].get("mechanical")]
     untried = [s for s in series if not s["verdicts"] and s["patches"]]
-    if hand:
-        words = f"❌ **{len(hand)} of {len(series)} series {_verb(hand, 'needs', 'need')} a hand at the upstream tip**"
+    if stop:
+        words = f"❌ **{len(stop)} of {len(series)} series {_verb(stop, 'stops', 'stop')} at the upstream tip**"
     elif strict:
         words = (
             f"⚠️ **{len(strict)} of {len(series)} series {_verb(strict, 'fails', 'fail')} strictly at the upstream tip; "
@@ -185,11 +188,12 @@ def _why(patch: dict) -> str:
     """Why PATCH is worth a look: its reasons, with the words that explain them."""
     said = []
     for reason in patch["reasons"]:
-        if reason == "needs a hand":
+        if reason in STOPS:
             trial = patch.get("trial") or ""
             if len(trial) > TRIAL_SHOWN:
                 trial = trial[:TRIAL_SHOWN] + " …"
-            said.append("**needs a hand** at the tip" + (f": {md_prose(trial)}" if trial else ""))
+            said.append(f"**{reason}** at the tip" + (f": {md_prose(trial)}" if trial else ""))
+            said += _cause(patch)
         elif reason == "blocked":
             said.append(f"**blocked** at the tip by {md_code(patch.get('blocked_by') or '?')}")
         elif reason == "mechanical":
@@ -203,6 +207,16 @@ def _why(patch: dict) -> str:
         elif reason == "long carried":
             said.append(f"carried {_age(patch['age_days'])} and never sent upstream")
     return "; ".join(said) or "–"
+
+
+def _cause(patch: dict) -> list[str]:
+    """What status found behind PATCH's stop: the upstream commits that changed its lines, and
+    whether upstream may hold its own version of it."""
+    commits = [stop_commit_markdown(commit) for commit in patch.get("cause") or []]
+    if patch.get("more_causes"):
+        commits.append(f"{patch['more_causes']} more")
+    said = [f"upstream changed its lines in {', '.join(commits)}"] if commits else []
+    return [*said, CAUSE_DROP] if patch.get("upstream_version") else said
 
 
 def _all_patches(every: list[dict], rows: int, several: bool) -> list[str]:

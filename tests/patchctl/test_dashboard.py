@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import pytest
 
 from patchctl.loop.dashboard_issue import LABEL, TITLE
 from patchctl.loop.submitted import MERGED_NOTE
-from patchctl.output.dashboard import MAX_BODY
+from patchctl.output.dashboard import MAX_BODY, STOPS
 
 from .conftest import Project, Repo, make_patch, ok, run_cli
 from .markdown_check import assert_inert, render
@@ -175,10 +176,14 @@ def test_the_dashboard_is_status_and_the_open_work_on_github(carried: Project, g
 
     [series] = board["series"]
     assert (series["name"], series["upstream"], series["tip"], series["commits_since_pin"]) == ("main", "up", tip, 2)
-    assert series["verdicts"] == {"needs a hand": 1, "blocked": 1, "ok": 3}
+    assert series["verdicts"] == {"conflict": 1, "blocked": 1, "ok": 3}
     assert series["statuses"] == {"none": 3, "Submitted": 1, "Pending": 1}
     patches = {p["patch"]: p for p in board["patches"]}
-    assert patches["0001-Patch-main.patch"]["reasons"] == ["needs a hand", "drift"]
+    assert patches["0001-Patch-main.patch"]["reasons"] == ["conflict", "drift"]
+    # The stop's cause, as status names it: the upstream commit that rewrote the patch's line.
+    [cause] = patches["0001-Patch-main.patch"]["cause"]
+    assert (cause["sha"], cause["subject"]) == (first_bad, "Upstream rewrites line 20")
+    assert "upstream_version" not in patches["0001-Patch-main.patch"]  # upstream's edit is not the patch's
     assert patches["0001-Patch-main.patch"]["issue"] == 15  # the canary's issue, by its key; not the copy (#16)
     assert patches["0002-Tune-main.patch"]["reasons"] == ["blocked", "drift"]
     assert patches["0002-Tune-main.patch"]["blocked_by"] == "0001-Patch-main.patch"
@@ -202,34 +207,33 @@ def test_the_dashboard_is_status_and_the_open_work_on_github(carried: Project, g
     # The workflows' open issues: by the bot, with their labels; a person's copy and a closed one are not.
     assert [(i["number"], i["kind"]) for i in board["issues"]] == [(15, "canary"), (17, "pin-sync")]
 
-    body = ok("-C", carried.path, "dashboard", "--github")
-    assert body.startswith(
-        "❌ **1 of 1 series needs a hand at the upstream tip** · 1 pin-sync pull request open · 2 issues open\n"
+    text = body("-C", carried.path, "dashboard", "--github")
+    assert text.startswith(
+        "❌ **1 of 1 series stops at the upstream tip** · 1 pin-sync pull request open · 2 issues open\n"
     )
     assert (
         "- #11 pin-sync: move up forward (`patchctl/pin-sync/up`): mergeable, review required, "
-        "checks: 1 failing, 2 pending, 2 passed" in body
+        "checks: 1 failing, 2 pending, 2 passed" in text
     )
-    assert "- #15 (canary) canary up: main/0001-Patch-main.patch no longer applies" in body
-    assert "- #17 (pin-sync stop) pin-sync of up needs a hand" in body
-    look = body.split("### Patches to look at", 1)[1].split("<details>", 1)[0]
+    assert "- #15 (canary) canary up: main/0001-Patch-main.patch no longer applies" in text
+    assert "- #17 (pin-sync stop) pin-sync of up needs a hand" in text
+    look = text.split("### Patches to look at", 1)[1].split("<details>", 1)[0]
     rows = [line for line in look.splitlines() if line.startswith("- ")]
-    # Most urgent first: needs a hand and blocked, then flagged, then carried long.
+    # Most urgent first: a stop and the one it blocks, then flagged, then carried long.
     assert [row.split("`")[1] for row in rows] == [
         "0001-Patch-main.patch",
         "0002-Tune-main.patch",
         "0003-Tune-util.patch",
         "0004-Declare-more.patch",
     ]
-    assert rows[0] == (
-        "- `0001-Patch-main.patch`: **needs a hand** at the tip: 3-way conflict in src/main.c "
-        "(drift 1, age 1 day, upstream status none, canary issue #15)"
-    )
+    assert rows[0].startswith("- `0001-Patch-main.patch`: **conflict** at the tip: "), rows[0]
+    assert f"; upstream changed its lines in `{first_bad[:12]}` `Upstream rewrites line 20` (" in rows[0], rows[0]
+    assert rows[0].endswith("(drift 1, age 1 day, upstream status none, canary issue #15)"), rows[0]
     assert "**blocked** at the tip by `0001-Patch-main.patch`" in rows[1]
     assert "expect taken upstream at the next bump" in rows[2] and "(pull request merged)" in rows[2]
     assert "carried 400 days and never sent upstream" in rows[3]
-    assert "<summary>Every patch (5)</summary>" in body
-    assert "found by its label `patchctl-dashboard` and its author" in body
+    assert "<summary>Every patch (5)</summary>" in text, text
+    assert "found by its label `patchctl-dashboard` and its author" in text
     # Only reads: nothing was written to GitHub.
     assert {tuple(c["args"][:2]) for c in github.calls()} == {("issue", "list"), ("pr", "list"), ("pr", "view")}
 
@@ -299,6 +303,14 @@ def dashboard(*args: str | Path) -> str:
     return ok("dashboard", *args)
 
 
+def body(*args: str | Path) -> str:
+    """The issue's Markdown body, as `dashboard ARGS --markdown FILE` writes it (stdout is plain text)."""
+    with tempfile.TemporaryDirectory(prefix="dashboard-body-") as scratch:
+        written = Path(scratch) / "body.md"
+        ok(*args, "--markdown", written)
+        return written.read_text()
+
+
 def test_update_opens_one_dashboard_then_edits_it_in_place(github: GitHub, tmp_path: Path) -> None:
     report = tmp_path / "status.json"
     report.write_text(json.dumps(status_report()))
@@ -314,7 +326,7 @@ def test_update_opens_one_dashboard_then_edits_it_in_place(github: GitHub, tmp_p
     assert dashboard("--status", report, "--update") == f"dashboard #3 created: https://github.com/{REPO}/issues/3\n"
     [created] = [i for i in github.issues(LABEL) if i["author"] == BOT]
     assert (created["number"], created["title"], created["state"]) == (3, TITLE, "OPEN")
-    assert created["body"] == dashboard("--status", report, "--github")
+    assert created["body"] == body("dashboard", "--status", report, "--github")
     assert [i["body"] for i in github.issues() if i["number"] in (1, 2)] == [
         "not the dashboard",
         "not the dashboard either",
@@ -329,7 +341,7 @@ def test_update_opens_one_dashboard_then_edits_it_in_place(github: GitHub, tmp_p
     report.write_text(json.dumps(status_report(verdicts={"needs a hand": 1})))
     assert dashboard("--status", report, "--update").startswith("dashboard #3 updated")
     [edit] = github.calls("issue", "edit")
-    assert edit["args"][2] == "3" and edit["body"].startswith("❌ **1 of 1 series needs a hand")
+    assert edit["args"][2] == "3" and edit["body"].startswith("❌ **1 of 1 series stops at the upstream tip")
     assert len(github.calls("issue", "create")) == 1 and len(github.issues(LABEL)) == 2
 
     # A maintainer closes it: it is still edited, and stays closed; no new one is opened.
@@ -407,13 +419,13 @@ def test_checks_a_token_may_not_read_are_said_not_guessed(
     report.write_text(json.dumps(status_report()))
     github.seed(REPO, next=2, pulls=[{"number": 1, "title": "pin-sync: move up forward", "state": "OPEN",
                                       "headRefName": "patchctl/pin-sync/up", "statusCheckRollup": []}])  # fmt: skip
-    body = dashboard("--status", report, "--github")
-    assert "- #1 pin-sync: move up forward (`patchctl/pin-sync/up`): no checks reported" in body
+    text = body("dashboard", "--status", report, "--github")
+    assert "- #1 pin-sync: move up forward (`patchctl/pin-sync/up`): no checks reported" in text
     monkeypatch.setenv("PATH", f"{wrapped_gh(tmp_path, 'no-checks', NO_CHECKS)}:{os.environ['PATH']}")
     board = json.loads(dashboard("--status", report, "--github", "--json"))
     assert board["pulls"][0]["checks"] is None
-    body = dashboard("--status", report, "--github")
-    assert "checks: not readable with this token (statuses: read, checks: read)" in body
+    text = body("dashboard", "--status", report, "--github")
+    assert "checks: not readable with this token (statuses: read, checks: read)" in text
 
 
 def test_every_open_dashboard_but_the_oldest_is_closed_as_its_duplicate(github: GitHub, tmp_path: Path) -> None:
@@ -457,7 +469,7 @@ def test_two_runs_racing_leave_one_dashboard(github: GitHub, tmp_path: Path) -> 
     dashboards = github.issues(LABEL)
     assert [(i["number"], i["state"]) for i in dashboards] == [(1, "OPEN"), (2, "CLOSED")]
     assert dashboards[1]["comments"][0]["body"].startswith("Duplicate of #1")
-    assert dashboards[0]["body"] == dashboard("--status", report, "--github")
+    assert dashboards[0]["body"] == body("dashboard", "--status", report, "--github")
     # and the next run finds the one, and leaves it be
     assert dashboard("--status", report, "--update").startswith("dashboard #1 unchanged")
 
@@ -633,14 +645,14 @@ def test_the_body_fits_an_issue_and_says_what_it_left_out(tmp_path: Path) -> Non
     ]
     report = tmp_path / "status.json"
     report.write_text(json.dumps(status_report(patches=patches, verdicts={"needs a hand": 3000})))
-    body = ok("dashboard", "--status", report)
-    assert len(body) <= MAX_BODY
-    assert "<summary>Every patch (3000)</summary>" in body
-    assert "… and 3000 more (`patchctl status` lists every patch)" in body  # the fold goes first
-    left = int(body.split("… and ")[1].split(" more (`patchctl dashboard --json`")[0])
-    shown = len(re.findall(r"\n- `\d{4}-", body.split("### Patches to look at")[1].split("<details>")[0]))
+    text = body("dashboard", "--status", report)
+    assert len(text) <= MAX_BODY
+    assert "<summary>Every patch (3000)</summary>" in text
+    assert "… and 3000 more (`patchctl status` lists every patch)" in text  # the fold goes first
+    left = int(text.split("… and ")[1].split(" more (`patchctl dashboard --json`")[0])
+    shown = len(re.findall(r"\n- `\d{4}-", text.split("### Patches to look at")[1].split("<details>")[0]))
     assert shown + left == 3000 and shown > 10
-    assert body.rstrip().endswith("take the label off to have a new one opened.")  # the footer is never cut
+    assert text.rstrip().endswith("take the label off to have a new one opened.")  # the footer is never cut
 
 
 def test_the_run_that_updated_it_is_named_under_github_actions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -654,16 +666,16 @@ def test_the_run_that_updated_it_is_named_under_github_actions(tmp_path: Path, m
         "GITHUB_WORKFLOW": "canary",
     }.items():
         monkeypatch.setenv(name, value)
-    body = ok("dashboard", "--status", report)
-    assert f"Last updated by the `canary` workflow: <https://github.com/{REPO}/actions/runs/4242>." in body
+    text = body("dashboard", "--status", report)
+    assert f"Last updated by the `canary` workflow: <https://github.com/{REPO}/actions/runs/4242>." in text
     monkeypatch.setenv("GITHUB_REPOSITORY", "acme/x> <img src=x>")
-    assert "<img" not in ok("dashboard", "--status", report)  # an address it cannot link is left out
+    assert "<img" not in body("dashboard", "--status", report)  # an address it cannot link is left out
 
 
 def test_electrons_161_chromium_patches_read_as_one_issue(tmp_path: Path) -> None:
     """Electron's real series (names, order, ages, the patches that left it: `status_corpus`) at a tip
     made to give every verdict: the body fits an issue with every patch in its fold, the patches
-    that need a hand lead, each blocked one names its blocker, and a series that marks no patch with
+    where a pin-sync would stop lead, each blocked one names its blocker, and a series that marks no patch with
     Upstream-Status: gets no "never sent upstream" for all of them."""
     from . import status_corpus
 
@@ -671,20 +683,35 @@ def test_electrons_161_chromium_patches_read_as_one_issue(tmp_path: Path) -> Non
     report = tmp_path / "status.json"
     report.write_text(ok("-C", built.project, "status", "--json"))  # judged once, rendered twice
     board = json.loads(ok("dashboard", "--status", report, "--json"))
-    body = ok("dashboard", "--status", report)
-    assert len(body) <= MAX_BODY
-    assert f"<summary>Every patch ({len(built.names)})</summary>" in body and "… and" not in body
-    assert_inert(body, folds=1)
+    text = body("dashboard", "--status", report)
+    assert len(text) <= MAX_BODY
+    assert f"<summary>Every patch ({len(built.names)})</summary>" in text and "… and" not in text
+    assert_inert(text, folds=1)
     [series] = board["series"]
     expected = {verdict: list(built.verdicts.values()).count(verdict) for verdict in set(built.verdicts.values())}
     assert series["verdicts"] == expected
     look = [p for p in board["patches"] if p["reasons"]]
-    hand = sorted(name for name, verdict in built.verdicts.items() if verdict == "needs a hand")
-    assert sorted(p["patch"] for p in look if "needs a hand" in p["reasons"]) == hand
-    listed = body.split("### Patches to look at", 1)[1].split("<details>", 1)[0]
+    stops = sorted(name for name, verdict in built.verdicts.items() if verdict in STOPS)
+    assert stops and sorted(p["patch"] for p in look if set(p["reasons"]) & set(STOPS)) == stops
+    listed = text.split("### Patches to look at", 1)[1].split("<details>", 1)[0]
     rows = [line for line in listed.splitlines() if line.startswith("- ")]
-    assert all("**needs a hand**" in row for row in rows[: len(hand)]) and "**blocked**" in rows[len(hand)]
+    assert all(any(f"**{word}**" in row for word in STOPS) for row in rows[: len(stops)])
+    assert "**blocked**" in rows[len(stops)]
     assert not any("long carried" in p["reasons"] for p in board["patches"])
+
+
+def cause(*, commits: int = 1, more: int = 0, own_version: bool = False) -> dict[str, Any]:
+    """A stop cause as `status --json` writes it: two failed hunks, naming COMMITS commits (the first twice)."""
+    named = [
+        {"sha": str(n) * 40, "subject": f"Upstream change {n}", "date": "2026-01-02",
+         "url": f"https://github.com/example/up/commit/{str(n) * 40}"}
+        for n in range(1, commits + 1)
+    ]  # fmt: skip
+    hunks = [
+        {"file": "src/a.c", "hunk": 1, "commits": named[:1], "more_commits": 0},
+        {"file": "src/a.c", "hunk": 2, "commits": named, "more_commits": more},
+    ]
+    return {"hunks": hunks, "upstream_version": own_version}
 
 
 def test_each_patch_is_listed_for_its_own_reason_most_urgent_first(tmp_path: Path) -> None:
@@ -701,6 +728,9 @@ def test_each_patch_is_listed_for_its_own_reason_most_urgent_first(tmp_path: Pat
         patch("f-blocked.patch", verdict="blocked", blocked_by="g-hand.patch"),
         patch("g-hand.patch", verdict="needs a hand", trial="3-way conflict in `src/a.c`"),
         *(patch(f"h{n}-drifts.patch", drift=n) for n in range(1, 8)),
+        # every stop word, with the cause status found (docs/reference/index.md#stops)
+        patch("i-conflict.patch", verdict="conflict", stop_cause=cause(own_version=True)),
+        patch("j-look.patch", verdict="needs a look", stop_cause=cause(commits=5, more=7)),
     ]
     report = tmp_path / "status.json"
     report.write_text(json.dumps(status_report(patches=patches)))
@@ -714,13 +744,25 @@ def test_each_patch_is_listed_for_its_own_reason_most_urgent_first(tmp_path: Pat
         "e-old.patch": ["long carried"],
         "f-blocked.patch": ["blocked"],
         "g-hand.patch": ["needs a hand"],
+        "i-conflict.patch": ["conflict"],
+        "j-look.patch": ["needs a look"],
         # the five highest drifts of the series (c-merges' 2 is not among them)
         **{f"h{n}-drifts.patch": ["drift"] if n >= 3 else [] for n in range(1, 8)},
     }
-    listed = dashboard("--status", report).split("### Patches to look at\n\n")[1].split("\n\n")[0].splitlines()
+    listed = body("dashboard", "--status", report).split("### Patches to look at\n\n")[1].split("\n\n")[0].splitlines()
     assert listed == [
         "- `g-hand.patch`: **needs a hand** at the tip: 3-way conflict in `src/a.c` "
         "(drift 0, age 10 days, upstream status Pending)",
+        "- `i-conflict.patch`: **conflict** at the tip; upstream changed its lines in `111111111111` "
+        f"`Upstream change 1` (2026-01-02) <https://github.com/example/up/commit/{'1' * 40}>; "
+        "upstream may have its own version: compare, then `patchctl pin-sync --continue --drop` "
+        "(drift 0, age 10 days, upstream status Pending)",
+        "- `j-look.patch`: **needs a look** at the tip; upstream changed its lines in "
+        + ", ".join(
+            f"`{str(n) * 12}` `Upstream change {n}` (2026-01-02) <https://github.com/example/up/commit/{str(n) * 40}>"
+            for n in (1, 2, 3)
+        )
+        + ", 9 more (drift 0, age 10 days, upstream status Pending)",
         "- `f-blocked.patch`: **blocked** at the tip by `g-hand.patch` (drift 0, age 10 days, upstream status Pending)",
         "- `c-merges.patch`: fails strictly at the tip, merges 3-way (a pin-sync carries it) "
         "(drift 2, age 10 days, upstream status Pending)",

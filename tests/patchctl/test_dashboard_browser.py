@@ -20,6 +20,7 @@ from . import status_corpus
 from .headless_chromium import Chromium
 from .markdown_check import render
 from .test_dashboard import BOT, REPO, GitHub, github, issue, ok  # noqa: F401  (github: the fixture)
+from .test_dashboard import body as markdown_body
 from .test_status_browser import REFRESH_ENV, chromium  # noqa: F401  (chromium: the fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +86,7 @@ def test_the_dashboard_of_a_real_series_reads_as_an_issue(
     report = tmp_path / "status.json"
     report.write_text(ok("-C", built.project, "status", "--json"))  # judged once
     board = json.loads(ok("dashboard", "--status", report, "--github", "--json"))
-    body = ok("dashboard", "--status", report, "--github")
+    body = markdown_body("dashboard", "--status", report, "--github")
     page = tmp_path / "dashboard.html"
     page.write_text(page_of(body))
     with Chromium(chromium, tmp_path / "profile", *SCREENSHOT_SIZE) as browser:
