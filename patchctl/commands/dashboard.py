@@ -63,9 +63,10 @@ def dashboard_cmd(
     \b
     Every series with its upstream, pin and tip and the verdicts at the tip; the open pin-sync
     pull requests and their state; the open issues the canary and pin-sync workflows filed; the
-    patches to look at (needs a hand, blocked, mechanical, taken upstream, flagged, the highest
-    drift of each series, carried a year and never sent upstream), with their drift, age and
-    upstream status, and every patch in a fold. The series are judged as `patchctl status` judges
+    patches to look at (a stop: conflict, needs a hand, needs a look, with the upstream commits
+    behind it; blocked, mechanical, taken upstream, flagged, the highest drift of each series,
+    carried a year and never sent upstream), with their drift, age and upstream status, and every
+    patch in a fold. The series are judged as `patchctl status` judges
     them, or read from what it printed (--status FILE: a read-only job judges, the job that may
     write issues only renders). --update finds the dashboard issue by its label and its author
     only, never by its title, and edits it in place, or opens it; the text is escaped like every
@@ -73,7 +74,7 @@ def dashboard_cmd(
 
     \b
     Examples:
-      patchctl dashboard                               # the issue's body, as it would read
+      patchctl dashboard                               # the issue's body, as plain text
       patchctl dashboard --github --json | jq '.pulls'
       patchctl status --json > status.json && patchctl dashboard --status status.json --update
     """
