@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from patchctl.loop.dashboard_issue import LABEL, TITLE
 from patchctl.loop.submitted import MERGED_NOTE
 from patchctl.output.dashboard import MAX_BODY, STOPS
 
-from .conftest import Project, Repo, make_patch, ok, run_cli
+from .conftest import CliResult, Project, Repo, make_patch, ok, run_cli
 from .markdown_check import assert_inert, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -354,6 +355,47 @@ def test_update_opens_one_dashboard_then_edits_it_in_place(github: GitHub, tmp_p
     # The label taken off: that one is no dashboard any more, the next run opens a new one.
     github.seed(REPO, issues=[{**i, "labels": []} if i["number"] == 3 else i for i in github.issues()])
     assert dashboard("--status", report, "--update").startswith("dashboard #4 created")
+
+
+@pytest.mark.parametrize("workflow, reader", [("canary.yml", "resolve"), ("pin-sync.yml", "status")])
+def test_the_rendered_dashboard_job_holds_the_permissions_it_needs_and_no_more(
+    github: GitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workflow: str, reader: str
+) -> None:
+    """`dashboard --update` as the rendered workflow's dashboard job runs it, GITHUB_TOKEN limited
+    by the job's `permissions:` as github.com limits it (the gh stand-in reads them): it updates
+    the issue and reads the pin-sync pull request's checks; without any one of its permissions it
+    fails in one line or says the checks are unreadable; the read-only job that judged cannot."""
+    document = yaml.safe_load((ROOT / ".github" / "workflows" / workflow).read_text())
+    granted = document["jobs"]["dashboard"]["permissions"]
+    assert {scope for scope, level in granted.items() if level == "write"} == {"issues"}
+    report = tmp_path / "status.json"
+    report.write_text(json.dumps(status_report()))
+    rollup = [{"__typename": "CheckRun", "status": "COMPLETED", "conclusion": "SUCCESS"}]
+    pull = {"number": 5, "title": "pin-sync: move up forward", "state": "OPEN", "headRefName": "patchctl/pin-sync/up",
+            "isCrossRepository": False, "mergeable": "MERGEABLE", "statusCheckRollup": rollup}  # fmt: skip
+    github.seed(REPO, next=6, pulls=[pull])
+    path = tmp_path / workflow
+    monkeypatch.setenv("JOURNEY_WORKFLOW", str(path))
+
+    def update(job: str, permissions: dict[str, str]) -> CliResult:
+        document["jobs"][job]["permissions"] = permissions
+        path.write_text(yaml.safe_dump(document))
+        monkeypatch.setenv("GITHUB_JOB", job)
+        return run_cli("dashboard", "--status", report, "--update")
+
+    def board() -> str:
+        return github.issues(LABEL)[-1]["body"]
+
+    assert update("dashboard", granted).exit_code == 0
+    assert "(`patchctl/pin-sync/up`): mergeable, checks: 1 passed" in board()
+    for scope in ("issues", "pull-requests", "checks", "statuses"):
+        done = update("dashboard", {k: v for k, v in granted.items() if k != scope})
+        if scope in ("checks", "statuses"):  # said, not guessed
+            assert done.exit_code == 0 and "checks: not readable with this token" in board(), (scope, done.stderr)
+        else:
+            assert done.exit_code == 3 and "Resource not accessible by integration" in done.stderr, (scope, done)
+    denied = update(reader, document["jobs"][reader]["permissions"])
+    assert denied.exit_code == 3 and "Resource not accessible by integration" in denied.stderr, denied
 
 
 def wrapped_gh(tmp_path: Path, name: str, prelude: str) -> Path:
