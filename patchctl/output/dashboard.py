@@ -162,7 +162,7 @@ def _look_list(look: list[dict], rows: int, several: bool) -> list[str]:
     """The patches to look at as a list (its items are sentences: a table of them runs off the
     issue's column), most urgent first."""
     if not look:
-        return ["Nothing to look at: no patch needs a hand, none is flagged, and no drift stands out."]
+        return ["Nothing to look at: no patch stops at the tip, none is flagged, and no drift stands out."]
     out = []
     for patch in look[:rows]:
         name = (f"{md_code(patch['series'])} / " if several else "") + md_code(patch["patch"])
