@@ -41,7 +41,7 @@ from ..output.jsonout import to_json
     metavar="LOGIN",
     help="Who opens the dashboard and the workflows' issues: only theirs count (the workflows' bot; @me for your own).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the dashboard as JSON instead of the issue's Markdown.")
+@click.option("--json", "as_json", is_flag=True, help="Print the dashboard as JSON instead of the issue's body.")
 @click.option(
     "--markdown",
     "markdown_file",
@@ -66,9 +66,9 @@ def dashboard_cmd(
     patches to look at (a stop: conflict, needs a hand, needs a look, with the upstream commits
     behind it; blocked, mechanical, taken upstream, flagged, the highest drift of each series,
     carried a year and never sent upstream), with their drift, age and upstream status, and every
-    patch in a fold. The series are judged as `patchctl status` judges
-    them, or read from what it printed (--status FILE: a read-only job judges, the job that may
-    write issues only renders). --update finds the dashboard issue by its label and its author
+    patch in a fold. The series are judged as `patchctl status` judges them, or read from what
+    it printed (--status FILE: a read-only job judges, the job that may write issues only
+    renders). --update finds the dashboard issue by its label and its author
     only, never by its title, and edits it in place, or opens it; the text is escaped like every
     report. Never modifies the repository.
 
