@@ -68,9 +68,9 @@ def dashboard_cmd(
     carried a year and never sent upstream), with their drift, age and upstream status, and every
     patch in a fold. The series are judged as `patchctl status` judges them, or read from what
     it printed (--status FILE: a read-only job judges, the job that may write issues only
-    renders). --update finds the dashboard issue by its label and its author
-    only, never by its title, and edits it in place, or opens it; the text is escaped like every
-    report. Never modifies the repository.
+    renders). --update finds the dashboard issue by its label and its author only, never by its
+    title, and edits it in place, or opens it; the text is escaped like every report. Never
+    modifies the repository.
 
     \b
     Examples:
