@@ -162,12 +162,16 @@ class Week:
             assert text in board["body"], (text, board["body"])
         for text in gone:
             assert text not in board["body"], (text, board["body"])
-        cost = run.seconds("dashboard") + (
-            run.seconds("status")
+        # What the dashboard adds to the run, for the report: its job (after the run's own jobs),
+        # and the status it renders (the canary's step in its resolve job; pin-sync's job, which
+        # runs beside the sync jobs).
+        judged = (
+            ("status job (beside sync)", run.seconds("status"))
             if run.workflow == "pin-sync.yml"
-            else run.seconds("resolve", "judge every series for the dashboard")
+            else ("status step (canary)", run.seconds("resolve", "judge every series for the dashboard"))
         )
-        self.timings["dashboard (all runs)"] = self.timings.get("dashboard (all runs)", 0.0) + cost
+        for key, seconds in (("dashboard jobs", run.seconds("dashboard")), judged):
+            self.timings[key] = self.timings.get(key, 0.0) + seconds
         return board
 
     def canary_issues(self) -> list[dict]:
