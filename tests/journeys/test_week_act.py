@@ -281,7 +281,7 @@ class Week:
         return None
 
     def week2(self) -> None:
-        self.upstream.break_the_patch()
+        broke = self.upstream.break_the_patch()
         canary = self.canary("week 2 canary")
         assert canary.conclusion == "failure"
         [issue] = self.canary_issues()
@@ -290,6 +290,9 @@ class Week:
         # The dashboard says the series stops, and names the canary's issue beside the patch.
         self.dashboard(canary, "❌ **1 of 1 series stops at the upstream tip**", f"- #{issue['number']} (canary) ")
         assert f"canary issue #{issue['number']})" in self.board_body()
+        # ... and the stop's cause: the upstream commit that changed the patch's lines.
+        assert "**conflict** at the tip" in self.board_body()
+        assert f"upstream changed its lines in `{broke[:12]}`" in self.board_body(), self.board_body()
         sync = self.github.schedule("pin-sync.yml")
         self.record(sync)
         # The sync stops at the conflict (its job red); no pull request is open, so one issue says
