@@ -272,6 +272,11 @@ cli.add_lazy_command(
     "The health of each series: upstream status, age, drift and verdict of every patch.",
 )
 cli.add_lazy_command(
+    "dashboard",
+    "patchctl.commands.dashboard:dashboard_cmd",
+    "One issue per repository that says how every series stands, kept up to date.",
+)
+cli.add_lazy_command(
     "vendor",
     "patchctl.commands.vendor:vendor_cmd",
     "Write the vendored copies of SERIES (default: every series with `vendor:`) from pin + series.",

@@ -16,6 +16,12 @@ refs/pull/N/head and refs/pull/N/merge in the origin, as GitHub does; `workflow 
 workflow_dispatch run (kept in the state's `dispatches`, with who asked: GitHub starts one even
 for GITHUB_TOKEN, the rehearsal's test starts it). Anything else exits 1 with gh's "unknown
 command" line, recorded.
+
+Permissions: under a rehearsed run ($JOURNEY_WORKFLOW names the workflow file, act's $GITHUB_JOB
+the job), a call made with GITHUB_TOKEN on the repository's own issues, pull requests, labels and
+workflows needs the job's `permissions:` that github.com would ask for (`NEEDS`; a pull request's
+checks need `checks: read` and `statuses: read`); without them it fails with GitHub's "Resource not
+accessible by integration", recorded.
 """
 
 from __future__ import annotations
@@ -155,6 +161,58 @@ def need_auth(args: list[str], repo: str) -> None:
             "  env:\n    GH_TOKEN: ${{ github.token }}\n"
         )
         raise SystemExit(4)
+
+
+# The job permission GITHUB_TOKEN needs for each call to its own repository (any one of them),
+# as github.com checks it: write includes read. A pull request's checks need two more to read.
+NEEDS: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
+    ("issue", "list"): (("issues", "read"),),
+    ("issue", "view"): (("issues", "read"),),
+    ("issue", "create"): (("issues", "write"),),
+    ("issue", "comment"): (("issues", "write"),),
+    ("issue", "close"): (("issues", "write"),),
+    ("issue", "edit"): (("issues", "write"),),
+    ("label", "create"): (("issues", "write"), ("pull-requests", "write")),
+    ("pr", "list"): (("pull-requests", "read"),),
+    ("pr", "view"): (("pull-requests", "read"),),
+    ("pr", "create"): (("pull-requests", "write"),),
+    ("pr", "edit"): (("pull-requests", "write"),),
+    ("pr", "comment"): (("pull-requests", "write"), ("issues", "write")),
+    ("workflow", "run"): (("actions", "write"),),
+}
+CHECKS_FIELD = "statusCheckRollup"
+LEVELS = {"none": 0, "read": 1, "write": 2}
+
+
+def granted(scope: str) -> int:
+    """GITHUB_TOKEN's level for SCOPE in the running job: its `permissions:` (the workflow's where
+    the job has none; GitHub's permissive default where neither has any), from the workflow file
+    the rehearsal names ($JOURNEY_WORKFLOW) and act's $GITHUB_JOB."""
+    import yaml
+
+    document = yaml.safe_load(Path(os.environ["JOURNEY_WORKFLOW"]).read_text())
+    job = (document.get("jobs") or {}).get(os.environ.get("GITHUB_JOB", "")) or {}
+    given = job["permissions"] if "permissions" in job else document.get("permissions", "write-all")
+    if isinstance(given, str):
+        return {"write-all": 2, "read-all": 1}.get(given, 0)
+    return LEVELS.get(str((given or {}).get(scope, "none")), 0)
+
+
+def refuse_beyond_permissions(args: list[str]) -> None:
+    """A call GITHUB_TOKEN may not make in this job fails as github.com fails it (exit 1). Only
+    under a rehearsed workflow run, for GITHUB_TOKEN, on the repository's own issues and pulls."""
+    if not os.environ.get("JOURNEY_WORKFLOW") or caller() != GITHUB_TOKEN_LOGIN or option(args, "--repo", "-R"):
+        return
+    wanted = [NEEDS[(args[0], args[1])]] if (args[0], args[1]) in NEEDS else []
+    if args[:2] == ["pr", "list"] and CHECKS_FIELD in (option(args, "--json") or "").split(","):
+        wanted += [(("checks", "read"),), (("statuses", "read"),)]
+    for choices in wanted:
+        if not any(granted(scope) >= LEVELS[level] for scope, level in choices):
+            sys.stderr.write(
+                "GraphQL: Resource not accessible by integration "
+                f"(the job {os.environ.get('GITHUB_JOB')} has no {' or '.join(f'{s}: {lv}' for s, lv in choices)})\n"
+            )
+            raise SystemExit(1)
 
 
 def labels_of(names: list[str]) -> list[dict[str, str]]:
@@ -441,6 +499,7 @@ def main(args: list[str]) -> int:
         body_of(args) if "--body-file" in args and option(args, "--body-file") != "-" else option(args, "--body", "-b")
     )
     try:
+        refuse_beyond_permissions(args)
         with locked_state() as everything:
             state = everything.setdefault(repo, {})
             result = handlers[args[0]](args, repo, state)

@@ -148,6 +148,17 @@ class WorkflowRun:
             if s.get("jobID") == job_id and "stepResult" in s and s.get("stage") == "Main" and len(s["stepID"]) == 1
         ]
 
+    def seconds(self, job_id: str, step: str | None = None) -> float:
+        """How long JOB_ID (every matrix leg of it, or its STEP alone) ran, from act's timestamps."""
+        from datetime import datetime
+
+        times = [
+            datetime.fromisoformat(s["time"].replace("Z", "+00:00")).timestamp()
+            for s in self.steps
+            if s.get("jobID") == job_id and "time" in s and (step is None or s.get("step") == step)
+        ]
+        return max(times) - min(times) if times else 0.0
+
     def describe(self) -> str:
         """The run, for an assertion message: each job's result and the tail of what failed."""
         lines = [f"{self.workflow} on {self.event} (run {self.run_id}, act exit {self.returncode}): {self.results()}"]
@@ -651,6 +662,7 @@ class GitHubRehearsal:
             "JOURNEY_STORE": str(self.store),
             "JOURNEY_GITHUB": str(self.git_root),
             "JOURNEY_GITHUB_TOKEN": GITHUB_TOKEN,
+            "JOURNEY_WORKFLOW": str(view / ".github" / "workflows" / workflow),  # its jobs' permissions
             "JOURNEY_DEFAULT_BRANCH": self.default_branch,
         }
         if os.environ.get("DOCKER_HOST"):

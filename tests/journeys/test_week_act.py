@@ -19,6 +19,12 @@ GITHUB_TOKEN alone:
 5. the upstream edits a patch's context: pin-sync rewrites the patch in the open pull request,
    and on that branch lint and export --check pass under the `ci` source; under the default
    they pass, or (a default frozen at the old pin) say in one line that it cannot serve the pin.
+
+Every scheduled run of the canary and of pin-sync keeps the dashboard issue (issue 47, item 4):
+opened by the first one (week 1's canary), edited in place by every later one (the same number,
+never a second issue), showing the series' verdict at the tip, the open pin-sync pull request and
+the open canary and pin-sync issues of the moment. The gh stand-in refuses what the job's
+`permissions:` would not let GITHUB_TOKEN do.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from .week_fixtures import (
 pytestmark = [pytest.mark.journey, pytest.mark.docker]
 
 CANARY_KEY = "<!-- patchctl-canary-key: "
+DASHBOARD_LABEL = "patchctl-dashboard"
 BOT_SECRETS = {
     "PATCHCTL_BOT_TOKEN": "github_pat_rehearsal_bot",
     "DOCKER_IO_USERNAME": "rehearsal",
@@ -117,6 +124,7 @@ class Week:
         self.bot = "PATCHCTL_BOT_TOKEN" in github.secrets
         self.images = "backend.yml" in github.workflows_at(github.sha(f"refs/heads/{github.default_branch}"))
         self.runs: list[WorkflowRun] = []  # every run of the week, for the report
+        self.board: int | None = None  # the dashboard issue's number, once the first run opened it
 
     def record(self, runs: WorkflowRun | list[WorkflowRun]) -> None:
         self.runs += runs if isinstance(runs, list) else [runs]
@@ -134,6 +142,38 @@ class Week:
         assert [j.result for j in run.ran("issues")] == ["success"], run.describe()
         return run
 
+    def dashboard(self, run: WorkflowRun, *shows: str, gone: tuple[str, ...] = ()) -> dict:
+        """The dashboard issue after RUN (a scheduled canary or pin-sync): one, the bot's with its
+        label, opened by the week's first run and edited in place since (the same number, never a
+        second one); its body says SHOWS and none of GONE. The seconds the dashboard took in RUN (its
+        job, and pin-sync's status job or the canary's status step) go into the week's timings."""
+        assert run.results().get("dashboard") == ["success"], run.describe()
+        boards = [i for i in self.github.issues() if DASHBOARD_LABEL in {x["name"] for x in i["labels"]}]
+        assert len(boards) == 1, [(b["number"], b["state"]) for b in boards]
+        [board] = boards
+        assert board["state"] == "OPEN" and board["author"]["login"] == "app/github-actions", board
+        opened = [c for c in gh(self.github, run, "issue", "create") if DASHBOARD_LABEL in c["args"]]
+        if self.board is None:
+            assert [c["job"] for c in opened] == ["dashboard"], opened
+            self.board = board["number"]
+        else:
+            assert opened == [] and board["number"] == self.board, (opened, board["number"], self.board)
+        for text in shows:
+            assert text in board["body"], (text, board["body"])
+        for text in gone:
+            assert text not in board["body"], (text, board["body"])
+        # What the dashboard adds to the run, for the report: its job (after the run's own jobs),
+        # and the status it renders (the canary's step in its resolve job; pin-sync's job, which
+        # runs beside the sync jobs).
+        judged = (
+            ("status job (beside sync)", run.seconds("status"))
+            if run.workflow == "pin-sync.yml"
+            else ("status step (canary)", run.seconds("resolve", "judge every series for the dashboard"))
+        )
+        for key, seconds in (("dashboard jobs", run.seconds("dashboard")), judged):
+            self.timings[key] = self.timings.get(key, 0.0) + seconds
+        return board
+
     def canary_issues(self) -> list[dict]:
         return [i for i in self.github.issues() if CANARY_KEY in i["body"]]
 
@@ -142,6 +182,8 @@ class Week:
         tip = upstream.advance_cleanly()
         canary = ok(self.canary("week 1 canary"))
         assert self.canary_issues() == []
+        # The first scheduled run opens the dashboard: the series applies at the tip, nothing is open.
+        self.dashboard(canary, f"| {self.series} | {self.name} |", "✅ **Every series applies strictly")
         # The canary's jobs saved what they fetched: next week starts from the cache.
         assert any(key.startswith("patchctl-v2-") for key in github.cache_keys()), github.action_calls(canary.run_id)
 
@@ -150,7 +192,12 @@ class Week:
         self.record(sync)
         self.timings["week 1 pin-sync"] = time.monotonic() - start
         # The build and the gates ran in the sync job, read-only; the publish job pushed.
-        assert sync.results() == {"sync": ["success"], "publish": ["success"]}, sync.describe()
+        assert sync.results() == {
+            "sync": ["success"],
+            "publish": ["success"],
+            "status": ["success"],
+            "dashboard": ["success"],
+        }, sync.describe()
         branch = f"patchctl/pin-sync/{self.name}"
         assert pinned(github, f"refs/heads/{branch}", self.name) == tip
         assert pinned(github, f"refs/heads/{branch}", self.name, source="default") == tip  # every pin moved
@@ -159,6 +206,9 @@ class Week:
         assert "git range-diff" in create["body"] and self.upstream.subject in create["body"]
         [pull] = github.pulls("open")
         assert pull["headRefName"] == branch and {x["name"] for x in pull["labels"]} == {"pin-sync", "dependencies"}
+        # pin-sync's run edits the dashboard: its pull request, and its checks as the token reads them.
+        self.dashboard(sync, f"- #{pull['number']} pin-sync: move {self.name} forward (`{branch}`): mergeable")
+        assert "not readable with this token" not in self.board_body()
 
         # The pull request's CI: the new pin linted, applied and gated; its images built, not pushed.
         start = time.monotonic()
@@ -231,27 +281,43 @@ class Week:
         return None
 
     def week2(self) -> None:
-        self.upstream.break_the_patch()
+        broke = self.upstream.break_the_patch()
         canary = self.canary("week 2 canary")
         assert canary.conclusion == "failure"
         [issue] = self.canary_issues()
         assert issue["state"] == "OPEN" and f"{self.name}/apply/" in issue["body"]
         assert self.upstream.broken_patch in issue["title"] + issue["body"]
+        # The dashboard says the series stops, and names the canary's issue beside the patch.
+        self.dashboard(canary, "❌ **1 of 1 series stops at the upstream tip**", f"- #{issue['number']} (canary) ")
+        assert f"canary issue #{issue['number']})" in self.board_body()
+        # ... and the stop's cause: the upstream commit that changed the patch's lines.
+        assert "**conflict** at the tip" in self.board_body()
+        assert f"upstream changed its lines in `{broke[:12]}`" in self.board_body(), self.board_body()
         sync = self.github.schedule("pin-sync.yml")
         self.record(sync)
         # The sync stops at the conflict (its job red); no pull request is open, so one issue says
         # where it stopped and what to run, opened by the workflow's bot with its label.
-        assert sync.results() == {"sync": ["failure"], "publish": ["success"]}, sync.describe()
+        assert sync.results() == {
+            "sync": ["failure"],
+            "publish": ["success"],
+            "status": ["success"],
+            "dashboard": ["success"],
+        }, sync.describe()
         assert gh(self.github, sync, "pr", "create") == [] and gh(self.github, sync, "pr", "edit") == []
         [stop] = self.pin_sync_issues()
         assert stop["state"] == "OPEN" and stop["author"]["login"] == "app/github-actions"
         assert {x["name"] for x in stop["labels"]} == {"patchctl-pin-sync"}
         assert f"pin-sync {self.name} --continue" in stop["body"] and "conflict" in stop["body"]
+        # ... and the dashboard lists pin-sync's stop beside the canary's issue (week 1's pull request
+        # was merged: none is open).
+        self.dashboard(sync, f"- #{stop['number']} (pin-sync stop) ", f"- #{issue['number']} (canary) ")
+        assert "### Pin-sync pull requests\n\nNone open." in self.board_body()
         self.issue, self.stop = issue, stop
 
     def week3(self) -> None:
         tip = self.upstream.stay_broken()
-        self.canary("week 3 canary")
+        canary = self.canary("week 3 canary")
+        self.dashboard(canary, f"`{tip[:12]}`", f"- #{self.issue['number']} (canary) ")
         [issue] = self.canary_issues()
         assert issue["number"] == self.issue["number"] and issue["state"] == "OPEN"
         [comment] = issue["comments"]
@@ -259,7 +325,9 @@ class Week:
 
     def week4(self) -> None:
         tip = self.upstream.fix()
-        ok(self.canary("week 4 canary"))
+        canary = ok(self.canary("week 4 canary"))
+        # The canary's issue closed, the dashboard lists it no more (pin-sync's stop is still open).
+        self.dashboard(canary, f"- #{self.stop['number']} (pin-sync stop) ", gone=(f"#{self.issue['number']} ",))
         [issue] = self.canary_issues()
         assert issue["number"] == self.issue["number"] and issue["state"] == "CLOSED"
         assert tip[:12] in issue["comments"][-1]["body"]
@@ -271,6 +339,7 @@ class Week:
         [stop] = self.pin_sync_issues()
         assert stop["number"] == self.stop["number"] and stop["state"] == "CLOSED"
         assert f"#{pull['number']}" in stop["comments"][-1]["body"]
+        self.dashboard(sync, f"- #{pull['number']} pin-sync: move ", "Issues patchctl's workflows opened\n\nNone open.")
 
     def week5(self) -> None:
         """The upstream edits a line of a patch's context: pin-sync merges it 3-way and rewrites the
@@ -281,11 +350,16 @@ class Week:
         self.record(sync)
         [pull] = self.github.pulls("open")
         assert gh(self.github, sync, "pr", "edit") and not gh(self.github, sync, "pr", "create")
+        self.dashboard(sync, f"- #{pull['number']} pin-sync: move ")
         branch = pull["headRefName"]
         assert pinned(self.github, f"refs/heads/{branch}", self.name) == tip
         changed = self.github.origin_git("diff", "--name-only", f"main...refs/heads/{branch}").split()
         assert any(path.endswith("/" + self.upstream.broken_patch) for path in changed), changed
         self.check_the_branch_under_both_sources(branch, tip)
+
+    def board_body(self) -> str:
+        [board] = [i for i in self.github.issues() if i["number"] == self.board]
+        return board["body"]
 
     def check_the_branch_under_both_sources(self, branch: str, tip: str) -> None:
         """On the pin-sync branch, as a maintainer checks it: lint and export --check pass under
@@ -430,7 +504,7 @@ def test_week_for_ollama_adopted_by_init(tmp_path: Path, report_week: list[Week]
     report_week.append(week)
     # The canary has no toolchain: it applies, and files from the apply job alone.
     canaries = [r for r in week.runs if r.workflow == "canary.yml"]
-    assert canaries and all(set(r.results()) == {"resolve", "issues"} for r in canaries)
+    assert canaries and all(set(r.results()) == {"resolve", "issues", "dashboard"} for r in canaries)
     # pin-sync moved every place Ollama states the pin: matrix.yaml, Makefile.sync's FETCH_HEAD,
     # and the vendored copy (the week's upstream work is in it).
     merged = github.sha("refs/heads/main")

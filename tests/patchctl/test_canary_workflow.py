@@ -120,10 +120,15 @@ class Runner:
         # Each job runs in a fresh checkout of the project.
         jobs: dict[str, dict] = {}
         workspace = self._checkout("resolve")
-        [resolve] = self.steps("resolve")
+        resolve, status = self.steps("resolve")
         code, outputs, log = self.run_step("resolve", resolve, context, workspace)
         jobs["resolve"] = {"code": code, "outputs": outputs, "log": log, "reports": [workspace / "canary-report"]}
         assert outputs.get("rev"), log
+        if not rev:  # the dashboard's status, judged in the same job (a hand-picked rev leaves it out)
+            s_code, _, s_log = self.run_step("resolve", status, context, workspace)
+            assert s_code == 0, s_log
+            judged = json.loads((workspace / "canary-report" / "status.json").read_text())
+            assert [series["tip"] for series in judged["series"]] == [outputs["rev"]], judged
         matrix = json.loads(outputs["toolchains"])["include"]
         for entry in matrix:
             ws = self._checkout(f"compile-{entry['name']}")
@@ -321,5 +326,6 @@ def test_rendered_canary_workflow_is_clean_for_zizmor_pedantic_and_scopes_issue_
     assert json.loads(proc.stdout or "[]") == [], proc.stdout + proc.stderr
     jobs = yaml.safe_load(workflow.read_text())["jobs"]
     writers = {name for name, job in jobs.items() if "write" in json.dumps(job.get("permissions", {}))}
-    assert writers == {"issues"} and jobs["issues"]["permissions"] == {"issues": "write"}
+    assert writers == {"issues", "dashboard"} and jobs["issues"]["permissions"] == {"issues": "write"}
+    assert {scope for scope, level in jobs["dashboard"]["permissions"].items() if level == "write"} == {"issues"}
     assert yaml.safe_load(workflow.read_text())["env"]["PATCHCTL_UPSTREAM_SOURCE"] == "ci"

@@ -220,8 +220,11 @@ def test_pin_sync_workflow_shape() -> None:
     inputs = sync[True]["workflow_dispatch"]["inputs"]
     assert inputs["target"]["required"] is False and inputs["upstream"]["options"] == ["llama.cpp"]
     # Two jobs: the sync (the upstream's build, the gates) with a read-only token; the publish job,
-    # which alone can write, receives the change as an artifact.
-    assert list(sync["jobs"]) == ["sync", "publish"]
+    # which alone can write the repository, receives the change as an artifact. Beside them the
+    # dashboard's: status judged read-only, rendered into the issue after every publish job.
+    assert list(sync["jobs"]) == ["sync", "status", "publish", "dashboard"]
+    assert sync["jobs"]["status"]["permissions"] == {"contents": "read"}
+    assert sync["jobs"]["dashboard"]["needs"] == ["status", "sync", "publish"]
     job, publish = sync["jobs"]["sync"], sync["jobs"]["publish"]
     assert job["permissions"] == {"contents": "read"} and "environment" not in job
     assert publish["needs"] == "sync" and publish["environment"] == "pin-sync"

@@ -159,6 +159,17 @@ def test_least_privilege_and_fork_safety() -> None:
         "actions": "write",
     }
     assert set(sync[True]) == {"workflow_dispatch", "schedule"}
+    # The dashboard issue: written by one job of each scheduled workflow, which reads the pull
+    # requests and their checks and writes issues only (contents: read for the `./` checkout).
+    canary = yaml.safe_load((REPO / ".github/workflows/canary.yml").read_text())
+    for document in (sync, canary):
+        assert document["jobs"]["dashboard"]["permissions"] == {
+            "contents": "read",
+            "issues": "write",
+            "pull-requests": "read",
+            "checks": "read",
+            "statuses": "read",
+        }
     backend = yaml.safe_load((REPO / ".github/workflows/backend.yml").read_text())
     for job_name in PUBLISH_JOBS:
         assert backend["jobs"][job_name]["environment"] == "registry"
@@ -168,8 +179,8 @@ def test_untrusted_code_never_shares_a_job_with_a_write_token() -> None:
     """The jobs that run the upstream's code (pin-sync's build and gates, the canary's apply and
     compile) hold a read-only token and no secret; the jobs that write take only their artifacts,
     and restore no cache such a job could have saved."""
-    untrusted = {"pin-sync.yml": ["sync"], "canary.yml": ["resolve", "compile"]}
-    writers = {"pin-sync.yml": ["publish"], "canary.yml": ["issues"]}
+    untrusted = {"pin-sync.yml": ["sync", "status"], "canary.yml": ["resolve", "compile"]}
+    writers = {"pin-sync.yml": ["publish", "dashboard"], "canary.yml": ["issues", "dashboard"]}
     for name in untrusted:
         jobs = yaml.safe_load((REPO / ".github/workflows" / name).read_text())["jobs"]
         for job_name in untrusted[name]:

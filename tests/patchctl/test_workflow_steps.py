@@ -165,6 +165,15 @@ def test_pin_sync_bot_moves_to_the_tip_and_writes_the_pull_request(tmp_path: Pat
     assert h.substitute(strategy, {"inputs": {}}, lambda: "success") == ["up"]
     assert h.substitute(strategy, {"inputs": {"upstream": "up"}}, lambda: "success") == ["up"]
 
+    # The dashboard's status, judged read-only as the default branch stands, handed over as an artifact.
+    handed = Artifacts(tmp_path / "artifacts-status")
+    remote = {**FakeActionsCache(tmp_path / "status-cache").handlers(), **handed.handlers()}
+    judged = harness(tmp_path, project.path, github={"event_name": "schedule"}, remote=remote).run_job(path, "status")
+    assert judged.status == "success", failures(judged)
+    [series] = json.loads((handed.store / "pin-sync-status" / "status.json").read_text())["series"]
+    assert (series["pin"], series["tip"], series["verdicts"]) == (old_pin, tip, {"ok": 1})
+    fresh_checkout(project.path)
+
     sync, job = run_pin_sync(
         tmp_path,
         project.path,
@@ -201,8 +210,9 @@ def test_pin_sync_bot_moves_to_the_tip_and_writes_the_pull_request(tmp_path: Pat
         PR_STEP,
         "report a stop, or close the issue of an earlier one",
     }
-    ran = [s for j in (sync, job) for s in j.order if s.kind == "run"]
-    assert len(ran) + 2 == len(run_steps_of(path))
+    ran = [s for j in (judged, sync, job) for s in j.order if s.kind == "run"]
+    # ... and the dashboard's update (GitHub's API: tests/journeys/test_week_act.py runs it).
+    assert len(ran) + 3 == len(run_steps_of(path))
 
 
 def test_pin_sync_bot_opens_nothing_when_the_pin_is_already_at_the_tip(tmp_path: Path, upstream: Repo) -> None:
