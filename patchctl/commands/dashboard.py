@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..app import AppContext, echo_lines, echo_report, emit_json, pass_app, progress_display
-from ..confined import named
 from ..errors import PatchctlError
-from ..loop import dashboard as dashboard_mod
-from ..loop.dashboard_issue import DEFAULT_AUTHOR, LABEL, GitHub, IssueOutcome, upkeep
-from ..output.dashboard import dashboard_markdown
-from ..output.jsonout import to_json
+
+if TYPE_CHECKING:
+    from ..loop import dashboard as dashboard_mod
+    from ..loop.dashboard_issue import IssueOutcome
+
+# The issue's label and the workflows' bot, written out for --help (patchctl.loop.dashboard_issue
+# is not imported to print it): tests/patchctl/test_startup.py keeps them one with its LABEL and DEFAULT_AUTHOR.
+LABEL = "patchctl-dashboard"
+DEFAULT_AUTHOR = "app/github-actions"
 
 
 @click.command("dashboard")
@@ -78,6 +83,12 @@ def dashboard_cmd(
       patchctl dashboard --github --json | jq '.pulls'
       patchctl status --json > status.json && patchctl dashboard --status status.json --update
     """
+    from ..confined import named
+    from ..loop import dashboard as dashboard_mod
+    from ..loop.dashboard_issue import GitHub, upkeep
+    from ..output.dashboard import dashboard_markdown
+    from ..output.jsonout import to_json
+
     markdown_file = app.output(markdown_file)
     ask = update if github is None else github
     status = None
@@ -129,10 +140,12 @@ def _said(outcome: IssueOutcome) -> str:
 
 def _run() -> dashboard_mod.RunLine | None:
     """The workflow run this is, under GitHub Actions (its own variables name it)."""
+    from ..loop.dashboard import RunLine
+
     env = os.environ
     if env.get("GITHUB_ACTIONS") != "true" or not all(
         env.get(name) for name in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID", "GITHUB_WORKFLOW")
     ):
         return None
     url = f"{env['GITHUB_SERVER_URL']}/{env['GITHUB_REPOSITORY']}/actions/runs/{env['GITHUB_RUN_ID']}"
-    return dashboard_mod.RunLine(env["GITHUB_WORKFLOW"], url)
+    return RunLine(env["GITHUB_WORKFLOW"], url)

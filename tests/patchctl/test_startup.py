@@ -354,3 +354,12 @@ LINT_MODULES = {
     "patchctl.state.recovery",
     "patchctl.state.treeswap",
 }
+
+
+def test_dashboard_help_states_the_label_and_the_bot() -> None:
+    """dashboard's --help writes out the label and the author the dashboard issue is found by
+    (its module is not imported for --help): the two stay one."""
+    from patchctl.commands import dashboard
+    from patchctl.loop import dashboard_issue
+
+    assert (dashboard.LABEL, dashboard.DEFAULT_AUTHOR) == (dashboard_issue.LABEL, dashboard_issue.DEFAULT_AUTHOR)
