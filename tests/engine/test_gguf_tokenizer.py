@@ -361,7 +361,8 @@ def llama_tokenize_binary() -> Path:
             work = Path(scratch)
             with tarfile.open(sdist_path) as archive:
                 members = [m for m in archive.getmembers() if m.name.startswith(LLAMA_CPP_DIR + "/")]
-                archive.extractall(work, members=members, filter="data")
+                safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # Python >= 3.11.4
+                archive.extractall(work, members=members, **safe)
             source, build = work / LLAMA_CPP_DIR, work / "build"
             configure = ["cmake", "-S", source, "-B", build, "-DCMAKE_BUILD_TYPE=Release"]
             configure += ["-DLLAMA_BUILD_TESTS=OFF", "-DGGML_NATIVE=OFF", "-DLLAMA_CURL=OFF"]

@@ -184,7 +184,6 @@ def test_init_refuses_a_local_commit_and_check_reports_one(
 ) -> None:
     """The bar of issue 43: no unpublished ref is written, and `matrix check` refuses one."""
     root, init = downstream
-    monkeypatch.setattr("patchctl.commands.init.installed_clone", lambda: clone)
     monkeypatch.setattr("patchctl.matrix.workflow_checks.installed_clone", lambda: clone)
     monkeypatch.setattr("patchctl.matrix.action_source.installed_clone", lambda: clone)
     local, published = head(clone), head(clone, "origin/main")
