@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from .. import git
 from ..output.jsonout import json_field, to_json
+from ..patterns import lazy
 from ..series.patchset import PatchFile
 
 if TYPE_CHECKING:
@@ -153,8 +154,8 @@ def drift(repo: Path, pin: str, tip: str, paths: list[str]) -> int | None:
 
 # A pathspec git reads as more than a literal path or directory prefix: glob characters, magic
 # (`:(...)`), or one git normalizes first (`.`, `..`, `//`, a leading `/`).
-_PATHSPEC_SPECIAL_RE = re.compile(r"[*?[\\]|^:|^/|//|(?:^|/)\.\.?(?:/|$)|^$")
-_LOG_HEADER_RE = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?(?: [0-9a-f]{40}(?:[0-9a-f]{24})?)*")
+_PATHSPEC_SPECIAL_RE = lazy(r"[*?[\\]|^:|^/|//|(?:^|/)\.\.?(?:/|$)|^$")
+_LOG_HEADER_RE = lazy(r"[0-9a-f]{40}(?:[0-9a-f]{24})?(?: [0-9a-f]{40}(?:[0-9a-f]{24})?)*")
 
 
 def drifts(repo: Path, pin: str, tip: str, path_lists: list[list[str]]) -> list[int | None]:

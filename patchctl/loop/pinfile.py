@@ -9,19 +9,18 @@ They are written together with the rest of a pin update through `patchctl.state.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from ..confined import Root
 from ..errors import ConfigError
+from ..patterns import lazy
 from ..project.config import Config, Upstream
-from ..project.manifests import is_abbreviation
 from ..project.upstream_checks import is_sdist_url
 from ..project.yamlloc import MAX_BYTES as MAX_PIN_FILE_BYTES  # matrix.yaml's own bound
 from ..state.journal import FileChange
 
 __all__ = ["FileChange", "ci_pin_left_behind", "moved_upstreams", "pin_changes", "read_pin_file"]
-_PIN_VALUE_RE = re.compile(r"(?P<quote>[\"']?)(?P<pin>[0-9a-f]{40})(?P=quote)")
+_PIN_VALUE_RE = lazy(r"(?P<quote>[\"']?)(?P<pin>[0-9a-f]{40})(?P=quote)")
 
 
 def moved_upstreams(config: Config, upstream: str) -> list[Upstream]:
@@ -96,6 +95,9 @@ def pin_changes(config: Config, upstream: str, new_pin: str) -> list[FileChange]
             lines[line_no - 1] = line[: found.start("pin")] + new_pin + line[found.end("pin") :]
             texts[config.path] = "".join(lines)
         for entry in moved.pin_files:
+            # Here: the manifests package is paid only where pin_files name a file.
+            from ..project.manifests import is_abbreviation
+
             path = config.root / entry.path
             text = text_of(path)
             matches = list(entry.pattern.finditer(text))

@@ -36,7 +36,6 @@ link to the commit; subjects are upstream text, escaped where they are written
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .. import git
 from ..output.jsonout import json_field
+from ..patterns import lazy
 from ..series.applier import Status
 from ..series.diffblocks import parse_diff_text
 from ..series.mergehunks import Change, FileLines, changed_span, conflict_lines, line_changes, preimage, traced
@@ -56,7 +56,7 @@ CONFLICT = "conflict"  # the hunks conflicted in a 3-way merge: the lines they c
 UNMERGEABLE = "unmergeable"  # git could not merge them: their whole preimage counts, context included
 SAME_EDIT = "same edit"  # upstream made their edit itself: the lines they change count
 MAX_COMMITS = 10  # named per hunk; the rest are counted
-_GITHUB_RE = re.compile(r"^https://github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
+_GITHUB_RE = lazy(r"^https://github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
 _LOG_FORMAT = "--format=%H%x00%cs%x00%s"
 
 

@@ -44,6 +44,7 @@ from ..confined.regular import kind_of
 from ..errors import CheckFailed, EnvironmentFailure, GitError, UsageError
 from ..output.escape import shell_command, shell_word
 from ..output.jsonout import json_field
+from ..patterns import lazy
 from ..project.config import Config, Series
 from ..series.applier import PatchOutcome, Status, commit_worktree, is_clean, seed_three_way_objects
 from ..series.patchset import PatchFile, read_series, series_digest
@@ -909,7 +910,7 @@ def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
     return blocks
 
 
-_MARKER_RE = re.compile(rb"^([<>])\1{6} ", re.MULTILINE)  # a line that opens or closes a conflict block
+_MARKER_RE = lazy(rb"^([<>])\1{6} ", re.MULTILINE)  # a line that opens or closes a conflict block
 MAX_TREE_FILE_BYTES = 64 * 1024 * 1024
 
 

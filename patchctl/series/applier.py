@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import ClassVar
 
 from .. import git
-from ..confined import Root, scratch
+from ..confined import Root
 from ..confined.links import index_links, link_dirs, new_bad_link
 from ..output.jsonout import json_field
+from ..patterns import lazy
 from ..upstream.store import prefetch_blobs
 from .diffblocks import may_change_links, overlong_hunks
 from .mergehunks import CONFLICT, conflicting_hunks, unmerged_stages
@@ -45,13 +46,13 @@ from .patchset import FileDiff, Hunk, MalformedPatch, PatchFile
 from .pathsafety import unsafe_path_reason
 from .textapply import MemoryTree, file_commands, plain_edits
 
-_OFFSET_RE = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\.", re.MULTILINE)
-_CHECKING_RE = re.compile(r"^Checking patch (.+?)\.\.\.$", re.MULTILINE)
-_FAILED_AT_RE = re.compile(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
-_MISSING_RE = re.compile(r"^error: (.+?): (?:No such file or directory|does not exist in index)$", re.MULTILINE)
-_EXISTS_RE = re.compile(r"^error: (.+?): already exists in (?:working directory|index)$", re.MULTILINE)
-_CONFLICT_RE = re.compile(r"^U (.+)$", re.MULTILINE)
-_RFC2822_DATE_RE = re.compile(r"^(?:[A-Z][a-z]{2}, )?\d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d(?::\d\d)? [+-]\d{4}$")
+_OFFSET_RE = lazy(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)\.", re.MULTILINE)
+_CHECKING_RE = lazy(r"^Checking patch (.+?)\.\.\.$", re.MULTILINE)
+_FAILED_AT_RE = lazy(r"^error: patch failed: (.+):(\d+)$", re.MULTILINE)
+_MISSING_RE = lazy(r"^error: (.+?): (?:No such file or directory|does not exist in index)$", re.MULTILINE)
+_EXISTS_RE = lazy(r"^error: (.+?): already exists in (?:working directory|index)$", re.MULTILINE)
+_CONFLICT_RE = lazy(r"^U (.+)$", re.MULTILINE)
+_RFC2822_DATE_RE = lazy(r"^(?:[A-Z][a-z]{2}, )?\d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d(?::\d\d)? [+-]\d{4}$")
 _MALFORMED_MARKERS = (
     "corrupt patch",
     "patch fragment without header",
@@ -314,6 +315,9 @@ class IndexBuilder:
     def __init__(self, repo: Path, base: str):
         self.repo = Path(repo)
         self.head = base
+        # Here, not at import: tempfile and shutil are paid by the runs that build an index.
+        from ..confined import scratch
+
         self._dir = scratch.make("patchctl-index-")
         self.private = Root(self._dir, "the private index's directory")
         self.env = {"GIT_INDEX_FILE": str(self._dir / "index")}
@@ -324,6 +328,8 @@ class IndexBuilder:
         self.undo_to: bytes | None = None  # the index to go back to when a patch is undone (else HEAD's tree)
 
     def close(self) -> None:
+        from ..confined import scratch
+
         scratch.remove(self._dir)
 
     def _undo(self) -> None:
@@ -671,7 +677,7 @@ def fast_importable(patch: PatchFile) -> bool:
 
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_DATE_PARTS_RE = re.compile(
+_DATE_PARTS_RE = lazy(
     r"^(?:(?P<weekday>\w{3}), )?(?P<day>\d{1,2}) (?P<month>\w{3}) (?P<year>\d{4}) "
     r"(?P<hour>\d\d):(?P<minute>\d\d)(?::(?P<second>\d\d))? [+-](?P<zone_hour>\d\d)(?P<zone_minute>\d\d)$"
 )
@@ -951,7 +957,7 @@ def commit_worktree(tree: Path, patch: PatchFile, *, stage_tracked: bool = False
 
 
 # The first line `git commit` prints in a detached tree (the sync trees): `[detached HEAD 0123…] subject`.
-_COMMIT_SUMMARY_RE = re.compile(r"\[detached HEAD (?P<commit>[0-9a-f]{40}(?:[0-9a-f]{24})?)\] ")
+_COMMIT_SUMMARY_RE = lazy(r"\[detached HEAD (?P<commit>[0-9a-f]{40}(?:[0-9a-f]{24})?)\] ")
 
 
 def is_clean(tree: Path) -> bool:

@@ -12,13 +12,13 @@ alone is one the merge failed on; the others merged.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from .. import git
-from ..confined import Refused, Root, scratch
+from ..confined import Refused, Root
+from ..patterns import lazy
 from .patchset import FileDiff, Hunk
 
 MAX_MERGED_BYTES = 64 * 1024 * 1024  # a merged file read back from the sync tree (its own bound)
@@ -125,7 +125,7 @@ def line_changes(repo: Path, old: str, new: str) -> list[Change] | None:
     return changes
 
 
-_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_HUNK_RE = lazy(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 class FileLines:
@@ -328,6 +328,8 @@ def _confirmed(
         ours = ours_data.decode("utf-8", "surrogateescape").split("\n")
         windowed = _merged_alone(tree, base, ours, changes, near)
         maybe = [entry for entry in near if entry[0] in windowed] if windowed else near
+    from ..confined import scratch  # tempfile and shutil: only where hunks are merged one by one
+
     with scratch.directory("patchctl-hunks-") as work:
         files = Root(work, "a scratch directory")
         files.write_scratch("ours", ours_data)
@@ -401,6 +403,8 @@ def _merged_alone(
             sides, (ours[_to_ours(changes, low) : _to_ours(changes, high)], base.raw[low:high], theirs)
         ):
             side += [*lines, f"{fence} {number}"]
+    from ..confined import scratch  # tempfile and shutil: only where hunks are merged one by one
+
     with scratch.directory("patchctl-hunks-") as work:
         names = ("ours", "base", "theirs")
         for name, lines in zip(names, sides):

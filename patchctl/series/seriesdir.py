@@ -17,7 +17,6 @@ anything there. So everything is read through `patchctl.confined.Root`:
 
 from __future__ import annotations
 
-import difflib
 import stat
 import threading
 import time
@@ -210,6 +209,8 @@ def _did_you_mean(series: Series) -> str:
         siblings = [name for name in root.listdir(parent) or [] if root.kind(parent / name) == "directory"]
     except (Refused, OSError):
         return ""
+    import difflib  # only for this message
+
     close = difflib.get_close_matches(series.dir.name, siblings, n=1, cutoff=0.6)
     if not close or close[0] == series.dir.name:
         return ""

@@ -15,23 +15,23 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import EnvironmentFailure, UsageError
 from ..output.escape import shell_command
 from ..output.jsonout import json_field
+from ..patterns import lazy
 from . import journal, statehome, worktree
 
 STATE_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # 1 lacks what spares a --continue the work done before (read as "not done yet")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # an upstream or series name (patchctl.project.config)
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_PATCH_ID = re.compile(r"^(?:[0-9a-f]{40,64}|-|)$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_OBJECT_PREFIX = re.compile(r"^[0-9a-f]{4,40}$")  # an id as an index line may abbreviate it
-_FACT_KEY = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64}|patch:[0-9a-f]{64})$")  # a commit, or a patch by its sha256
+_NAME = lazy(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # an upstream or series name (patchctl.project.config)
+_COMMIT = lazy(r"^[0-9a-f]{40}$")
+_PATCH_ID = lazy(r"^(?:[0-9a-f]{40,64}|-|)$")
+_SHA256 = lazy(r"^[0-9a-f]{64}$")
+_OBJECT_PREFIX = lazy(r"^[0-9a-f]{4,40}$")  # an id as an index line may abbreviate it
+_FACT_KEY = lazy(r"^(?:[0-9a-f]{40}|[0-9a-f]{64}|patch:[0-9a-f]{64})$")  # a commit, or a patch by its sha256
 
 
 @dataclass

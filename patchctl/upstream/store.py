@@ -32,9 +32,9 @@ from ..confined import Refused, Root
 from ..errors import EnvironmentFailure, GitError, UsageError
 from ..output import progress
 from ..paths import cache_dir
+from ..patterns import lazy
 from ..project import upstream_checks
 from ..project.yamlloc import format_keypath
-from . import sdist
 
 if TYPE_CHECKING:
     from filelock import FileLock
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 LOCK_TIMEOUT_S = 600
 PARTIAL_CLONE_FILTER = "blob:none"
 # Transports that can carry a filter request to a remote upload-pack.
-_REMOTE_URL = re.compile(r"^(https?|git|ssh|git\+ssh|ssh\+git|file)://|^[\w.-]+@[\w.-]+:")
+_REMOTE_URL = lazy(r"^(https?|git|ssh|git\+ssh|ssh\+git|file)://|^[\w.-]+@[\w.-]+:")
 _FILTER_IGNORED = "filtering not recognized by server"
 _ADDING = b"initializing"  # the lock reason of `git worktree add` until its checkout is done (LC_ALL=C)
 
@@ -112,6 +112,8 @@ class Store:
     def resolve_source(url: str, base: Path | None = None) -> str:
         """What git should fetch from: URLs as given, local paths made absolute, sdists built."""
         if upstream_checks.is_sdist_url(url):
+            from . import sdist  # an sdist's reader, only for an sdist URL
+
             return str(sdist.materialize(url))
         if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url) or re.match(r"^[\w.-]+@[\w.-]+:", url):
             return url
