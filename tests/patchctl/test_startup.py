@@ -21,6 +21,8 @@ from patchctl import git
 from patchctl.cli import cli
 from patchctl.lazy import LazyGroup
 
+from .conftest import Project, Repo, make_patch, numbered, run_cli
+from .fixtures_sync import main_c, write_config
 from .matrix_fixtures import GOOD, REPO
 
 # Every command, by name, and its module (`patchctl.commands.NAME`, with - for _).
@@ -310,9 +312,10 @@ def test_no_module_hands_a_lazy_pattern_to_re() -> None:
     assert misuse == []
 
 
-def test_the_start_up_and_lint_modules_compile_no_pattern_at_import(tmp_path: Path) -> None:
-    """Importing the start-up core and what `lint --no-apply` imports compiles no regular
-    expression of patchctl's: each is compiled where it is first matched (patchctl.patterns)."""
+def test_the_start_up_lint_and_pin_sync_modules_compile_no_pattern_at_import(tmp_path: Path) -> None:
+    """Importing the start-up core, what `lint --no-apply` imports and what every `pin-sync
+    --continue` imports compiles no regular expression of patchctl's (but the diff parser's):
+    each is compiled where it is first matched (patchctl.patterns)."""
     probe = (
         "import re, sys, json\n"
         "compiled = []\n"
@@ -323,7 +326,7 @@ def test_the_start_up_and_lint_modules_compile_no_pattern_at_import(tmp_path: Pa
         "        compiled.append(f'{caller}: {pattern!r}'[:120])\n"
         "    return original(pattern, flags)\n"
         "re._compile = counting\n"
-        "import patchctl.cli, patchctl.commands.lint\n"
+        "import patchctl.cli, patchctl.commands.lint, patchctl.commands.pin_sync, patchctl.loop.sync\n"
         f"for name in {sorted(LINT_MODULES)!r}:\n"
         "    __import__(name)\n"
         f"compiled = [c for c in compiled if c.partition(':')[0] not in {sorted(PARSER_MODULES)!r}]\n"
@@ -363,3 +366,50 @@ def test_dashboard_help_states_the_label_and_the_bot() -> None:
     from patchctl.loop import dashboard_issue
 
     assert (dashboard.LABEL, dashboard.DEFAULT_AUTHOR) == (dashboard_issue.LABEL, dashboard_issue.DEFAULT_AUTHOR)
+
+
+# ---------------------------------------------------------------- a pin-sync --continue round
+
+
+# What a `pin-sync --continue` that stops again never needs: every one is paid by each stop of
+# a bump run a process per stop (issue 46). Temporary directories (tempfile, shutil: where an
+# index or a hunk is merged aside), the manifests of a release pin (only where pin_files name a
+# file), the sdist reader (only for an sdist URL), the export and the gates (at the end only),
+# the near-name suggestion (difflib: an error message), and whatever other commands use.
+NOT_AT_A_STOP = (
+    *("tempfile", "shutil", "difflib", "tarfile", "zipfile", "email", "urllib.request", "html.parser"),
+    *("jinja2", "docker", "rich", "platformdirs"),
+    *("patchctl.confined.scratch", "patchctl.project.manifests", "patchctl.upstream.sdist"),
+    *("patchctl.series.exporter", "patchctl.loop.gates", "patchctl.loop.runners"),
+    *("patchctl.loop.versionpin", "patchctl.loop.archives", "patchctl.loop.canary", "patchctl.loop.status"),
+)
+
+
+def stopped_twice(project: Project, upstream: Repo) -> Path:
+    """A bump of two patches that both conflict, stopped at the first one and resolved (its file
+    written and `git add`-ed in the sync tree): the next `--continue` stops at the second."""
+    pin = upstream.head
+    project.add_patch("0001-main.patch", make_patch(upstream, pin, {"src/main.c": main_c({20: "MAIN 20"})}, "Main"))
+    util = numbered(10, "decl")
+    ours = util.replace("decl 6\n", "D6\n")
+    project.add_patch("0002-util.patch", make_patch(upstream, pin, {"include/util.h": ours}, "Util"))
+    write_config(project, pin)
+    git.commit_all(project.path, "project")
+    upstream.commit({"src/main.c": main_c({20: "main 20 up"}), "include/util.h": util.replace("decl 6\n", "d6\n")})
+    result = run_cli("-C", project.path, "pin-sync", "up", "--latest")
+    assert result.exit_code == 1 and "0001-main.patch" in result.stderr, result.output
+    tree = project.path / ".patchctl" / "sync" / "up" / "main"
+    (tree / "src" / "main.c").write_text(main_c({20: "MAIN 20"}))
+    git.run(["add", "src/main.c"], tree)
+    return tree
+
+
+def test_a_continue_that_stops_again_imports_only_what_a_stop_needs(project: Project, upstream: Repo) -> None:
+    """`pin-sync --continue`, run as a user runs it (its own interpreter), carries the resolved
+    patch and stops at the next: it imports none of NOT_AT_A_STOP, and its modules compile no
+    pattern at import (test below) -- it is the start-up a bump pays at every stop."""
+    stopped_twice(project, upstream)
+    code, modules, output = modules_after(project.path, "pin-sync", "--continue")
+    assert code == 1 and "0002-util.patch" in output, output  # the round ran: carried one, stopped at the next
+    assert {"patchctl.loop.sync", "patchctl.loop.stopcause", "patchctl.output.report"} <= modules  # explained
+    assert [m for m in NOT_AT_A_STOP if m in modules] == []
