@@ -106,14 +106,16 @@ def work_tree(root: Path) -> tuple[Path, str]:
 
 def ensure(root: Path) -> Path:
     """`home(ROOT)`, created. Anything but a directory on the way (a file, a symlink) is one line, exit 3."""
-    state = home(root)
-    check_directory(root, state, "state directory")
     anchor, prefix = _locate(root)
+    state = anchor.joinpath(*prefix)
+    check_directory(root, state, "state directory")
     try:
         if kind_of(anchor) is None:  # a fresh HOME has no ~/.local/state yet: made as XDG says, 0700
             existing = next(folder for folder in anchor.parents if kind_of(folder) is not None)
-            Root(existing, "the user state directory").mkdirs(anchor.relative_to(existing))
-            os.chmod(anchor, 0o700)
+            with Root(existing, "the user state directory").directory(
+                anchor.relative_to(existing), "write", create=True
+            ) as made:
+                os.fchmod(made.fd, 0o700)
         Root(anchor, "the state directory", prefix=prefix).mkdirs("")
     except Refused as exc:
         raise EnvironmentFailure(str(exc)) from None
