@@ -290,6 +290,18 @@ def run_fixed(args: list[str], cwd: Path | str, *, commits: tuple[str, ...]) -> 
     return _FIXED[key]
 
 
+def fixed_answer(args: list[str], cwd: Path | str) -> str | None:
+    """What `run_fixed(ARGS, CWD)` was answered in this process (its output), if it was asked."""
+    kept = _FIXED.get((str(cwd), tuple(args)))
+    return None if kept is None else kept.stdout
+
+
+def take_fixed_answer(args: list[str], cwd: Path | str, stdout: str) -> None:
+    """Take STDOUT as git's answer to `run_fixed(ARGS, CWD)` for the rest of this process: one an
+    earlier process was given and kept (a stopped pin-sync keeps those of its range)."""
+    _FIXED[(str(cwd), tuple(args))] = GitResult(0, stdout, "")
+
+
 # What git's own words usually mean for a patchctl user: (pattern in git's stderr, the cause).
 _CAUSES = (
     (

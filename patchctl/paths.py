@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 CACHE_ENV = "PATCHCTL_CACHE"
@@ -12,7 +13,13 @@ def cache_location() -> Path:
     """$PATCHCTL_CACHE, else the user cache directory (~/.cache/patchctl on Linux), made or not."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
-    import platformdirs  # (it imports tempfile and shutil: only where the user cache is looked up)
+    if sys.platform.startswith("linux"):
+        # platformdirs' rule there (the XDG base directories), without importing it: it imports
+        # tempfile and shutil, a tenth of a command's start-up (every command reads matrix.yaml
+        # through the cache, `patchctl.project.parsed_cache`).
+        xdg = os.environ.get("XDG_CACHE_HOME", "")
+        return Path(xdg.strip() and xdg or os.path.expanduser("~/.cache")) / "patchctl"
+    import platformdirs
 
     return Path(platformdirs.user_cache_dir("patchctl"))
 

@@ -200,13 +200,16 @@ def ask_drift(repo: Path, pin: str, tip: str) -> None:
     _changed_paths(repo, pin, tip)
 
 
+def drift_log(pin: str, tip: str) -> list[str]:
+    """The one `git log` of PIN..TIP the drifts are read from (`_changed_paths`)."""
+    return ["log", "-z", "--format=%x00%H %P", "--name-only", "--no-renames", f"{pin}..{tip}"]
+
+
 def _changed_paths(repo: Path, pin: str, tip: str) -> list[set[str]] | None:
     """The paths each commit of TIP that PIN lacks changes against its one parent; None when
     git cannot tell or a commit has no parent or several (history simplification counts those)."""
     # -z: each record is NUL, "<commit> <parents>", NUL, then its paths, the first after a newline, each NUL-ended.
-    out = git.run_fixed(
-        ["log", "-z", "--format=%x00%H %P", "--name-only", "--no-renames", f"{pin}..{tip}"], repo, commits=(pin, tip)
-    )
+    out = git.run_fixed(drift_log(pin, tip), repo, commits=(pin, tip))
     if not out.ok:
         return None
     tokens = out.stdout.split("\0")

@@ -50,6 +50,7 @@ from ..series.applier import PatchOutcome, Status, commit_worktree, is_clean, se
 from ..series.patchset import PatchFile, read_series, series_digest
 from ..state import treeswap, worktree
 from ..state.sync_state import (
+    MAX_RANGE_LOG,
     OtherVersionState,
     PatchRecord,
     SeriesProgress,
@@ -301,8 +302,9 @@ def continue_sync(
         for entry in state.series:
             _take_gate_fixes(config, state, entry)
     mirror = _mirror_of(config, store, state.upstream)
-    # Upstream's commits and the health rows' log of the range are for the report alone: git
-    # reads them on the other core meanwhile.
+    # Upstream's commits and the health rows' log of the range are for the report alone: an
+    # earlier round kept git's answers, else git reads them on the other core meanwhile.
+    _take_range_logs(state, mirror.path)
     listing = _beside(_upstream_logs, mirror.path, state.old_pin, state.target)
     moved = [u.name for u in pinfile.moved_upstreams(config, state.upstream)]
     seconds: dict[str, float] = {}
@@ -381,6 +383,7 @@ def _run(
             report.next_steps = [f"dry run: {stopped}; a real pin-sync would stop here for you to resolve it"]
             raise SyncStopped(report, f"pin-sync of {state.upstream} (dry run) {what}: {stopped}")
         state.phase = "conflict"
+        _keep_range_logs(state, _mirror_of(config, store, state.upstream).path)
         _save(config, state)
         report.next_steps = _conflict_steps(config, state) if markers else _by_hand_steps(config, state)
         if look:
@@ -410,6 +413,7 @@ def _run(
                 assert failed is not None
                 if not dry_run:
                     state.phase = "gates-failed"
+                    _keep_range_logs(state, _mirror_of(config, store, state.upstream).path)
                     _save(config, state)
                     report.next_steps = [
                         f"gate {failed.name} ({failed.kind}) of series {failed.series} failed: {failed.detail}",
@@ -1381,6 +1385,36 @@ def _upstream_logs(repo: Path, old: str, new: str) -> tuple[list[dict] | None, s
     return listed
 
 
+def _listing_log(old: str, new: str) -> list[str]:
+    """The one `git log` `upstream_commits` reads."""
+    return ["log", "-z", "--reverse", "--topo-order", "--boundary", "--format=%m%H%x00%s", f"{old}..{new}"]
+
+
+def _range_logs(state: SyncState) -> dict[str, list[str]]:
+    """The logs of the range a sync reads at every round, for the report alone (the upstream's
+    commits, the health rows' drift), by the name the state keeps their output under."""
+    return {
+        "commits": _listing_log(state.old_pin, state.target),
+        "drift": health.drift_log(state.old_pin, state.target),
+    }
+
+
+def _keep_range_logs(state: SyncState, repo: Path) -> None:
+    """Keep in STATE what git answered this process to `_range_logs` in REPO: a --continue takes
+    them (`_take_range_logs`) instead of asking again (the range is fixed: both pins are commit
+    ids). On a real bump, two git processes a round that git spends the longer on, the longer the range."""
+    kept = state.upstream_facts.setdefault("range_logs", {})
+    for name, args in _range_logs(state).items():
+        if (answer := git.fixed_answer(args, repo)) is not None and len(answer) <= MAX_RANGE_LOG:
+            kept[name] = answer
+
+
+def _take_range_logs(state: SyncState, repo: Path) -> None:
+    for name, args in _range_logs(state).items():
+        if (answer := state.upstream_facts.get("range_logs", {}).get(name)) is not None:
+            git.take_fixed_answer(args, repo, answer)
+
+
 def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None, str]:
     """Commits in NEW that OLD lacks, oldest first (at most MAX_LISTED_COMMITS), with a note."""
     if old == new:
@@ -1388,7 +1422,7 @@ def upstream_commits(repo: Path, old: str, new: str) -> tuple[list[dict] | None,
     # One git log: NUL-separated (a subject may hold any other character: a \r must not make an
     # entry), each commit marked ('-' for the boundary, the commits OLD has that the listed ones
     # stand on: OLD is one of them exactly when NEW descends from it).
-    log = ["log", "-z", "--reverse", "--topo-order", "--boundary", "--format=%m%H%x00%s", f"{old}..{new}"]
+    log = _listing_log(old, new)
     listed = git.run_fixed(log, repo, commits=(old, new))
     if not listed.ok:
         if not git.run(["cat-file", "-e", f"{old}^{{commit}}"], repo, check=False).ok:

@@ -202,6 +202,9 @@ def _untrusted(root: Path, upstream: str, state: SyncState) -> str | None:
 
 PHASES = ("replaying", "conflict", "gates-failed")
 _MAX_TEXT = 64 * 1024  # a record's detail: a git message, a list of files
+# A log of the range kept in the state (NUL-separated: git's -z output), well within MAX_STATE_BYTES;
+# a longer one is not kept: each --continue asks git again.
+MAX_RANGE_LOG = 2 * 1024 * 1024
 
 
 def _text_ok(value: object, limit: int = _MAX_TEXT) -> bool:
@@ -244,13 +247,18 @@ def _replayed_ok(value: object) -> bool:
 
 def _facts_ok(facts: object) -> bool:
     """FACTS is what `PinMove` keeps: patch-ids (hex, "" for no change, "-" for none) by commit or
-    patch digest, and renames as old path -> new path."""
-    if not isinstance(facts, dict) or not set(facts) <= {"patch_ids", "renames"}:
+    patch digest, and renames as old path -> new path; and the output of the range's logs a sync
+    reads at every round (`patchctl.loop.sync._keep_range_logs`)."""
+    if not isinstance(facts, dict) or not set(facts) <= {"patch_ids", "renames", "range_logs"}:
         return False
     ids = facts.get("patch_ids", {})
     renames = facts.get("renames", {})
+    logs = facts.get("range_logs", {})
     return (
-        isinstance(ids, dict)
+        isinstance(logs, dict)
+        and set(logs) <= {"commits", "drift"}
+        and all(isinstance(output, str) and len(output) <= MAX_RANGE_LOG for output in logs.values())
+        and isinstance(ids, dict)
         and all(
             isinstance(k, str) and _FACT_KEY.match(k) and isinstance(v, str) and _PATCH_ID.match(v)
             for k, v in ids.items()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .faultinject import SCENARIOS, ci_points, project_files, run_patchctl, run_scenario, runner_env
+from .faultinject import SCENARIOS, ci_points, project_files, run_patchctl, run_scenario, runner_env, warm_parsed_yaml
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
@@ -24,6 +24,7 @@ def test_the_kills_land_mid_write(tmp_path: Path) -> None:
     next command's recovery, the files really are a mix of old and new."""
     env = runner_env(tmp_path / "cache")
     scenario = SCENARIOS["render"](tmp_path / "setup", env)
+    warm_parsed_yaml(scenario, tmp_path / "warm", env)
     clean = scenario.fresh(tmp_path / "clean")
     old = project_files(clean)
     counted = run_patchctl(scenario.args(clean), env, report=tmp_path / "count.json")

@@ -15,13 +15,22 @@ from patchctl import git
 from patchctl.confined import Refused
 from patchctl.state import journal
 
-from .faultinject import SCENARIOS, Scenario, project_files, run_patchctl, runner_env, stray_files
+from .faultinject import (
+    SCENARIOS,
+    Scenario,
+    project_files,
+    run_patchctl,
+    runner_env,
+    stray_files,
+    warm_parsed_yaml,
+)
 
 
 def _prepared(name: str, tmp_path: Path) -> tuple[Scenario, dict, Path, list[str], dict]:
     """Scenario NAME, its old and new files, and a clean run's trace of operations."""
     env = runner_env(tmp_path / "cache")
     scenario = SCENARIOS[name](tmp_path / "setup", env)
+    warm_parsed_yaml(scenario, tmp_path / "warm", env)
     clean = scenario.fresh(tmp_path / "clean")
     old = project_files(clean)
     counted = run_patchctl(scenario.args(clean), env, report=tmp_path / "count.json")

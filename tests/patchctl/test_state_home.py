@@ -303,6 +303,9 @@ def test_a_sync_state_naming_a_tree_elsewhere_is_refused(
         {"renames": {"src/main.c": 7}},
         {"patch_ids": {}, "run": "rm -rf ~"},
         ["patch_ids"],
+        {"range_logs": {"commits": 7}},  # the report would read a number as git's output
+        {"range_logs": {"shell": "git log"}},
+        {"range_logs": {"drift": "x" * (2 * 1024 * 1024 + 1)}},
     ],
 )
 def test_planted_upstream_facts_in_a_sync_state_are_refused(

@@ -11,7 +11,7 @@ from patchctl.state import statehome, treeswap, worktree
 from patchctl.upstream.store import Store
 
 from .conftest import Project, Repo
-from .faultinject import SCENARIOS, applied_tree_state, run_patchctl, runner_env, stray_files
+from .faultinject import SCENARIOS, applied_tree_state, run_patchctl, runner_env, stray_files, warm_parsed_yaml
 from .fixtures_sync import add_line20_patch
 
 
@@ -25,6 +25,7 @@ def _mirror_worktrees(cache: Path | None = None) -> list[str]:
 def _killed_apply(tmp_path: Path, predicate) -> tuple[Path, dict[str, str], object, object]:
     env = runner_env(tmp_path / "cache")
     scenario = SCENARIOS["apply-force"](tmp_path / "setup", env)  # always swapped, never updated in place
+    warm_parsed_yaml(scenario, tmp_path / "warm", env)
     clean = scenario.fresh(tmp_path / "clean")
     old = applied_tree_state(clean)
     counted = run_patchctl(scenario.args(clean), env, report=tmp_path / "count.json")
