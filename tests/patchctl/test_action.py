@@ -223,6 +223,10 @@ def test_the_cache_is_saved_again_when_it_grows_and_only_then(tmp_path: Path, up
     run("apply")  # restored by prefix, nothing new fetched: not saved again
     run("lint")
     assert cache.saved == [first]
+    with (project.path / "matrix.yaml").open("a") as config:
+        config.write("# an edit that moves no pin\n")  # a new parsed document: not worth a save
+    run("lint")
+    assert cache.saved == [first]
     tip = upstream.commit({"src/util.c": "util changed\n"}, "upstream work")
     write_config(project, tip, series_extra=GATE)  # a new pin: restored from the old pin's entry
     job = run("apply")
