@@ -26,10 +26,10 @@ from patchctl.loop.submitted import MERGED_NOTE
 from patchctl.output.dashboard import MAX_BODY, STOPS
 
 from .conftest import CliResult, Project, Repo, make_patch, ok, run_cli
+from .gh_on_path import STANDIN, gh_on_path
 from .markdown_check import assert_inert, render
 
 ROOT = Path(__file__).resolve().parents[2]
-STANDIN = ROOT / "tests" / "journeys" / "gh_standin.py"
 REPO = "acme/project"
 BOT_TOKEN = "ghs_rehearsal_github_token"  # the stand-in's GITHUB_TOKEN: calls made with it are app/github-actions'
 BOT = {"login": "app/github-actions", "is_bot": True}
@@ -65,17 +65,8 @@ class GitHub:
 @pytest.fixture
 def github(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GitHub:
     """`gh` on PATH: the stand-in, repository acme/project, the workflow's GITHUB_TOKEN."""
-    bin_dir, store = tmp_path / "bin", tmp_path / "store"
-    bin_dir.mkdir()
-    store.mkdir()
-    wrapper = bin_dir / "gh"
-    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDIN} "$@"\n')
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
-    monkeypatch.setenv("JOURNEY_STORE", str(store))
-    monkeypatch.setenv("JOURNEY_GITHUB", str(tmp_path / "github"))
+    store = gh_on_path(tmp_path, monkeypatch, BOT_TOKEN)
     monkeypatch.setenv("JOURNEY_GITHUB_TOKEN", BOT_TOKEN)
-    monkeypatch.setenv("GH_TOKEN", BOT_TOKEN)
     monkeypatch.setenv("GH_REPO", REPO)
     return GitHub(store)
 

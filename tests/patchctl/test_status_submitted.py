@@ -8,7 +8,6 @@ status's text, JSON and page, and in the canary's report. gh is the rehearsal's 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,8 @@ import yaml
 from patchctl.loop.submitted import CLOSED_NOTE, MERGED_NOTE
 
 from .conftest import Project, Repo, make_patch, ok, run_cli
+from .gh_on_path import gh_on_path
 
-STANDIN = Path(__file__).resolve().parents[1] / "journeys" / "gh_standin.py"
 PULL = "https://github.com/example/up/pull/{}"
 
 
@@ -26,12 +25,7 @@ PULL = "https://github.com/example/up/pull/{}"
 def gh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """`gh` on PATH: the stand-in, with example/up's pull requests #17 merged, #99 closed
     unmerged, #5 open. Returns its call log (one JSON line a call)."""
-    bin_dir, store = tmp_path / "bin", tmp_path / "store"
-    bin_dir.mkdir()
-    store.mkdir()
-    wrapper = bin_dir / "gh"
-    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDIN} "$@"\n')
-    wrapper.chmod(0o755)
+    store = gh_on_path(tmp_path, monkeypatch, "ghp_personal_token_of_a_maintainer")
     pulls = [
         {"number": 17, "state": "MERGED", "mergedAt": "2026-08-01T10:00:00Z", "headRefName": "tune"},
         {"number": 99, "state": "CLOSED", "mergedAt": None, "headRefName": "decl"},
@@ -40,10 +34,6 @@ def gh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for pull in pulls:
         pull["url"] = PULL.format(pull["number"])
     (store / "github.json").write_text(json.dumps({"example/up": {"pulls": pulls}}))
-    monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
-    monkeypatch.setenv("JOURNEY_STORE", str(store))
-    monkeypatch.setenv("JOURNEY_GITHUB", str(tmp_path / "github"))
-    monkeypatch.setenv("GH_TOKEN", "ghp_personal_token_of_a_maintainer")
     return store / "gh.jsonl"
 
 
