@@ -45,7 +45,7 @@ def read(source: bytes, merge_keys: bool) -> tuple[Any, dict[tuple, int]] | None
     for item in entry["lines"]:
         if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], list) and _is_line(item[1])):
             return None
-        if not all(isinstance(part, str) or _is_int(part) for part in item[0]):
+        if not _keypath_ok(item[0]):
             return None
         lines[tuple(item[0])] = item[1]
     if "data" not in entry or not _exact(entry["data"]):
@@ -55,7 +55,7 @@ def read(source: bytes, merge_keys: bool) -> tuple[Any, dict[tuple, int]] | None
 
 def write(source: bytes, merge_keys: bool, data: Any, lines: dict[tuple, int]) -> None:
     """Keep DATA and LINES, what SOURCE was parsed into, when JSON holds them exactly."""
-    if not _exact(data) or not all(all(isinstance(p, str) or _is_int(p) for p in k) for k in lines):
+    if not _exact(data) or not all(_keypath_ok(keypath) for keypath in lines):
         return
     try:
         text = json.dumps(
@@ -98,6 +98,11 @@ def _exact(value: Any) -> bool:
         elif not (item is None or isinstance(item, (str, bool, int))):
             return False
     return True
+
+
+def _keypath_ok(keypath: Any) -> bool:
+    """Whether JSON gives KEYPATH's parts back as they are: mapping keys (text) and list indices."""
+    return all(isinstance(part, str) or _is_int(part) for part in keypath)
 
 
 def _is_int(value: Any) -> bool:
