@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ import click
 from .errors import CheckFailed, PatchctlError, UsageError
 from .output import progress
 from .output.escape import log_block, log_line
+from .records import dataclass
 
 # Imported where used, not here: every command imports this module, and `patchctl --help` or
 # `lint` must not pay for the store's, the lock's or the recovery's imports (patchctl.lazy).

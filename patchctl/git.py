@@ -25,12 +25,12 @@ import os
 import re
 import shlex
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import GitError
 from .paths import cache_location
 from .patterns import lazy
+from .records import dataclass
 
 # A 3-way merge that leaves a conflict writes zdiff3 markers: ours, then the base (`|||||||`),
 # then theirs, so that a maintainer sees what the patch was written against. Passed with

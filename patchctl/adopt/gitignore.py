@@ -14,12 +14,12 @@ line, while `matrix.yaml`, `templates/` and the pre-commit config would be left 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
 from ..confined import Refused, Root
 from ..errors import UsageError
+from ..records import dataclass
 
 ENTRY = ".patchctl/"
 GITIGNORE = ".gitignore"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ..confined import Refused, Root, is_dotgit
@@ -18,6 +18,7 @@ from ..errors import EnvironmentFailure, GitError, UsageError
 from ..project.config import VendorCopy
 from ..project.manifests import HEX40_RE, Manifest, Source, is_abbreviation
 from ..project.manifests.formats import checksums
+from ..records import dataclass
 from . import CONFIG_NAME, LAYOUTS, PRE_COMMIT_NAME  # noqa: F401 - defined beside `init`'s options, named here too
 from .patchorder import apply_order
 from .patchorder import detect as detect_order

@@ -18,12 +18,13 @@ from __future__ import annotations
 import posixpath
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ..confined import Refused, Root, is_dotgit
 from ..project.config import Series
 from ..project.series_keys import PatchList
+from ..records import dataclass
 from ..series import patchlist
 from ..series.naming import well_named
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
 from ..errors import EnvironmentFailure
+from ..records import dataclass
 from .names import is_dotgit
 
 MAX_HOPS = 40  # Linux's MAXSYMLINKS

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import posixpath
 import tarfile
-from dataclasses import dataclass
 from pathlib import Path
 
+from ..records import dataclass
 from .links import bad_links
 from .names import component_reason
 from .root import Refused, Root

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -53,6 +53,7 @@ from ..output.escape import marker_token, md_code, md_fence, md_link, md_prose, 
 from ..output.jsonout import json_field, to_json
 from ..output.report import stop_cause_markdown
 from ..project.config import BuildStep, Config, Series
+from ..records import dataclass
 from ..series.applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, seed_three_way_objects
 from ..series.patchset import PatchFile, read_series
 from ..state import worktree

@@ -30,10 +30,11 @@ is a stop, "needs a look" (`NOT_EXACT`), naming the commit; never dropped.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from .. import git
+from ..records import dataclass
 from ..series.applier import (
     IndexBuilder,
     PatchOutcome,

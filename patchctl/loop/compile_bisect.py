@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from ..records import dataclass
 
 Verdict = Callable[[str], "bool | None"]
 PROBE = "probe"

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..output.escape import marker_token
 from ..output.jsonout import json_field, to_json
+from ..records import dataclass
 from . import dashboard_issue
 from .dashboard_issue import DEFAULT_AUTHOR, IssueLine, IssueOutcome, PullLine
 

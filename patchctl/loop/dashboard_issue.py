@@ -28,13 +28,14 @@ import json
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..confined import scratch as scratch_dirs
 from ..confined.root import Root
 from ..errors import EnvironmentFailure
 from ..git import first_line
+from ..records import dataclass
 
 LABEL = "patchctl-dashboard"
 LABEL_COLOR = "0e8a16"

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ..confined import Root, confined_path, scratch
@@ -39,6 +39,7 @@ from ..output.jsonout import json_field
 from ..project import gate_env
 from ..project.config import Config, Gate, Series
 from ..project.yamlloc import MAX_BYTES as MAX_CONFIG_BYTES
+from ..records import dataclass
 from ..series.patchset import read_series
 from ..state import worktree
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import git
 from ..output.jsonout import json_field, to_json
 from ..patterns import lazy
+from ..records import dataclass
 from ..series.patchset import PatchFile
 
 if TYPE_CHECKING:

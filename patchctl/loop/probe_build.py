@@ -35,12 +35,13 @@ import json
 import posixpath
 import re
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 
 from .. import git
 from ..confined import Refused, Root, is_dotgit
 from ..project.config import BuildStep
+from ..records import dataclass
 from .runners import Progress, run_build, tree_as_built
 
 PROBE_DIR = ".patchctl-probe"

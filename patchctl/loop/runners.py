@@ -24,7 +24,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, ClassVar
 
@@ -34,6 +33,7 @@ from ..output import progress as progress_mod
 from ..output.jsonout import json_field
 from ..project import gate_env
 from ..project.config import BuildStep
+from ..records import dataclass
 from ..state import worktree
 
 Progress = Callable[[str], None]

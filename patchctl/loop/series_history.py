@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from pathlib import Path
 
 from .. import git
+from ..records import dataclass
 from ..series.patchset import parse_upstream_status
 from .health import (
     DROPPED_TRAILER,

@@ -37,13 +37,15 @@ link to the commit; subjects are upstream text, escaped where they are written
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import git
+from ..beside import Beside
 from ..output.jsonout import json_field
 from ..patterns import lazy
+from ..records import dataclass
 from ..series.applier import Status
 from ..series.diffblocks import parse_diff_text
 from ..series.mergehunks import Change, FileLines, changed_span, conflict_lines, line_changes, preimage, traced
@@ -361,16 +363,17 @@ class Pins:
         both versions of each file (`git cat-file --batch`), upstream's changes to them (`git diff
         -U0 -M` of the pins) and the commits that touched each (`git log --name-only`). What these
         do not tell is asked file by file, later."""
-        from concurrent.futures import ThreadPoolExecutor
-
         pairs = [(_old_path(old), _new_path(new)) for old, new in diffs]
         wanted = [pair for pair in dict.fromkeys(pairs) if pair not in self._changes]
-        with ThreadPoolExecutor(max_workers=3) as beside:  # each a git process of its own
-            done = [beside.submit(self._read_files, diffs)]
-            if wanted:
-                done += [beside.submit(self._changes_of, wanted), beside.submit(self._touching_of, wanted)]
-            for future in done:
-                future.result()
+        # Each a git process of its own: two on threads beside this one, the third on this one.
+        done = [Beside(self._changes_of, wanted), Beside(self._touching_of, wanted)] if wanted else []
+        try:
+            self._read_files(diffs)
+        finally:
+            errors = [work.exception() for work in done]  # every one has ended before an error is raised
+        for error in errors:
+            if error is not None:
+                raise error
 
     def _changes_of(self, wanted: list[tuple[str, str]]) -> None:
         """Upstream's changes to the files WANTED names ((old path, new path)), from one `git diff -U0 -M`."""

@@ -21,10 +21,10 @@ import json
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
 
 from ..errors import EnvironmentFailure
 from ..git import first_line
+from ..records import dataclass
 from ..series.patchset import PatchFile
 
 MERGED_NOTE = "expect taken upstream at the next bump: its pull request was merged"

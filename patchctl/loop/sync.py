@@ -34,11 +34,12 @@ import re
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar
 
 from .. import git
+from ..beside import Beside
 from ..confined import Refused, Root, all_confined
 from ..confined.regular import kind_of
 from ..errors import CheckFailed, EnvironmentFailure, GitError, UsageError
@@ -46,6 +47,7 @@ from ..output.escape import shell_command, shell_word
 from ..output.jsonout import json_field
 from ..patterns import lazy
 from ..project.config import Config, Series
+from ..records import dataclass
 from ..series.applier import PatchOutcome, Status, commit_worktree, is_clean, seed_three_way_objects
 from ..series.patchset import PatchFile, read_series, series_digest
 from ..state import treeswap, worktree
@@ -65,8 +67,6 @@ from . import carry, health, pinfile, stopcause
 from .rangediff import old_series_head, range_diff
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
-
     from ..series.exporter import ExportResult, GeneratedPatch
 
 MAX_LISTED_COMMITS = 500
@@ -74,7 +74,6 @@ MAX_LISTED_COMMITS = 500
 RANGE_DIFF_AT_THE_END = "at the end: computed once, when every patch is carried and the gates pass"
 
 Progress = Callable[[str], None]
-T = TypeVar("T")
 
 # How a patch fared in the replay, in the words of the report.
 CLASSIFICATION = {
@@ -305,7 +304,7 @@ def continue_sync(
     # Upstream's commits and the health rows' log of the range are for the report alone: an
     # earlier round kept git's answers, else git reads them on the other core meanwhile.
     _take_range_logs(state, mirror.path)
-    listing = _beside(_upstream_logs, mirror.path, state.old_pin, state.target)
+    listing = Beside(_upstream_logs, mirror.path, state.old_pin, state.target)
     moved = [u.name for u in pinfile.moved_upstreams(config, state.upstream)]
     seconds: dict[str, float] = {}
     report = SyncReport(
@@ -355,7 +354,7 @@ def _run(
     say: Progress,
     *,
     dry_run: bool,
-    listing: Future | None = None,
+    listing: Beside | None = None,
 ) -> SyncReport:
     """The replay, then the stop or the gates and the write. LISTING: the report's upstream
     commits, still being listed beside the replay (`upstream_commits`)."""
@@ -400,10 +399,8 @@ def _run(
     planned: dict[str, tuple[list[GeneratedPatch], ExportResult, list[pinfile.FileChange]]] = {}
     # The range-diff is for the report alone, read from commits the gates never change: git
     # computes it on another core meanwhile (on a real bump, 0.3 to 0.5 s of the last command).
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as beside:
-        range_diffs = beside.submit(_range_diffs, config, state)
+    range_diffs = Beside(_range_diffs, config, state)
+    try:
         for entry in state.series:
             ok = _gate_series(config, store, state, entry, report, planned, timer, say)
             if not ok:
@@ -429,6 +426,8 @@ def _run(
                 )
         with timer.phase("range-diff"):  # what is left of it to wait for
             report.range_diffs = range_diffs.result()
+    finally:
+        range_diffs.exception()  # a failed gate waits for it too: nothing of this run goes on after it
     from ..series.apply_job import forget_dropped
     from . import versionpin
 
@@ -609,7 +608,7 @@ class _ThisRun:
     round, which loads the state anew (the user may have moved the trees in between)."""
 
     patches: dict[str, list[PatchFile]] = field(default_factory=dict)  # series -> its patches, read once
-    seeding: dict[str, Future] = field(default_factory=dict)  # series -> the seed a start began beside it
+    seeding: dict[str, Beside] = field(default_factory=dict)  # series -> the seed a start began beside it
     heads: dict[str, str] = field(default_factory=dict)  # series -> the commit its tree stands at
     unmerged: list[str] = field(default_factory=list)  # the files the stop's merge left unmerged
     twin: str = ""  # the upstream commit with the stopped patch's patch-id, not its exact change
@@ -645,15 +644,13 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
     the mirror on another thread: the two share only the object store, to which each only
     adds. The replay starts on the checkout and waits for the seed at its first 3-way merge
     (`_seeding`); on a real bump the seed took 0.2 to 0.7 s of the first run, the checkout less."""
-    from concurrent.futures import ThreadPoolExecutor
-
     mirrors = {entry.name: _mirror_of(config, store, entry.upstream) for entry in state.series}
-    beside = ThreadPoolExecutor(max_workers=1)
     seeding = _this_run(state).seeding
+    previous = None  # one seed at a time, in the series' order
     for entry in state.series:
         patches = _patches(config, state, entry.name)
-        seeding[entry.name] = beside.submit(_seed, mirrors[entry.name].path, state.old_pin, entry, patches)
-    beside.shutdown(wait=False)  # the seeds run on; nothing else is asked of the thread
+        previous = Beside(_seed, mirrors[entry.name].path, state.old_pin, entry, patches, after=previous)
+        seeding[entry.name] = previous
     try:
         for entry in state.series:
             mirror = mirrors[entry.name]
@@ -673,16 +670,6 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
             if not future.cancel():
                 future.exception()  # waited for: nothing of this run writes on after it ends
         raise
-
-
-def _beside(work: Callable[..., T], *args: object) -> Future[T]:
-    """WORK(*ARGS) started on a thread of its own (the other core), its result to wait for."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    beside = ThreadPoolExecutor(max_workers=1)
-    future = beside.submit(work, *args)
-    beside.shutdown(wait=False)  # the work runs on; nothing else is asked of the thread
-    return future
 
 
 def _seeding(state: SyncState, entry: SeriesProgress) -> Callable[[], str | None] | None:
@@ -785,24 +772,19 @@ def _look_steps(config: Config, state: SyncState) -> list[str]:
     ]
 
 
-def _explaining(config: Config, state: SyncState) -> Future | None:
+def _explaining(config: Config, state: SyncState) -> Beside | None:
     """The cause of the stop (`patchctl.loop.stopcause`), asked of git on another thread while the
     report's health rows are: it reads the sync tree and the upstream's history, and writes nothing."""
-    from concurrent.futures import ThreadPoolExecutor
-
     entry = next((e for e in state.series if e.head_before is not None), None)
     if entry is None or _this_run(state).stopped is None:
         return None
     patch, carried = _this_run(state).stopped
     urls = stopcause.upstream_urls(config, state.upstream)
     pins = stopcause.Pins(Path(entry.tree), state.old_pin, state.target, stopcause.commit_url_base(urls))
-    beside = ThreadPoolExecutor(max_workers=1)
-    explaining = beside.submit(pins.explain_carried, patch, carried)
-    beside.shutdown(wait=False)
-    return explaining
+    return Beside(pins.explain_carried, patch, carried)
 
 
-def _explain_stop(state: SyncState, explaining: Future | None, *, dry_run: bool) -> stopcause.StopCause | None:
+def _explain_stop(state: SyncState, explaining: Beside | None, *, dry_run: bool) -> stopcause.StopCause | None:
     """The upstream commits behind the patch that stopped the replay (EXPLAINING), and the way to
     drop it where upstream may have its own version."""
     if explaining is None:
@@ -916,6 +898,12 @@ def conflict_blocks(tree: Path, files: list[str]) -> list[str]:
 
 _MARKER_RE = lazy(rb"^([<>])\1{6} ", re.MULTILINE)  # a line that opens or closes a conflict block
 MAX_TREE_FILE_BYTES = 64 * 1024 * 1024
+
+
+def _has_marker(data: bytes) -> bool:
+    """Whether DATA has a line that opens or closes a conflict block. (The plain search first: the
+    pattern alone tries every line start of what may be megabytes of source.)"""
+    return (b"<<<<<<< " in data or b">>>>>>> " in data) and _MARKER_RE.search(data) is not None
 
 
 def _tree_file(tree: Path, name: str) -> bytes | None:
@@ -1080,7 +1068,7 @@ def _take_resolution(config: Config, state: SyncState, *, drop: bool = False) ->
             f"`{_git_command(shown, 'add', '--', *unmerged)}`, then `{_sync_command(state.upstream, '--continue')}`; "
             f"or drop the patch: `{_sync_command(state.upstream, '--continue', '--drop')}`"
         )
-    marked = [name for name in changed if _MARKER_RE.search(_tree_file(tree, name) or b"")]
+    marked = [name for name in changed if _has_marker(_tree_file(tree, name) or b"")]
     if marked:
         raise UsageError(
             f"conflict markers left in {', '.join(marked)} ({shown}); finish resolving, then "

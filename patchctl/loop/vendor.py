@@ -28,7 +28,7 @@ import functools
 import hashlib
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from .. import git
@@ -39,6 +39,7 @@ from ..output import progress
 from ..output.jsonout import json_field
 from ..project.config import Config, Series, VendorCopy, VendorFile
 from ..project.globs import any_match
+from ..records import dataclass
 from ..series.applier import apply_series_to_index, is_clean
 from ..series.patchset import read_series
 from ..state import journal, worktree

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
@@ -24,6 +23,7 @@ from ..errors import ConfigError, UsageError
 from ..project import manifests
 from ..project.config import Config, Upstream
 from ..project.manifests import ManifestError, PinState, formats, tag_for, version_of_tag
+from ..records import dataclass
 from ..state.journal import FileChange
 from ..upstream.store import Mirror, Store
 from . import archives

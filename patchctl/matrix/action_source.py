@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -25,6 +24,7 @@ import yaml
 from .. import git
 from ..confined import Refused, Root
 from ..errors import ConfigError, UsageError
+from ..records import dataclass
 from .actions import ACTION_NAME, COMMIT_SHA, SELF_ACTION
 
 # patchctl's home on github.com when the installed metadata does not say (pyproject.toml's

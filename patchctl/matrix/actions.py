@@ -14,12 +14,12 @@ commit id is the release tag's commit, cross-checked in several public repositor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
 from ..patterns import lazy
 from ..project.yamlloc import KeyPath
+from ..records import dataclass
 
 ACTION_NAME = lazy(r"^[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 COMMIT_SHA = lazy(r"^[0-9a-f]{40}$")

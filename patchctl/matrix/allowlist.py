@@ -9,12 +9,12 @@ allow:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
 from ..output.findings import Finding
 from ..project import yamlloc
+from ..records import dataclass
 from .checks import RULES
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -14,6 +14,7 @@ from ..errors import CheckFailed
 from ..output.findings import Finding
 from ..output.jsonout import json_field, to_json
 from ..project import config as config_mod
+from ..records import dataclass
 from ..state import journal
 from . import allowlist, checks, sources
 from .changed import ChangedRows, MovedPin, files_since, select

@@ -9,7 +9,6 @@ its globs): a pull request that only moves a pin builds the images made at that 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,6 +17,7 @@ import yaml
 from .. import git
 from ..output.jsonout import json_field
 from ..project.globs import glob_match
+from ..records import dataclass
 from .model import DARWIN, LINUX, BuildMatrix, Row
 
 

@@ -8,8 +8,8 @@ and variant names all have to agree with it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from ..records import dataclass
 from .model import DARWIN, Row
 
 ARM_RUNNER = re.compile(r"(^|[-_.])(arm|arm64|aarch64)($|[-_.])", re.IGNORECASE)

@@ -9,10 +9,10 @@ else nothing. A list written by hand that leaves `engine` out while a gate runs 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..output.findings import Finding
 from ..project.config import Config
+from ..records import dataclass
 from .model import BuildMatrix
 
 ENGINE = "engine"

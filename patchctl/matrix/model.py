@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from ..records import dataclass
 from .actions import DEFAULT_ACTIONS, ActionPin
 
 LINUX = "include"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -30,6 +29,7 @@ from ..confined import Root, confined_path
 from ..errors import ConfigError
 from ..output.jsonout import json_field
 from ..project.config import Config
+from ..records import dataclass
 from .action_source import patchctl_action
 from .actions import UnpinnedAction, resolver
 from .checks import toolchain_row

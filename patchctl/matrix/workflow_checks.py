@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import git
@@ -26,6 +25,7 @@ from ..errors import ConfigError
 from ..output.findings import Finding
 from ..project import yamlloc
 from ..project.config import Config
+from ..records import dataclass
 from .action_source import installed_clone, split_action, unpublished
 from .actions import SELF_ACTION
 from .model import BuildMatrix

@@ -29,11 +29,11 @@ import posixpath
 import re
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..confined import Refused, Root
+from ..records import dataclass
 
 LINUX, MACOS, WINDOWS = "linux", "macos", "windows"
 ANY_SYSTEM = frozenset({LINUX, MACOS, WINDOWS})

@@ -27,11 +27,11 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from ..patterns import lazy
+from ..records import dataclass
 from .escape import log_line
 
 QUIET_ENV = "PATCHCTL_QUIET"

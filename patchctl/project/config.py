@@ -71,13 +71,14 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, UsageError
 from ..git import is_full_sha
 from ..patterns import lazy
+from ..records import dataclass
 from . import yamlloc
 from .gate_env import pass_env_problem
 from .globs import any_match

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..records import dataclass
 
 KeyPath = tuple[Any, ...]
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from ..records import dataclass
 
 
 @dataclass

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from functools import lru_cache
 from pathlib import Path
 
 from ..confined import Refused, Root
+from ..records import dataclass
 
 MAX_FILTER_FILE_BYTES = 1024 * 1024  # an rsync filter file holds tens of rules
 MAX_FILTER_RULES = 10_000  # a filter file of a vendoring project has tens

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..patterns import lazy
+from ..records import dataclass
 from .validation import Validator, kind
 from .yamlloc import KeyPath, format_keypath
 

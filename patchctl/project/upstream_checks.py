@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
 from ..patterns import lazy
+from ..records import dataclass
 
 # Transports git handles itself. `ext::`/`fd::` and other `HELPER::` remote helpers run
 # programs, so any other scheme is refused.

@@ -29,7 +29,7 @@ import os
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from pathlib import Path
 from typing import ClassVar
@@ -39,6 +39,7 @@ from ..confined import Root
 from ..confined.links import index_links, link_dirs, new_bad_link
 from ..output.jsonout import json_field
 from ..patterns import lazy
+from ..records import dataclass
 from ..upstream.store import prefetch_blobs
 from .diffblocks import may_change_links, overlong_hunks
 from .mergehunks import CONFLICT, conflicting_hunks, unmerged_stages

@@ -17,24 +17,22 @@ marker is re-recorded at its HEAD, and nothing is rewritten.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import git
+from ..beside import Beside
 from ..confined import Root, confined_path
 from ..errors import CheckFailed, UsageError
 from ..output import progress
 from ..output.jsonout import json_field
 from ..project.config import Config, Series
+from ..records import dataclass
 from ..state import treeswap, worktree
 from ..state.worktree import Marker
 from ..upstream.store import Mirror, Store
 from .applier import PatchOutcome, apply_series_to_index, is_clean, series_tree_at_once
 from .patchset import PatchFile, is_excluded, read_series, series_digest
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future
 
 
 @dataclass
@@ -199,19 +197,14 @@ def apply_job(
 
 def _apply_beside(
     mirror: Mirror, job: ApplyJob, rev: str, patches: list[PatchFile], digest: str, marker: Marker | None
-) -> Future[tuple[list[PatchOutcome], str]] | None:
+) -> Beside[tuple[list[PatchOutcome], str]] | None:
     """The series applied at REV in MIRROR's object store, started on another thread, where JOB's
     tree surely needs it (an earlier apply's tree, at another pin or series: its MARKER says so):
     git reads that tree meanwhile (its HEAD, whether it is clean), which the apply never touches.
     On a warm pin bump the two took 0.1 to 0.3 s each, one after the other. None elsewhere."""
     if marker is None or marker.matches([s.name for s in job.series], rev, digest):
         return None  # a tree apply did not make (refused), or one that may be unchanged: nothing to start
-    from concurrent.futures import ThreadPoolExecutor
-
-    beside = ThreadPoolExecutor(max_workers=1)
-    future = beside.submit(apply_series_to_index, mirror.path, rev, patches)
-    beside.shutdown(wait=False)
-    return future
+    return Beside(apply_series_to_index, mirror.path, rev, patches)
 
 
 @dataclass(frozen=True)

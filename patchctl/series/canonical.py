@@ -19,11 +19,11 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from ..confined import Root, scratch
 from ..project.config import Series
 from ..project.series_keys import PatchForm
+from ..records import dataclass
 
 _LOCATION_LINE_RE = re.compile(rb"^Patch-(?:Dir|Filename): ")
 

@@ -37,9 +37,10 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..confined.links import bad_links
+from ..records import dataclass
 
 SYMLINK_MODE = "120000"
 DEV_NULL = "/dev/null"

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import ClassVar
 
@@ -40,6 +40,7 @@ from ..confined import Root, confined_path
 from ..errors import CheckFailed, UsageError
 from ..output.jsonout import json_field
 from ..project.config import Config, Series
+from ..records import dataclass
 from ..state import journal, worktree
 from ..state.journal import FileChange
 from . import canonical, patchlist, patchstyle, plainform

@@ -12,13 +12,14 @@ alone is one the merge failed on; the others merged.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from .. import git
+from ..beside import each_beside
 from ..confined import Refused, Root
 from ..patterns import lazy
+from ..records import dataclass
 from .patchset import FileDiff, Hunk
 
 MAX_MERGED_BYTES = 64 * 1024 * 1024  # a merged file read back from the sync tree (its own bound)
@@ -133,8 +134,9 @@ class FileLines:
     (`raw`) and without (`plain`), and where each line stands, asked for once."""
 
     def __init__(self, data: bytes):
-        self.raw = data.decode("utf-8", "surrogateescape").split("\n")
-        self.plain = [line[:-1] if line.endswith("\r") else line for line in self.raw]
+        text = data.decode("utf-8", "surrogateescape")
+        self.raw = text.split("\n")
+        self.plain = [line[:-1] if line.endswith("\r") else line for line in self.raw] if "\r" in text else self.raw[:]
         if self.plain and self.plain[-1] == "":
             self.plain.pop()  # after the last line end: no line
         self._where: dict[str, list[int]] | None = None
@@ -321,8 +323,6 @@ def _confirmed(
     the whole file holds it: a window of the files alone can merge otherwise). Where many are
     near, one merge of their windows first tells which may conflict; only those are merged whole,
     two at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
     maybe = near
     if len(near) > _FEW:
         ours = ours_data.decode("utf-8", "surrogateescape").split("\n")
@@ -342,8 +342,7 @@ def _confirmed(
             merge = ["merge-file", "-p", "-q", str(work / "ours"), str(work / "base"), str(work / theirs)]
             return git.run(merge, tree, check=False).returncode  # the number of conflicts
 
-        with ThreadPoolExecutor(max_workers=2) as pool:  # each merge a process of its own
-            counts = list(pool.map(conflicts, range(len(maybe))))
+        counts = each_beside(conflicts, range(len(maybe)), at_once=2)  # each merge a process of its own
     if not all(0 <= count < 128 for count in counts):
         return None  # git refused the files (binary): no hunk told apart
     return [entry for entry, count in zip(maybe, counts) if count > 0]

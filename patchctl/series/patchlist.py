@@ -29,13 +29,14 @@ flow-style or scalar `patches:`) is one line naming the file and the line, never
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ..confined import Refused, Root, TooLarge
 from ..errors import ConfigError, UsageError
 from ..patterns import lazy
 from ..project.config import Series
+from ..records import dataclass
 
 MAX_LIST_BYTES = 4 * 1024 * 1024
 # A line that opens or closes a Jinja block: `{% if win %}`, `{%- endif -%}`, `{% else %}`.

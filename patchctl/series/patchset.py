@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 
 from ..project.config import Series
 from ..project.globs import glob_match
+from ..records import dataclass
 from . import seriesdir
 from .diffblocks import DEV_NULL, ParsedDiff, parse_diff_text, patch_lines, strip_prefix
 

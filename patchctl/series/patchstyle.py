@@ -16,8 +16,9 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 
+from ..records import dataclass
 from .diffblocks import Block, index_line, parse_diff_text
 from .patchset import PatchFile
 

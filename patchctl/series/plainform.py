@@ -25,8 +25,8 @@ lines), else None and the caller writes git's own diff under the preamble.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from ..records import dataclass
 from .diffblocks import Block, BlockHunk, index_line, parse_diff_text
 from .patchset import PatchFile, title_from_name
 

@@ -224,6 +224,8 @@ def _known_tags(tags: list[str]) -> bool:
 
 def split_lines(content: bytes) -> list[bytes]:
     """CONTENT as git's image: lines split at LF only, each with its LF (the last may lack one)."""
+    if b"\r" not in content:
+        return content.splitlines(keepends=True)  # the same lines, in one pass (it splits at CR too)
     lines = content.split(b"\n")
     last = lines.pop()
     return [line + b"\n" for line in lines] + ([last] if last else [])

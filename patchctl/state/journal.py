@@ -35,13 +35,13 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..confined import Refused, Root
 from ..confined.regular import kind_of
 from ..errors import ConfigError, EnvironmentFailure
 from ..output.escape import shell_word
+from ..records import dataclass
 from . import managed, statehome, worktree
 
 JOURNAL_NAME = "journal.json"

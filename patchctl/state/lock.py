@@ -13,11 +13,12 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from ..confined import Refused
 from ..errors import EnvironmentFailure, UsageError
+from ..records import dataclass
 from . import statehome, worktree
 
 LOCK_NAME = "lock"

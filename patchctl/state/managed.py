@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -29,6 +28,7 @@ from ..confined.names import invalid_path_reason
 from ..confined.regular import NotRegular, TooLarge, read_regular
 from ..errors import ConfigError
 from ..project import yamlloc
+from ..records import dataclass
 
 # The outputs of `matrix render` (patchctl.matrix.render.WORKFLOWS_DIR) and `init`
 # (patchctl.adopt.layout): named here so that recovery does not import Jinja or init's planner.

@@ -19,7 +19,6 @@ there is one line (exit 3), never followed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..confined import Root
@@ -27,6 +26,7 @@ from ..confined.root import TEMP_INFIX
 from ..errors import EnvironmentFailure
 from ..output.escape import shell_word
 from ..patterns import lazy
+from ..records import dataclass
 from . import journal, statehome, treeswap, worktree
 from .lock import ProjectLock
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 
 from ..errors import EnvironmentFailure, UsageError
 from ..output.escape import shell_command
 from ..output.jsonout import json_field
 from ..patterns import lazy
+from ..records import dataclass
 from . import journal, statehome, worktree
 
 STATE_VERSION = 2

@@ -24,13 +24,14 @@ import os
 import re
 import shlex
 import stat
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from .. import git
 from ..confined import Refused, Root, TooLarge
 from ..confined.regular import file_kind, kind_of
 from ..errors import EnvironmentFailure, GitError
+from ..records import dataclass
 from . import statehome
 
 STATE_DIR = ".patchctl"

@@ -5,11 +5,12 @@ per URL and process; a local path is asked the same way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from .. import git
 from ..errors import GitError
+from ..records import dataclass
 from .store import Store
 
 _LISTED: dict[str, Refs] = {}

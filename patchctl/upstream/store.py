@@ -23,7 +23,6 @@ import hashlib
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +34,7 @@ from ..paths import cache_dir
 from ..patterns import lazy
 from ..project import upstream_checks
 from ..project.yamlloc import format_keypath
+from ..records import dataclass
 
 if TYPE_CHECKING:
     from filelock import FileLock

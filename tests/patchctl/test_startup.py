@@ -6,6 +6,7 @@ bench/startup_bench.py measures it."""
 from __future__ import annotations
 
 import ast
+import gc
 import json
 import re
 import shutil
@@ -133,6 +134,7 @@ START_UP_CORE = {
     "patchctl.cli",
     "patchctl.lazy",
     "patchctl.patterns",
+    "patchctl.records",
     "patchctl.app",
     "patchctl.errors",
     "patchctl.output",
@@ -378,6 +380,7 @@ def test_dashboard_help_states_the_label_and_the_bot() -> None:
 # the near-name suggestion (difflib: an error message), and whatever other commands use.
 NOT_AT_A_STOP = (
     *("tempfile", "shutil", "difflib", "tarfile", "zipfile", "email", "urllib.request", "html.parser"),
+    *("concurrent.futures", "logging"),  # threads beside: patchctl.beside
     *("jinja2", "docker", "rich", "platformdirs"),
     *("patchctl.confined.scratch", "patchctl.project.manifests", "patchctl.upstream.sdist"),
     *("patchctl.series.exporter", "patchctl.loop.gates", "patchctl.loop.runners"),
@@ -413,3 +416,22 @@ def test_a_continue_that_stops_again_imports_only_what_a_stop_needs(project: Pro
     assert code == 1 and "0002-util.patch" in output, output  # the round ran: carried one, stopped at the next
     assert {"patchctl.loop.sync", "patchctl.loop.stopcause", "patchctl.output.report"} <= modules  # explained
     assert [m for m in NOT_AT_A_STOP if m in modules] == []
+
+
+def test_the_program_collects_cycles_less_often_than_the_default(tmp_path: Path) -> None:
+    """`patchctl` (`cli.run`) raises the cyclic collector's first threshold for the command it
+    runs (bench/ollama_replay.py: 10 ms of a `--continue`); `main`, which tests call, leaves it."""
+    probe = (
+        "import atexit, gc, sys\n"
+        "from patchctl.cli import run\n"
+        "atexit.register(lambda: print('THRESHOLD=%d' % gc.get_threshold()[0]))\n"
+        "sys.argv = ['patchctl', '--version']\n"
+        "run()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.rpartition("THRESHOLD=")[2]) >= 100_000
+    from patchctl.cli import main
+
+    before = gc.get_threshold()
+    assert main(["--version"]) == 0 and gc.get_threshold() == before

@@ -13,11 +13,13 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from patchctl import git
 from patchctl.series.applier import APPLY_CONFIG
 from patchctl.series.patchset import PatchFile
-from patchctl.series.textapply import MemoryTree, apply_hunks, file_commands, plain_edits
+from patchctl.series.textapply import MemoryTree, apply_hunks, file_commands, plain_edits, split_lines
 
 CASES = 160
 WORDS = [b"{", b"}", b"return 0;", b"", b"x++;", b"  break;", b"int a;", b"\tb = 1;"]
@@ -55,6 +57,16 @@ def _drift(rng: random.Random, lines: list[bytes]) -> list[bytes]:
 
 def _text(lines: list[bytes], newline_at_end: bool = True) -> bytes:
     return b"\n".join(lines) + (b"\n" if newline_at_end and lines else b"")
+
+
+@given(
+    st.lists(st.sampled_from([b"a", b"\n", b"\r", b"\r\n", b"\x0b", b"\x0c", b"\x1c", b"\x85", b" "]), max_size=40).map(
+        b"".join
+    )
+)
+def test_a_file_is_split_at_lf_alone_whatever_else_it_holds(content: bytes) -> None:
+    lines = content.split(b"\n")
+    assert split_lines(content) == [line + b"\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
 
 
 def test_hunks_land_where_git_apply_puts_them(tmp_path: Path) -> None:

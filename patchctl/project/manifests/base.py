@@ -4,7 +4,8 @@ place in the text, checksums and the archives they digest, and the GitHub URL fo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from ...records import dataclass
 
 FORMATS = ("openwrt", "conda-forge", "gclient")
 VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,99}$")

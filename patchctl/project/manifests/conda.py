@@ -13,8 +13,9 @@ conda-forge's autotick bot does), and the sha256 of a GitHub tarball is remade o
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ...records import dataclass
 from .base import (
     Archive,
     Checksum,

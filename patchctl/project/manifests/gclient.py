@@ -13,8 +13,9 @@ Chromium's `135.0.7049.7`), in place.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ...records import dataclass
 from .base import Literal, ManifestError, PinState, is_abbreviation, replace_literals
 
 MAX_DEPS_BYTES = 4 * 1024 * 1024

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
 
+from ...records import dataclass
 from ..makevars import ASSIGNMENT_RE, ExpansionBound, Makefile, expand, parse_makefile
 from .base import (
     HEX40_RE,
