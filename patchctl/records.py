@@ -16,8 +16,8 @@ what its own would:
   instances; a frozen class and a mutable one do not inherit from each other.
 A class that writes its own `__repr__`, `__eq__` or `__hash__` keeps it. The fields these read are
 the ones the class had when decorated, as the standard decorator's code does. `order=True` is the
-standard decorator's alone. patchctl's modules take `dataclass` from here, never from
-`dataclasses` (`tests/test_layout.py`); `tests/patchctl/test_records.py` holds the two side by side.
+standard decorator's alone. `tests/patchctl/test_records.py` holds the two side by side, and
+checks that patchctl's modules take `dataclass` from here, never from `dataclasses`.
 """
 
 from __future__ import annotations
@@ -77,10 +77,12 @@ def _record(cls: type, frozen: bool, order: bool) -> type:
     if order:
         return dataclasses.dataclass(cls, frozen=frozen, order=True)
     own = dict(cls.__dict__)  # what the class body wrote, before dataclass adds to it
-    for base in cls.__mro__[1:]:
-        if getattr(base, _FROZEN, frozen) != frozen:
-            wrong = "frozen dataclass from a non-frozen one" if frozen else "non-frozen dataclass from a frozen one"
-            raise TypeError(f"cannot inherit {wrong}")
+    # The standard rule: among the dataclasses it inherits from (records or not), a frozen
+    # class needs a frozen one, and a mutable class none.
+    bases = [base for base in cls.__mro__[1:] if hasattr(base, "__dataclass_fields__")]
+    if bases and any(getattr(base, _FROZEN, base.__dataclass_params__.frozen) for base in bases) != frozen:
+        wrong = "frozen dataclass from a non-frozen one" if frozen else "non-frozen dataclass from a frozen one"
+        raise TypeError(f"cannot inherit {wrong}")
     if frozen and ("__setattr__" in own or "__delattr__" in own):
         raise TypeError(f"cannot overwrite __setattr__ or __delattr__ in frozen class {cls.__name__}")
     dataclasses.dataclass(cls, repr=False, eq=False)

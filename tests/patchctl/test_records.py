@@ -181,6 +181,11 @@ def test_frozen_and_mutable_records_do_not_inherit_from_each_other() -> None:
             decorate(type("Sub", (Frozen,), {"__annotations__": {"b": "int"}}))
         with pytest.raises(TypeError, match="cannot inherit frozen dataclass from a non-frozen one"):
             decorate(frozen=True)(type("Sub", (Mutable,), {"__annotations__": {"b": "int"}}))
+    # Across the two decorators too: the rule reads whichever made the base.
+    with pytest.raises(TypeError, match="cannot inherit frozen dataclass from a non-frozen one"):
+        records.dataclass(frozen=True)(type("Sub", (dataclasses.dataclass(type("M", (), {})),), {}))
+    with pytest.raises(TypeError, match="cannot inherit non-frozen dataclass from a frozen one"):
+        records.dataclass(type("Sub", (dataclasses.dataclass(frozen=True)(type("F", (), {})),), {}))
 
 
 def test_a_frozen_record_may_not_write_its_own_setattr() -> None:
