@@ -666,16 +666,16 @@ def _check_out_and_seed(config: Config, store: Store, state: SyncState) -> None:
             )
             _moved(state, entry, commit)
     except BaseException:
-        for future in seeding.values():
-            if not future.cancel():
-                future.exception()  # waited for: nothing of this run writes on after it ends
+        for seed in seeding.values():
+            if not seed.cancel():
+                seed.exception()  # waited for: nothing of this run writes on after it ends
         raise
 
 
 def _seeding(state: SyncState, entry: SeriesProgress) -> Callable[[], str | None] | None:
     """How to wait for ENTRY's seed where `_check_out_and_seed` started it (once), else None."""
-    future = _this_run(state).seeding.pop(entry.name, None)
-    return None if future is None else future.result
+    seed = _this_run(state).seeding.pop(entry.name, None)
+    return None if seed is None else seed.result
 
 
 def _seed(repo: Path, old_pin: str, entry: SeriesProgress, patches: list[PatchFile]) -> str | None:
