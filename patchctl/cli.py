@@ -221,10 +221,10 @@ def _print_traceback() -> None:
 def run() -> NoReturn:
     """The `patchctl` program (and `python -m patchctl`): `main`, then exit with its code."""
     # A command makes its objects in bursts (a series parsed, a diff read) and drops them as it
-    # goes: the cyclic collector's default (a pass every 700 allocations, over what the imports
-    # made too) cost a `pin-sync --continue` 10 ms of its 270. Cycles are still collected, less
-    # often.
-    gc.set_threshold(100_000, 50, 100)
+    # goes: the cyclic collector's default first threshold (a pass every 700 allocations, over
+    # what the imports made too) cost a `pin-sync --continue` 3 to 10 ms of its 270 in paired
+    # runs. Cycles are still collected, less often.
+    gc.set_threshold(10_000, 10, 10)
     code = main()
     # The exit frees what is left: the last full collection over every object the command made,
     # which the interpreter otherwise runs on its way out, costs about a tenth of a short
