@@ -420,7 +420,7 @@ def test_a_continue_that_stops_again_imports_only_what_a_stop_needs(project: Pro
 
 def test_the_program_collects_cycles_less_often_than_the_default(tmp_path: Path) -> None:
     """`patchctl` (`cli.run`) raises the cyclic collector's first threshold for the command it
-    runs (bench/ollama_replay.py: 10 ms of a `--continue`); `main`, which tests call, leaves it."""
+    runs (3 to 10 ms of a `--continue`, docs/benchmarks.md); `main`, which tests call, leaves it."""
     probe = (
         "import atexit, gc, sys\n"
         "from patchctl.cli import run\n"
