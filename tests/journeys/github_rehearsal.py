@@ -612,6 +612,11 @@ class GitHubRehearsal:
             str(event_file),
             "--json",
             "--no-skip-checkout",
+            # One job at a time: act 0.2.89 reads and writes its --local-repository map from
+            # parallel jobs without a lock, and Go ends the process on "concurrent map read and
+            # map write" (nektos/act#6055, not merged). Needs still order the jobs as GitHub does.
+            "--concurrent-jobs",
+            "1",
             "--no-cache-server",
             "--action-offline-mode",
             "--action-cache-path",
