@@ -249,7 +249,7 @@ def _replayed_ok(value: object) -> bool:
 def _facts_ok(facts: object) -> bool:
     """FACTS is what `PinMove` keeps: patch-ids (hex, "" for no change, "-" for none) by commit or
     patch digest, and renames as old path -> new path; and the output of the range's logs a sync
-    reads at every round (`patchctl.loop.sync._keep_range_logs`)."""
+    reads at every round (`patchctl.loop.sync_history.keep_range_logs`)."""
     if not isinstance(facts, dict) or not set(facts) <= {"patch_ids", "renames", "range_logs"}:
         return False
     ids = facts.get("patch_ids", {})

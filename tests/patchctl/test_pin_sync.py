@@ -545,7 +545,7 @@ def test_unreachable_docker_engine_in_a_build_gate_exits_3_and_cleans_up(
 def test_the_report_lists_the_upstream_commits_and_says_when_history_was_rewritten(upstream: Repo) -> None:
     """upstream_commits: the commits between the pins, oldest first, from one git log; a note
     where the new pin does not descend from the old one or the old one is gone."""
-    from patchctl.loop.sync import upstream_commits
+    from patchctl.loop.sync_history import upstream_commits
 
     old = upstream.head
     first = upstream.commit({"a.c": "a\n"}, "first upstream change")
@@ -595,7 +595,7 @@ def _conflict_blocks_line_by_line(tree: Path, files: list[str]) -> list[str]:
 def test_conflict_blocks_are_found_where_reading_every_line_finds_them(tmp_path: Path, pieces: list[bytes]) -> None:
     """The report's FILE:START-END of each marker block is found by a search over the file, not
     by reading it line by line (on a real conflict, a file of thousands of lines): the same blocks."""
-    from patchctl.loop.sync import conflict_blocks
+    from patchctl.loop.sync_records import conflict_blocks
 
     (tmp_path / "f.c").write_bytes(b"".join(pieces))
     assert conflict_blocks(tmp_path, ["f.c", "gone.c"]) == _conflict_blocks_line_by_line(tmp_path, ["f.c", "gone.c"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from patchctl import git
-from patchctl.loop import carry, sync
+from patchctl.loop import carry, sync, sync_explain
 from patchctl.series.applier import apply_in_worktree
 from patchctl.state import worktree
 
@@ -88,13 +88,13 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> dict[str, Spy]:
     found = {
         "carry": Spy(carry.carry_patch),
         "seed": Spy(sync.seed_three_way_objects),
-        "range-diff": Spy(sync.range_diff),
-        "old side": Spy(sync.old_series_head),
+        "range-diff": Spy(sync_explain.range_diff),
+        "old side": Spy(sync_explain.old_series_head),
     }
     monkeypatch.setattr(carry, "carry_patch", found["carry"])
     monkeypatch.setattr(sync, "seed_three_way_objects", found["seed"])
-    monkeypatch.setattr(sync, "range_diff", found["range-diff"])
-    monkeypatch.setattr(sync, "old_series_head", found["old side"])
+    monkeypatch.setattr(sync_explain, "range_diff", found["range-diff"])
+    monkeypatch.setattr(sync_explain, "old_series_head", found["old side"])
     return found
 
 

@@ -247,15 +247,16 @@ def test_what_rounds_in_one_process_share(project: Project, upstream: Repo, monk
     assert not git.run_fixed(failed, upstream.path, commits=(old, missing)).ok
     assert not git.run_fixed(failed, upstream.path, commits=(old, missing)).ok and len(asked) == 5  # never kept
 
-    from patchctl.loop import sync
+    from patchctl.loop import sync_round
     from patchctl.project.config import load
+    from patchctl.state.sync_state import SyncState
 
     config = load(project.path / "matrix.yaml")
-    one, two = (sync.SyncState("up", old, new, "test", []) for _ in range(2))
-    before = sync._patches(config, one, "main")
-    again = sync._patches(config, two, "main")
+    one, two = (SyncState("up", old, new, "test", []) for _ in range(2))
+    before = sync_round.series_patches(config, one, "main")
+    again = sync_round.series_patches(config, two, "main")
     assert [a is b for a, b in zip(before, again, strict=True)] == [True, True]
     edited = project.series_dir / "0002-util-five.patch"
     edited.write_text(edited.read_text().replace("Util five", "Util five, edited"))
-    third = sync._patches(config, sync.SyncState("up", old, new, "test", []), "main")
+    third = sync_round.series_patches(config, SyncState("up", old, new, "test", []), "main")
     assert third[0] is before[0] and third[1] is not before[1] and b"edited" in third[1].data

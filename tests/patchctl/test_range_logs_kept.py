@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchctl import git
-from patchctl.loop import health, sync
+from patchctl.loop import health, sync_history
 from patchctl.state import worktree
 
 from .conftest import Project, make_upstream
@@ -55,7 +55,7 @@ def test_a_continue_reads_the_range_from_its_state_not_from_git(
     real_run = git.run
     monkeypatch.setattr(git, "run", lambda args, *a, **k: asked.append(list(args)) or real_run(args, *a, **k))
     kept = continued(project, cli)
-    assert [args for args in asked if args in (sync._listing_log(old, new), health.drift_log(old, new))] == []
+    assert [args for args in asked if args in (sync_history.listing_log(old, new), health.drift_log(old, new))] == []
     assert [c["subject"] for c in kept["commits"]] == ["Upstream rewrites line 20", "Upstream adds hello.c"]
 
     # The same sync with nothing kept (as an earlier version left it): git asked, the same report.
@@ -66,7 +66,7 @@ def test_a_continue_reads_the_range_from_its_state_not_from_git(
     path.write_text(json.dumps(planted))
     asked.clear()
     fresh = continued(other, cli)
-    assert sync._listing_log(old, new) in asked and health.drift_log(old, new) in asked
+    assert sync_history.listing_log(old, new) in asked and health.drift_log(old, new) in asked
     assert (fresh["commits"], fresh["commits_note"], fresh["health"]) == (
         kept["commits"],
         kept["commits_note"],

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from patchctl.confined import named
 from patchctl.loop.canary import CanaryPatch, CanaryReport, CanarySeries, CompileRecord
-from patchctl.loop.sync import GateRecord, SyncReport
+from patchctl.loop.sync_report import GateRecord, SyncReport
 from patchctl.output import report
 from patchctl.output.jsonout import to_json
 from patchctl.state.sync_state import PatchRecord
