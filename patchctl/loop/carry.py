@@ -35,14 +35,8 @@ from pathlib import Path
 
 from .. import git
 from ..records import dataclass
-from ..series.applier import (
-    IndexBuilder,
-    PatchOutcome,
-    Status,
-    apply_in_worktree,
-    commit_worktree,
-    hunks_already_upstream,
-)
+from ..series.applier import IndexBuilder, PatchOutcome, Status, apply_in_worktree, hunks_already_upstream
+from ..series.commits import commit_worktree
 from ..series.diffblocks import (
     DEV_NULL,
     Block,

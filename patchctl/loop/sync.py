@@ -41,7 +41,8 @@ from ..confined.regular import kind_of
 from ..errors import EnvironmentFailure, UsageError
 from ..output.escape import shell_command, shell_word
 from ..project.config import Config, Series
-from ..series.applier import PatchOutcome, Status, commit_worktree, is_clean, seed_three_way_objects
+from ..series.applier import PatchOutcome, Status, is_clean, seed_three_way_objects
+from ..series.commits import commit_worktree
 from ..series.patchset import PatchFile, read_series, series_digest
 from ..state import treeswap, worktree
 from ..state.sync_state import (

@@ -44,14 +44,8 @@ from ..records import dataclass
 from ..state import journal, worktree
 from ..state.journal import FileChange
 from . import canonical, patchlist, patchstyle, plainform
-from .applier import (
-    IndexBuilder,
-    PatchOutcome,
-    apply_series_to_index,
-    commit_message,
-    is_clean,
-    series_tree_at_once,
-)
+from .applier import IndexBuilder, PatchOutcome, apply_series_to_index, is_clean, series_tree_at_once
+from .commits import commit_message
 from .formatting import FORMAT_PATCH_ARGS, FORMAT_PATCH_CONFIG, Formatted, format_patch, pathspec_without
 from .naming import Namer
 from .patchset import (

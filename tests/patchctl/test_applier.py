@@ -13,11 +13,11 @@ from patchctl.series.applier import (
     _seed_in_one_import,
     apply_in_worktree,
     apply_series_to_index,
-    fast_importable,
     is_clean,
     seed_three_way_objects,
     unsafe_path_reason,
 )
+from patchctl.series.commits import fast_importable
 from patchctl.series.exporter import _surely_does_not_apply
 from patchctl.series.patchset import PatchFile
 
