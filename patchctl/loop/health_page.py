@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 
 from ..errors import EnvironmentFailure
 from ..output.escape import linkable_url
-from .canary import BLOCKED, CONFLICT, MECHANICAL, NEEDS_HAND, NEEDS_LOOK
+from .canary_report import BLOCKED, CONFLICT, MECHANICAL, NEEDS_HAND, NEEDS_LOOK
 
 # A colour per upstream status, in Yocto's order; the ones that mean "still ours to carry" warm.
 STATUS_COLOURS = {

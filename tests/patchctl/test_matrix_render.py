@@ -349,7 +349,7 @@ def test_quote_round_trips_any_text_and_refuses_expressions(text: str) -> None:
 
 
 def test_canary_workflow_reads_the_key_the_canary_report_writes() -> None:
-    from patchctl.loop.canary import CanaryReport
+    from patchctl.loop.canary_report import CanaryReport
     from patchctl.output.jsonout import to_json
 
     payload = to_json(CanaryReport("llama.cpp", "a" * 40, "b" * 40, "main", None))

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from patchctl.confined import named
-from patchctl.loop.canary import CanaryPatch, CanaryReport, CanarySeries, CompileRecord
+from patchctl.loop.canary_report import CanaryPatch, CanaryReport, CanarySeries, CompileRecord
 from patchctl.loop.sync_report import GateRecord, SyncReport
 from patchctl.output import report
 from patchctl.output.jsonout import to_json
