@@ -21,7 +21,7 @@ from ..errors import CheckFailed, UsageError
 from ..output.escape import log_line, shell_command
 
 if TYPE_CHECKING:
-    from ..loop.sync import SyncReport, SyncStopped
+    from ..loop.sync_report import SyncReport, SyncStopped
 
 
 @click.command("pin-sync")
