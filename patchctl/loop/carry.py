@@ -217,6 +217,8 @@ def _mended(tree: Path, move: PinMove, patch: PatchFile, first: PatchOutcome) ->
     outcome stands when neither changes anything or the retry fares no better."""
     candidate, rebuilt, not_rebuilt = patch, [], ""
     foreign = _LACKS_BLOB in first.three_way
+    if not foreign and first.status == Status.FILE_MISSING and _stays_missing(tree, patch, move.renames()):
+        return Carried(first, patch)  # git refuses a missing file whatever the index lines: the retry could only fail
     rebuilt_patch = move.rebuilt_index(patch)
     if rebuilt_patch is not None:
         rebuilt = _foreign_files(patch, rebuilt_patch) if foreign else []
@@ -263,6 +265,23 @@ def follow_renames(tree: Path, patch: PatchFile, renames: dict[str, str]) -> tup
     if not followed:
         return patch, []
     return PatchFile(patch.path, "\n".join(lines).encode("utf-8", "surrogateescape")), followed
+
+
+def _stays_missing(tree: Path, patch: PatchFile, renames: dict[str, str]) -> bool:
+    """Whether PATCH changes a file TREE lacks that no rename of RENAMES leads to (as
+    `follow_renames` follows them): `git apply` fails on it however the patch is mended."""
+    try:
+        blocks = patch.parsed.blocks
+    except MalformedPatch:
+        return False
+    for block in blocks:
+        source = block.renamed_from or block.copied_from or block.old_path
+        if block.created or _exists(tree / source):
+            continue
+        target = renames.get(source)
+        if target is None or not _exists(tree / target):
+            return True
+    return False
 
 
 def _exists(path: Path) -> bool:

@@ -165,6 +165,56 @@ def test_a_rebuilt_preimage_that_still_stops_says_why_not_a_lacking_blob(project
     assert "3-way merge not possible: ggml/src/ggml-metal.m: does not exist in index" in record["detail"]
 
 
+def test_a_file_upstream_deleted_stops_on_the_first_try(project: Project, upstream: Repo, cli, monkeypatch) -> None:
+    """Seen in Ollama's bump 1a19df1f3: a patch changes a file upstream deleted (no rename leads to
+    it) and drifts in another, whose index line names a preimage other than the old pin's. No
+    mended patch (its index lines rebuilt) can apply there, so it is not tried again: the stop is
+    the first try's, in one `git apply -3` of the patch."""
+    from patchctl.loop import carry
+    from patchctl.series import applier
+
+    from .fixtures_bump import cut_patch, vocab_cpp
+
+    cache = "".join(f"cache_{i}();\n" for i in range(40))
+    pin = upstream.commit({"src/llama-context.cpp": vocab_cpp(), "src/llama-kv-cache.cpp": cache}, "old pin")
+    cherry = {5: "    context_fixed(5);"}  # a fix the series' tree held before upstream took it
+    patch = cut_patch(
+        upstream,
+        pin,
+        [
+            {"src/llama-context.cpp": vocab_cpp(cherry)},
+            {
+                "src/llama-context.cpp": vocab_cpp({**cherry, 20: "    defrag(20);"}),
+                "src/llama-kv-cache.cpp": cache.replace("cache_3();", "cache_3_full();"),
+            },
+        ],
+        "kv cache: defragment fully",
+    )
+    # The patch's index line names a blob the upstream has (so nothing is foreign), not the old pin's.
+    upstream.commit({"src/llama-context.cpp": vocab_cpp(cherry)}, "context: fix 5")
+    upstream.commit({"src/llama-context.cpp": vocab_cpp({**cherry, 21: "    memory(21);"})}, "context: memory")
+    upstream.git("rm", "-q", "src/llama-kv-cache.cpp")
+    upstream.commit({"src/llama-memory.cpp": "memory();\n"}, "kv cache: replaced by memory")
+    project.add_patch("0001-kv-cache-defragment-fully.patch", patch)
+    project.write_config(pin)
+    tries: list[str] = []
+    real = applier.apply_in_worktree
+
+    def counted(tree, patch, **kwargs):
+        tries.append(patch.name)
+        return real(tree, patch, **kwargs)
+
+    monkeypatch.setattr(carry, "apply_in_worktree", counted)
+
+    result, payload = sync(cli, project, "up", "--latest")
+    assert result.exit_code == 1, result.output
+    [record] = payload["patches"]
+    assert record["classification"] == "needs a hand: file-missing", record
+    assert "3-way merge not possible: src/llama-kv-cache.cpp: does not exist in index" in record["detail"]
+    assert "context drift in src/llama-context.cpp" in record["detail"]
+    assert tries == ["0001-kv-cache-defragment-fully.patch"]
+
+
 def test_a_preimage_rebuilt_from_the_seed_is_the_one_applying_the_series_again_gives(
     project: Project, upstream: Repo
 ) -> None:
