@@ -169,7 +169,7 @@ def test_a_file_upstream_deleted_stops_on_the_first_try(project: Project, upstre
     """Seen in Ollama's bump 1a19df1f3: a patch changes a file upstream deleted (no rename leads to
     it) and drifts in another, whose index line names a preimage other than the old pin's. No
     mended patch (its index lines rebuilt) can apply there, so it is not tried again: the stop is
-    the first try's, in one `git apply -3` of the patch."""
+    the first try's, and the patch is applied once."""
     from patchctl.loop import carry
     from patchctl.series import applier
 
