@@ -252,10 +252,10 @@ def follow_renames(tree: Path, patch: PatchFile, renames: dict[str, str]) -> tup
     lines = patch.text.split("\n")
     followed: list[tuple[str, str]] = []
     for position, block in enumerate(blocks):
-        source = block.renamed_from or block.copied_from or block.old_path
-        target = renames.get(source)
-        if block.created or target is None or _exists(tree / source) or not _exists(tree / target):
+        missing = _missing_source(tree, block, renames)
+        if missing is None or missing[1] is None:
             continue
+        source, target = missing
         header = header_line_range(blocks, position, len(lines))
         if any('"' in lines[n] for n in header):
             continue  # a C-quoted path: left as it is (git reports the missing file)
@@ -268,20 +268,27 @@ def follow_renames(tree: Path, patch: PatchFile, renames: dict[str, str]) -> tup
 
 
 def _stays_missing(tree: Path, patch: PatchFile, renames: dict[str, str]) -> bool:
-    """Whether PATCH changes a file TREE lacks that no rename of RENAMES leads to (as
-    `follow_renames` follows them): `git apply` fails on it however the patch is mended."""
+    """Whether PATCH changes a file TREE lacks that no rename of RENAMES leads to (the ones
+    `follow_renames` follows): `git apply` fails on it however the patch is mended."""
     try:
         blocks = patch.parsed.blocks
     except MalformedPatch:
         return False
     for block in blocks:
-        source = block.renamed_from or block.copied_from or block.old_path
-        if block.created or _exists(tree / source):
-            continue
-        target = renames.get(source)
-        if target is None or not _exists(tree / target):
+        missing = _missing_source(tree, block, renames)
+        if missing is not None and missing[1] is None:
             return True
     return False
+
+
+def _missing_source(tree: Path, block: Block, renames: dict[str, str]) -> tuple[str, str | None] | None:
+    """When BLOCK changes a file TREE lacks: that file, and where upstream moved it (RENAMES) if
+    TREE has it there, else None; None when BLOCK creates its file or TREE has it."""
+    source = block.renamed_from or block.copied_from or block.old_path
+    if block.created or _exists(tree / source):
+        return None
+    target = renames.get(source)
+    return source, target if target is not None and _exists(tree / target) else None
 
 
 def _exists(path: Path) -> bool:
